@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The C libraries come from Debian (see .ci/install-deps); each is bound by one systemLibrary
+// target and used by exactly one Swift module, so nothing above that layer sees a C type.
+let package = Package(
+    name: "Herald",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "herald", targets: ["HeraldCLI"]),
+    ],
+    targets: [
+        // C bindings
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+
+        // Pure Swift foundations
+        .target(name: "JSON"),
+        .target(name: "Crypto", dependencies: ["COpenSSL"]),
+
+        // One module per concern
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        .target(name: "HTTPClient", dependencies: ["CCurl"]),
+        .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL"]),
+        .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"]),
+        .target(name: "Queue", dependencies: ["Postgres", "JSON"],
+                plugins: [.plugin(name: "EmbedMigrations")]),
+        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON"]),
+        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
+        .executableTarget(name: "HeraldCLI",
+                          dependencies: ["Worker", "Emulator", "Queue", "FCM", "Postgres", "JSON", "Crypto"]),
+
+        // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
+        .executableTarget(name: "EmbedSQL", path: "Plugins/EmbedSQL"),
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedSQL"],
+                path: "Plugins/EmbedMigrations"),
+
+        // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
+        // and real HTTP/2 servers on loopback)
+        .target(name: "TestSupport", dependencies: ["Postgres", "Queue"], path: "Tests/TestSupport"),
+        .testTarget(name: "UnitTests",
+                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker"]),
+        .testTarget(name: "IntegrationTests",
+                    dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "HTTPClient",
+                                   "HTTPServer", "FCM", "JSON", "Crypto"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

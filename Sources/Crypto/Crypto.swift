@@ -1,0 +1,1 @@
+// The Crypto module; see README.md, Architecture.

@@ -1,0 +1,1 @@
+// The Emulator module; see README.md, Architecture.

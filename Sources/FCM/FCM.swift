@@ -1,0 +1,1 @@
+// The FCM module; see README.md, Architecture.

@@ -1,0 +1,1 @@
+// The HTTPClient module; see README.md, Architecture.

@@ -1,0 +1,1 @@
+// The HTTPServer module; see README.md, Architecture.

@@ -1,0 +1,1 @@
+print("herald: under construction")

@@ -1,0 +1,66 @@
+extension JSONValue {
+    /// Compact JSON text, members in their order, numbers as written.
+    public var serialized: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the compact JSON text of this value to `out`.
+    public func write(into out: inout [UInt8]) {
+        switch self {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.utf8)
+        case .string(let s): JSONValue.writeString(s, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (i, element) in elements.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                element.write(into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            for (i, member) in object.members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(member.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                member.value.write(into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Appends `s` as a quoted JSON string literal.
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                        hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `s` as a quoted JSON string literal.
+    public static func quoted(_ s: String) -> String {
+        var out: [UInt8] = []
+        writeString(s, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    public var description: String { serialized }
+}

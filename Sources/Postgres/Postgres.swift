@@ -1,0 +1,1 @@
+// The Postgres module; see README.md, Architecture.

@@ -1,0 +1,1 @@
+// The Queue module; see README.md, Architecture.

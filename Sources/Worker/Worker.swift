@@ -1,0 +1,1 @@
+// The Worker module; see README.md, Architecture.

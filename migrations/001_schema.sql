@@ -1,0 +1,2 @@
+-- Herald schema, first migration.
+CREATE SCHEMA IF NOT EXISTS herald;

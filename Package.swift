@@ -16,6 +16,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
+        .systemLibrary(name: "CEpoll"),  // epoll, eventfd, timerfd: not in Swift's Glibc module
 
         // Pure Swift foundations
         .target(name: "JSON"),
@@ -24,7 +25,7 @@ let package = Package(
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
-        .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL"]),
+        .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON"],
                 plugins: [.plugin(name: "EmbedMigrations")]),
@@ -42,7 +43,7 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "Queue"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto"]),

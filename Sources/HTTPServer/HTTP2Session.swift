@@ -1,0 +1,277 @@
+import CNGHTTP2
+import Glibc
+
+/// The state of one HTTP/2 request stream.
+final class HTTP2Stream {
+    var method = ""
+    var path = ""
+    var headers: [HTTPHeader] = []
+    var body: [UInt8] = []
+    var bodyTooLarge = false
+    var responded = false
+    var responseBody: [UInt8] = []
+    var responseOffset = 0
+
+    init() { headers.reserveCapacity(8) }
+}
+
+/// One connection's HTTP/2 side: nghttp2 parses and frames, this class keeps the streams and
+/// calls the handler when a request is complete. Bytes go in through `receive`, come out through
+/// `pumpOutput` into the connection's output buffer (nghttp2's memory-based API, so the event
+/// loop, not nghttp2, owns the socket).
+final class HTTP2Session {
+    unowned let connection: Connection
+    private var session: OpaquePointer?
+    private var streams: [Int32: HTTP2Stream] = [:]
+    private let maxBody: Int
+
+    /// nghttp2 copies the callback table into each session, so one table serves them all.
+    nonisolated(unsafe) private static let callbacks: OpaquePointer = makeCallbacks()
+    nonisolated(unsafe) private static let options: OpaquePointer = makeOptions()
+
+    init?(connection: Connection) {
+        self.connection = connection
+        self.maxBody = connection.loop.configuration.maxBodyBytes
+        var created: OpaquePointer? = nil
+        let rc = nghttp2_session_server_new2(&created, HTTP2Session.callbacks, Unmanaged.passUnretained(self).toOpaque(),
+                                             HTTP2Session.options)
+        guard rc == 0, let created else { return nil }
+        session = created
+    }
+
+    /// Sends our SETTINGS: many concurrent streams and large windows, so we never throttle a client.
+    func start() {
+        guard let session else { return }
+        let streamsLimit = UInt32(clamping: connection.loop.configuration.maxConcurrentStreams)
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: streamsLimit),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+        ]
+        nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+        pumpOutput()
+    }
+
+    var hasOpenStreams: Bool { !streams.isEmpty }
+
+    var wantsToWrite: Bool {
+        guard let session else { return false }
+        return nghttp2_session_want_write(session) != 0
+    }
+
+    /// True when both sides are done (GOAWAY exchanged or a fatal error): close the socket.
+    var isFinished: Bool {
+        guard let session else { return true }
+        return nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0
+    }
+
+    func receive(_ bytes: UnsafeRawBufferPointer) {
+        guard let session, let base = bytes.baseAddress else { return }
+        let rc = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        if rc < 0 {
+            // A protocol error: nghttp2 has queued a GOAWAY where it could; send it and close.
+            pumpOutput()
+            connection.closeAfterFlush = true
+            return
+        }
+        pumpOutput()
+    }
+
+    /// Moves nghttp2's pending frames into the connection's output, up to a bounded amount so a
+    /// slow reader cannot make the buffer grow without end.
+    func pumpOutput() {
+        guard let session else { return }
+        while connection.output.count < Connection.outputHighWater {
+            var data: UnsafePointer<UInt8>? = nil
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 {
+                connection.closeAfterFlush = true
+                return
+            }
+            guard n > 0, let data else { return }
+            connection.output.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+        }
+    }
+
+    func teardown() {
+        for _ in streams.values { connection.loop.counters.streamClosed() }
+        streams.removeAll()
+        if let session { nghttp2_session_del(session) }
+        session = nil
+    }
+
+    // MARK: requests and responses
+
+    fileprivate func beginStream(_ id: Int32) {
+        streams[id] = HTTP2Stream()
+        connection.loop.counters.streamOpened(perConnection: streams.count)
+    }
+
+    fileprivate func header(stream id: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        guard let stream = streams[id] else { return }
+        if name.first == UInt8(ascii: ":") {
+            if name.count == 7, name[1] == UInt8(ascii: "m") {  // :method
+                stream.method = String(decoding: value, as: UTF8.self)
+            } else if name.count == 5, name[1] == UInt8(ascii: "p") {  // :path
+                stream.path = String(decoding: value, as: UTF8.self)
+            } else if name.count == 10, name[1] == UInt8(ascii: "a") {  // :authority, kept as host
+                stream.headers.append(HTTPHeader(name: "host", value: String(decoding: value, as: UTF8.self)))
+            }
+            return
+        }
+        stream.headers.append(HTTPHeader(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+    }
+
+    fileprivate func data(stream id: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let stream = streams[id] else { return }
+        if stream.body.count + bytes.count > maxBody {
+            stream.bodyTooLarge = true
+            return
+        }
+        stream.body.append(contentsOf: bytes)
+    }
+
+    fileprivate func requestComplete(stream id: Int32) {
+        guard let stream = streams[id], !stream.responded else { return }
+        let loop = connection.loop
+        loop.counters.http2Requests.wrappingAdd(1, ordering: .relaxed)
+        if stream.bodyTooLarge {
+            respond(stream: id, with: HTTPServerResponse(status: 413, body: Array("request body too large\n".utf8)))
+            return
+        }
+        var path = stream.path
+        var query = ""
+        if let mark = path.utf8.firstIndex(of: UInt8(ascii: "?")) {
+            query = String(path[path.index(after: mark)...])
+            path = String(path[..<mark])
+        }
+        let request = HTTPServerRequest(method: stream.method, path: path, query: query, headers: stream.headers,
+                                        body: stream.body, version: .http2, isSecure: connection.isSecure)
+        stream.body = []
+        stream.headers = []
+        let response = loop.handler(request)
+        if response.delayMilliseconds > 0 {
+            stream.responded = true
+            loop.schedule(response, for: connection.serial, target: .stream(id))
+        } else {
+            respond(stream: id, with: response)
+        }
+    }
+
+    /// Submits the response of a stream still open (a client may have reset it meanwhile).
+    func respond(stream id: Int32, with response: HTTPServerResponse) {
+        guard let session, let stream = streams[id] else { return }
+        stream.responded = true
+        stream.responseBody = response.body
+        stream.responseOffset = 0
+
+        // One scratch buffer holds every name and value; nghttp2 copies them during submit.
+        var scratch = connection.loop.headerScratch
+        scratch.removeAll(keepingCapacity: true)
+        var spans: [(Int, Int, Int, Int)] = []
+        spans.reserveCapacity(response.headers.count + 2)
+        func add(_ name: String, _ value: String) {
+            let nameStart = scratch.count
+            scratch.append(contentsOf: name.utf8)
+            let valueStart = scratch.count
+            scratch.append(contentsOf: value.utf8)
+            spans.append((nameStart, valueStart - nameStart, valueStart, scratch.count - valueStart))
+        }
+        add(":status", String(response.status))
+        add("content-length", String(response.body.count))
+        for header in response.headers where header.name != "content-length" { add(header.name, header.value) }
+        if scratch.isEmpty { scratch.append(0) }
+
+        scratch.withUnsafeMutableBufferPointer { raw in
+            let base = raw.baseAddress!
+            var nva = spans.map { span in
+                nghttp2_nv(name: base + span.0, value: base + span.2, namelen: span.1, valuelen: span.3,
+                           flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            }
+            if response.body.isEmpty {
+                nghttp2_submit_response(session, id, &nva, nva.count, nil)
+            } else {
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: { session, streamID, buffer, length, flags, _, user in
+                    let me = Unmanaged<HTTP2Session>.fromOpaque(user!).takeUnretainedValue()
+                    return me.readResponse(stream: streamID, into: buffer!, length: length, flags: flags!)
+                })
+                nghttp2_submit_response(session, id, &nva, nva.count, &provider)
+            }
+        }
+        connection.loop.headerScratch = scratch
+    }
+
+    fileprivate func readResponse(stream id: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
+                                  flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let stream = streams[id] else {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            return 0
+        }
+        let remaining = stream.responseBody.count - stream.responseOffset
+        let count = min(remaining, length)
+        if count > 0 {
+            stream.responseBody.withUnsafeBufferPointer { source in
+                buffer.update(from: source.baseAddress! + stream.responseOffset, count: count)
+            }
+            stream.responseOffset += count
+        }
+        if stream.responseOffset >= stream.responseBody.count {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            stream.responseBody = []
+        }
+        return count
+    }
+
+    fileprivate func streamClosed(_ id: Int32) {
+        if streams.removeValue(forKey: id) != nil { connection.loop.counters.streamClosed() }
+    }
+
+    // MARK: the C callback table
+
+    private static func makeOptions() -> OpaquePointer {
+        var option: OpaquePointer? = nil
+        nghttp2_option_new(&option)
+        return option!
+    }
+
+    private static func makeCallbacks() -> OpaquePointer {
+        var callbacks: OpaquePointer? = nil
+        nghttp2_session_callbacks_new(&callbacks)
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks) { _, frame, user in
+            guard let frame, let user else { return 0 }
+            if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+                Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().beginStream(frame.pointee.hd.stream_id)
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks) { _, frame, name, nameLength, value, valueLength, _, user in
+            guard let frame, let user, let name, let value else { return 0 }
+            guard frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+            Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().header(
+                stream: frame.pointee.hd.stream_id,
+                name: UnsafeBufferPointer(start: name, count: nameLength),
+                value: UnsafeBufferPointer(start: value, count: valueLength))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks) { _, _, streamID, data, length, user in
+            guard let user, let data else { return 0 }
+            Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().data(stream: streamID, UnsafeBufferPointer(start: data, count: length))
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks) { _, frame, user in
+            guard let frame, let user else { return 0 }
+            let type = UInt32(frame.pointee.hd.type)
+            if (type == NGHTTP2_DATA.rawValue || type == NGHTTP2_HEADERS.rawValue)
+                && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+                Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().requestComplete(stream: frame.pointee.hd.stream_id)
+            }
+            return 0
+        }
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in
+            guard let user else { return 0 }
+            Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().streamClosed(streamID)
+            return 0
+        }
+        return callbacks!
+    }
+}

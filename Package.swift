@@ -20,7 +20,7 @@ let package = Package(
 
         // Pure Swift foundations
         .target(name: "JSON"),
-        .target(name: "Crypto", dependencies: ["COpenSSL"]),
+        .target(name: "Crypto", dependencies: ["COpenSSL", "JSON"]),
 
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),

@@ -13,4 +13,6 @@
 /* Macros Swift cannot import, as functions. */
 static inline long herald_bio_get_mem_data(BIO *b, char **p) { return BIO_get_mem_data(b, p); }
 static inline long herald_ssl_ctx_set_mode(SSL_CTX *c, long m) { return SSL_CTX_set_mode(c, m); }
+/* EVP_RSA_gen is a variadic macro. */
+static inline EVP_PKEY *herald_rsa_generate(unsigned int bits) { return EVP_RSA_gen(bits); }
 #endif

@@ -1,1 +1,0 @@
-// The Crypto module; see README.md, Architecture.

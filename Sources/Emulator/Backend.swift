@@ -1,0 +1,397 @@
+import Glibc
+import HTTPServer
+import JSON
+import Synchronization
+
+/// Serves every request of the emulator; one instance is shared by the server's loop threads,
+/// with its state split over a few short-held locks (tokens, faults, groups, messages, stats).
+final class Backend: Sendable {
+    let configuration: EmulatorConfiguration
+    let credentials: Credentials
+    let store: MessageStore
+    let stats = SendStatistics()
+    private let groups = Mutex(DeviceGroupRegistry())
+    private let faults: Mutex<FaultState>
+    private let nextMessageID = Atomic<Int>(0)
+    private let nextSequence = Atomic<Int>(0)
+    private let startedAt = realtimeSeconds()
+    /// Filled in once the server listens (the port is known then).
+    let tokenURI = Mutex<String>("")
+    let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
+    let resetServerStatistics = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Per-token attempt counts and Retry-After deadlines, and the projects' quota buckets.
+    struct FaultState {
+        var attempts: [String: Int] = [:]
+        var tokenNotBefore: [String: (deadline: UInt64, code: String)] = [:]
+        var projectNotBefore: [String: (deadline: UInt64, code: String)] = [:]
+        var buckets: [String: TokenBucket] = [:]
+    }
+
+    /// Whether plain tokens need counting at all (only for scripts and random choices).
+    private let countsEveryAttempt: Bool
+
+    init(configuration: EmulatorConfiguration) {
+        self.configuration = configuration
+        credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds)
+        store = MessageStore(capacity: configuration.maxStoredMessages)
+        faults = Mutex(FaultState())
+        let scenario = configuration.scenario
+        var ranged = false
+        if configuration.latencyMilliseconds == nil, case .range = scenario.latency { ranged = true }
+        countsEveryAttempt = !scenario.scripts.isEmpty || scenario.errorRate > 0 || ranged
+    }
+
+    func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        switch Route.match(method: request.method, path: request.path) {
+        case .send(let project): return send(project: project, request)
+        case .token: return credentials.exchange(request, tokenURI: tokenURI.withLock { $0 }, now: realtimeSeconds())
+        case .manageDeviceGroup: return manageDeviceGroup(request)
+        case .lookUpDeviceGroup: return lookUpDeviceGroup(request)
+        case .listMessages: return listMessages(request)
+        case .reset:
+            reset()
+            return HTTPServerResponse(status: 204)
+        case .stats: return FCMResponses.json(200, statisticsJSON())
+        case .health: return FCMResponses.json(200, ["status": "ok"])
+        case .methodNotAllowed(let allowed):
+            return FCMResponses.json(405, ["error": ["code": 405, "message": .string("Method \(request.method) is not allowed here; use \(allowed)."), "status": "METHOD_NOT_ALLOWED"]],
+                                     headers: [HTTPHeader(name: "allow", value: allowed)])
+        case .notFound:
+            return FCMResponses.json(404, ["error": ["code": 404, "message": .string("The requested URL \(request.path) was not found on this server."), "status": "NOT_FOUND"]])
+        }
+    }
+
+    // MARK: send
+
+    private enum Decision {
+        case deliver(latency: Int)
+        case fail(ErrorAnswer, latency: Int)
+        case invalid(FieldViolation, latency: Int)
+    }
+
+    private func send(project: String, _ request: HTTPServerRequest) -> HTTPServerResponse {
+        let now = realtimeSeconds()
+        let second = Int(now)
+        switch credentials.authorize(request.header("authorization"), now: now) {
+        case .project(let owner) where owner == project:
+            break
+        case .project:
+            let answer = ErrorAnswer(code: .permissionDenied,
+                                     message: "Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/\(project)' (or it may not exist).")
+            return finish(FCMResponses.error(answer), answer.code.rawValue, second: second)
+        case .missing:
+            let answer = ErrorAnswer(code: .unauthenticated,
+                                     message: "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
+            return finish(FCMResponses.error(answer), answer.code.rawValue, second: second)
+        case .invalid, .expired:
+            let answer = ErrorAnswer(code: .unauthenticated)
+            return finish(FCMResponses.error(answer), answer.code.rawValue, second: second)
+        }
+
+        // Parse and validate before taking any lock; the verdict is applied after the quota.
+        let verdict: Result<ValidatedSend, FieldViolation>
+        do throws(JSONParseError) {
+            verdict = MessageValidator.validate(body: try JSONValue.parse(request.body))
+        } catch {
+            verdict = .failure(FieldViolation(field: "", message: "Invalid JSON payload received. \(error.reason) at byte \(error.offset).",
+                                              detail: "Invalid JSON payload received. \(error.reason) at byte \(error.offset)."))
+        }
+        var key: String? = nil
+        var token: String? = nil
+        if case .success(let send) = verdict {
+            switch send.target {
+            case .token(let t):
+                token = t
+                key = t
+            case .topic(let topic): key = "topic:" + topic
+            case .condition(let condition): key = "condition:" + condition
+            case .fid(let fid): key = "fid:" + fid
+            }
+        }
+
+        let decision = decide(project: project, key: key, token: token, verdict: verdict)
+        switch decision {
+        case .invalid(let violation, let latency):
+            var response = FCMResponses.invalid(violation)
+            response.delayMilliseconds = latency
+            return finish(response, FCMErrorCode.invalidArgument.rawValue, second: second)
+        case .fail(let answer, let latency):
+            var response = FCMResponses.error(answer)
+            response.delayMilliseconds = latency
+            return finish(response, answer.code.rawValue, second: second)
+        case .deliver(let latency):
+            guard case .success(let send) = verdict else { fatalError("deliver without a valid message") }
+            let id = nextMessageID.wrappingAdd(1, ordering: .relaxed).newValue
+            let name = "projects/\(project)/messages/\(id)"
+            if !send.validateOnly { deliver(send, name: name, project: project, body: request.body, now: now) }
+            var response = FCMResponses.sent(name: name)
+            response.delayMilliseconds = latency
+            stats.recordSend(status: 200, errorCode: nil, delivered: !send.validateOnly, validateOnly: send.validateOnly, second: second)
+            return response
+        }
+    }
+
+    private func finish(_ response: HTTPServerResponse, _ code: String?, second: Int) -> HTTPServerResponse {
+        stats.recordSend(status: response.status, errorCode: code, delivered: false, validateOnly: false, second: second)
+        return response
+    }
+
+    /// Quota, Retry-After bookkeeping, scripts, fault tokens and random errors, under one lock.
+    private func decide(project: String, key: String?, token: String?, verdict: Result<ValidatedSend, FieldViolation>) -> Decision {
+        let scenario = configuration.scenario
+        let fault = token.flatMap(FaultToken.parse)
+        let script = key.flatMap { scenario.script(for: $0) }
+        let counting = key != nil && (countsEveryAttempt || fault?.countsAttempts == true || script != nil)
+        let needsLock = counting || scenario.quota != nil || hasDeadlines.load(ordering: .relaxed)
+        let now = monotonicNanoseconds()
+
+        var attempt = 1
+        var violations: [RetryAfterViolation] = []
+        var quotaWait: Int? = nil
+        if needsLock {
+            faults.withLock { state in
+                if let deadline = state.projectNotBefore[project] {
+                    if now < deadline.deadline {
+                        violations.append(RetryAfterViolation(scope: "project", subject: project, errorCode: deadline.code,
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                    } else {
+                        state.projectNotBefore[project] = nil
+                    }
+                }
+                if let key, let deadline = state.tokenNotBefore[key] {
+                    if now < deadline.deadline {
+                        violations.append(RetryAfterViolation(scope: "token", subject: key, errorCode: deadline.code,
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                    } else {
+                        state.tokenNotBefore[key] = nil
+                    }
+                }
+                if let quota = scenario.quota {
+                    var bucket = state.buckets[project] ?? TokenBucket(perMinute: quota.perMinute, capacity: quota.burst, now: now)
+                    quotaWait = bucket.take(now: now)
+                    state.buckets[project] = bucket
+                }
+                if quotaWait == nil, counting, let key {
+                    attempt = (state.attempts[key] ?? 0) + 1
+                    state.attempts[key] = attempt
+                }
+            }
+        }
+        for violation in violations { stats.recordViolation(violation) }
+
+        let latency = latencyMilliseconds(key: key ?? project, attempt: attempt)
+        if let quotaWait {
+            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: quotaWait)
+            remember(retryAfter: quotaWait, latency: latency, code: answer.code, project: project, key: nil, now: now)
+            return .fail(answer, latency: latency)
+        }
+        if case .failure(let violation) = verdict { return .invalid(violation, latency: latency) }
+
+        var answer: ErrorAnswer? = nil
+        if let script {
+            if case .error(let scripted) = script.behaviour(attempt: attempt) { answer = scripted }
+        } else if let fault {
+            answer = fault.answer(attempt: attempt)
+        } else if scenario.errorRate > 0, let key,
+                  SeededRandom.unit(seed: scenario.seed, key: key, attempt: attempt, salt: 1) < scenario.errorRate {
+            let pick = SeededRandom.unit(seed: scenario.seed, key: key, attempt: attempt, salt: 2)
+            answer = scenario.randomErrors[min(scenario.randomErrors.count - 1, Int(pick * Double(scenario.randomErrors.count)))]
+        }
+        guard let answer else { return .deliver(latency: latency) }
+        if let seconds = answer.retryAfter, let key {
+            remember(retryAfter: seconds, latency: latency, code: answer.code, project: project, key: key, now: now)
+        }
+        return .fail(answer, latency: latency)
+    }
+
+    /// Set once any Retry-After was given, so sends skip the lock until then.
+    private let hasDeadlines = Atomic<Bool>(false)
+
+    /// The instant before which a request (for `key`, or for the whole project when `key` is nil)
+    /// breaks the Retry-After: counted from when the answer leaves, after its latency.
+    private func remember(retryAfter seconds: Int, latency: Int, code: FCMErrorCode, project: String, key: String?, now: UInt64) {
+        let deadline = now + UInt64(latency) * 1_000_000 + UInt64(seconds) * 1_000_000_000
+        hasDeadlines.store(true, ordering: .relaxed)
+        faults.withLock { state in
+            if let key {
+                state.tokenNotBefore[key] = (deadline, code.rawValue)
+            } else {
+                state.projectNotBefore[project] = (deadline, code.rawValue)
+            }
+        }
+    }
+
+    private func latencyMilliseconds(key: String, attempt: Int) -> Int {
+        if let fixed = configuration.latencyMilliseconds { return fixed }
+        switch configuration.scenario.latency {
+        case nil: return 0
+        case .fixed(let ms): return ms
+        case .range(let low, let high):
+            let unit = SeededRandom.unit(seed: configuration.scenario.seed, key: key, attempt: attempt, salt: 3)
+            return low + Int(unit * Double(high - low + 1)).clamped(to: 0...(high - low))
+        }
+    }
+
+    private func deliver(_ send: ValidatedSend, name: String, project: String, body: [UInt8], now: Double) {
+        let millis = Int64(now * 1000)
+        func message(_ target: String, group: String?) -> DeliveredMessage {
+            DeliveredMessage(sequence: nextSequence.wrappingAdd(1, ordering: .relaxed).newValue, name: name, projectID: project,
+                             target: target, deviceGroup: group, receivedAtMilliseconds: millis, body: body)
+        }
+        switch send.target {
+        case .token(let token):
+            // A device group's key as token reaches every member (and is recorded under the key too).
+            if token.hasPrefix("APA91b"), let members = groups.withLock({ $0.members(ofKey: token, projectID: project) }) {
+                var records = members.map { message("token:" + $0, group: token) }
+                records.append(message("token:" + token, group: token))
+                store.record(records)
+            } else {
+                store.record(message("token:" + token, group: nil))
+            }
+        case .topic(let topic): store.record(message("topic:" + topic, group: nil))
+        case .condition(let condition): store.record(message("condition:" + condition, group: nil))
+        case .fid(let fid): store.record(message("fid:" + fid, group: nil))
+        }
+    }
+
+    // MARK: device groups
+
+    private func deviceGroupProject(_ request: HTTPServerRequest) -> Result<String, DeviceGroupRegistry.Failure> {
+        stats.recordDeviceGroupRequest()
+        let now = realtimeSeconds()
+        guard request.header("access_token_auth")?.lowercased() == "true" else {
+            return .failure(.init(status: 401, message: "access_token_auth: true is required with an OAuth2 access token"))
+        }
+        let owner: String
+        switch credentials.authorize(request.header("authorization"), now: now) {
+        case .project(let project): owner = project
+        case .missing: return .failure(.init(status: 401, message: "Unauthorized: the Authorization: Bearer header is missing"))
+        case .invalid, .expired: return .failure(.init(status: 401, message: "Unauthorized: the access token is invalid or expired"))
+        }
+        guard let sender = request.header("project_id"), !sender.isEmpty else {
+            return .failure(.init(status: 400, message: "the project_id header (the sender ID) is required"))
+        }
+        guard sender == owner else {
+            return .failure(.init(status: 401, message: "Unauthorized: the access token does not belong to project \(sender)"))
+        }
+        return .success(owner)
+    }
+
+    private func manageDeviceGroup(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let project: String
+        switch deviceGroupProject(request) {
+        case .success(let p): project = p
+        case .failure(let failure): return FCMResponses.legacyError(failure.status, failure.message)
+        }
+        guard let body = try? JSONValue.parse(request.body) else {
+            return FCMResponses.legacyError(400, "the body is not valid JSON")
+        }
+        switch groups.withLock({ $0.apply(body, projectID: project) }) {
+        case .success(let key): return FCMResponses.json(200, ["notification_key": .string(key)])
+        case .failure(let failure): return FCMResponses.legacyError(failure.status, failure.message)
+        }
+    }
+
+    private func lookUpDeviceGroup(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let project: String
+        switch deviceGroupProject(request) {
+        case .success(let p): project = p
+        case .failure(let failure): return FCMResponses.legacyError(failure.status, failure.message)
+        }
+        guard let name = request.queryValue("notification_key_name"), !name.isEmpty else {
+            return FCMResponses.legacyError(400, "notification_key_name is required")
+        }
+        switch groups.withLock({ $0.lookUp(name: name, projectID: project) }) {
+        case .success(let key): return FCMResponses.json(200, ["notification_key": .string(key)])
+        case .failure(let failure): return FCMResponses.legacyError(failure.status, failure.message)
+        }
+    }
+
+    // MARK: observation
+
+    private func listMessages(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        var target: String? = nil
+        var limit: Int? = nil
+        for item in request.queryItems {
+            switch item.name {
+            case "token": target = "token:" + item.value
+            case "topic": target = "topic:" + item.value
+            case "condition": target = "condition:" + item.value
+            case "fid": target = "fid:" + item.value
+            case "limit":
+                guard let n = Int(item.value), n >= 0 else {
+                    return FCMResponses.json(400, ["error": .string("limit must be a whole number, not \(item.value)")])
+                }
+                limit = n
+            default:
+                return FCMResponses.json(400, ["error": .string("unknown parameter \(item.name); use token, topic, condition, fid or limit")])
+            }
+        }
+        let messages = store.messages(target: target, limit: limit)
+        return FCMResponses.json(200, ["count": JSONValue(messages.count), "messages": .array(messages.map(\.json))])
+    }
+
+    func reset() {
+        store.reset()
+        stats.reset()
+        faults.withLock { $0 = FaultState() }
+        hasDeadlines.store(false, ordering: .relaxed)
+        resetServerStatistics.withLock { $0 }?()
+    }
+
+    func statisticsJSON() -> JSONValue {
+        let s = stats.snapshot
+        let now = realtimeSeconds()
+        let second = Int(now)
+        let server = serverStatistics.withLock { $0 }?()
+        let counts = store.counts
+        var byStatus = JSONObject()
+        for (status, count) in s.byStatus.sorted(by: { $0.key < $1.key }) { byStatus[String(status)] = JSONValue(count) }
+        var byError = JSONObject()
+        for (code, count) in s.byError.sorted(by: { $0.key < $1.key }) { byError[code] = JSONValue(count) }
+        let recent: [JSONValue] = s.recentViolations.map {
+            ["scope": .string($0.scope), "subject": .string($0.subject), "error": .string($0.errorCode),
+             "early_by_ms": JSONValue($0.earlyByMilliseconds)]
+        }
+        func rate(_ value: Double) -> JSONValue { .number(String(Int(value.rounded()))) }
+        return [
+            "requests": JSONValue(s.requests),
+            "delivered": JSONValue(s.delivered),
+            "validate_only": JSONValue(s.validateOnly),
+            "by_status": .object(byStatus),
+            "by_error": .object(byError),
+            "requests_per_second": [
+                "last_1s": rate(SendStatistics.rate(s, now: second, span: 1)),
+                "last_10s": rate(SendStatistics.rate(s, now: second, span: 10)),
+                "last_60s": rate(SendStatistics.rate(s, now: second, span: 60)),
+                "peak": JSONValue(s.peakPerSecond),
+            ],
+            "retry_after_violations": ["count": JSONValue(s.violations), "recent": .array(recent)],
+            "http2_requests": JSONValue(server?.http2Requests ?? 0),
+            "http1_requests": JSONValue(server?.http1Requests ?? 0),
+            "peak_concurrent_streams": JSONValue(server?.peakConcurrentStreams ?? 0),
+            "peak_streams_per_connection": JSONValue(server?.peakStreamsPerConnection ?? 0),
+            "active_streams": JSONValue(server?.activeStreams ?? 0),
+            "connections_accepted": JSONValue(server?.connectionsAccepted ?? 0),
+            "open_connections": JSONValue(server?.openConnections ?? 0),
+            "tokens_issued": JSONValue(credentials.tokensIssued),
+            "token_grants_rejected": JSONValue(credentials.grantsRejected),
+            "device_group_requests": JSONValue(s.deviceGroupRequests),
+            "stored_messages": JSONValue(counts.stored),
+            "unstored_messages": JSONValue(counts.dropped),
+            "uptime_seconds": JSONValue(Int(now - startedAt)),
+        ]
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+}
+
+extension Comparable {
+    func clamped(to range: ClosedRange<Self>) -> Self { min(max(self, range.lowerBound), range.upperBound) }
+}

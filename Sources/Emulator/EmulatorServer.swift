@@ -1,0 +1,203 @@
+import Crypto
+import Glibc
+import HTTPServer
+import JSON
+import Synchronization
+
+/// How an emulator runs; every default is the one written beside it.
+public struct EmulatorConfiguration: Sendable {
+    /// Address to listen on. Default `127.0.0.1`.
+    public var host: String = "127.0.0.1"
+    /// TCP port; 0 picks a free one. Default 8085.
+    public var port: Int = 8085
+    /// Event-loop threads. Default 2.
+    public var threads: Int = 2
+    /// A fixed delay for every send answer, in milliseconds; overrides the scenario's. Default nil.
+    public var latencyMilliseconds: Int? = nil
+    /// Scripts, random errors, latency and quota (see `Scenario`). Default: none of them.
+    public var scenario: Scenario = Scenario()
+    /// Serve HTTPS (h2 and HTTP/1.1 by ALPN) with these PEM files. Default nil: cleartext.
+    public var tls: HTTPServer.TLSFiles? = nil
+    /// `expires_in` of the access tokens `/token` issues, in seconds. Default 3600.
+    public var tokenLifetimeSeconds: Int = 3600
+    /// Delivered messages kept for `/emulator/messages`; later ones are only counted. Default 1,000,000.
+    public var maxStoredMessages: Int = 1_000_000
+
+    public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
+        self.host = host
+        self.port = port
+        self.threads = threads
+    }
+}
+
+/// Why the emulator could not do what was asked.
+public struct EmulatorError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// A local stand-in for FCM's HTTP v1 API, its OAuth2 token endpoint and device-group
+/// management, with fault injection and observation endpoints, for tests, benchmarks and
+/// `herald work` without Google.
+///
+/// ```swift
+/// var configuration = EmulatorConfiguration(port: 0)
+/// configuration.tokenLifetimeSeconds = 60
+/// let emulator = EmulatorServer(configuration: configuration)
+/// try emulator.start()
+/// let account = try emulator.serviceAccountJSON(projectID: "demo")  // token_uri points here
+/// // POST \(emulator.baseURL)/v1/projects/demo/messages:send ...
+/// emulator.stop()
+/// ```
+///
+/// Endpoints: `POST /token`, `POST /v1/projects/{p}/messages:send`, `POST|GET /fcm/notification`,
+/// `GET /emulator/messages[?token=T|topic=T|condition=C][&limit=N]`, `DELETE /emulator/messages`,
+/// `GET /emulator/stats`, `GET /emulator/health`. Fault tokens: see `FaultToken`; scenario
+/// files: see `Scenario`.
+public final class EmulatorServer: Sendable {
+    public let configuration: EmulatorConfiguration
+    private let backend: Backend
+    private let server: HTTPServer
+
+    public init(configuration: EmulatorConfiguration) {
+        self.configuration = configuration
+        let backend = Backend(configuration: configuration)
+        self.backend = backend
+        var http = HTTPServer.Configuration(host: configuration.host, port: configuration.port, threads: configuration.threads,
+                                            tls: configuration.tls)
+        http.maxConcurrentStreams = 1000
+        server = HTTPServer(configuration: http) { request in backend.handle(request) }
+        let server = self.server
+        backend.serverStatistics.withLock { $0 = { server.statistics } }
+        backend.resetServerStatistics.withLock { $0 = { server.resetStatistics() } }
+    }
+
+    /// Starts listening; afterwards `port`, `baseURL` and `tokenURI` are final.
+    public func start() throws(EmulatorError) {
+        guard configuration.tokenLifetimeSeconds > 0 else {
+            throw EmulatorError("the token lifetime must be at least 1 second, not \(configuration.tokenLifetimeSeconds)")
+        }
+        do {
+            try server.start()
+        } catch {
+            throw EmulatorError("the emulator cannot start on \(configuration.host):\(configuration.port): \(error)")
+        }
+        backend.tokenURI.withLock { $0 = baseURL + "/token" }
+    }
+
+    /// Closes the port and every connection; joins the threads.
+    public func stop() { server.stop() }
+
+    /// The port listened on (the chosen one when configured as 0).
+    public var port: Int { server.port }
+
+    /// `http://127.0.0.1:PORT` (https with TLS); a wildcard host is written as loopback.
+    public var baseURL: String {
+        var host = configuration.host
+        if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" }
+        if host == "::" { host = "::1" }
+        if host.contains(":") && !host.hasPrefix("[") { host = "[\(host)]" }
+        return "\(configuration.tls == nil ? "http" : "https")://\(host):\(port)"
+    }
+
+    /// Where service accounts send their JWT grants.
+    public var tokenURI: String { baseURL + "/token" }
+
+    /// The send URL of a project, `{baseURL}/v1/projects/{project}/messages:send`.
+    public func sendURL(projectID: String) -> String { "\(baseURL)/v1/projects/\(projectID)/messages:send" }
+
+    /// A new service account for `projectID` (a fresh RSA key pair), in Google's JSON format with
+    /// `token_uri` pointing at this emulator; its JWT grants are accepted from now on. Call after
+    /// `start()` so the port in `token_uri` is the real one.
+    public func serviceAccountJSON(projectID: String) throws(EmulatorError) -> String {
+        do {
+            return try backend.credentials.createServiceAccount(projectID: projectID, tokenURI: tokenURI)
+        } catch {
+            throw EmulatorError("cannot create a service account key: \(error)")
+        }
+    }
+
+    /// Writes `serviceAccountJSON(projectID:)` to `path` with mode 0600 (it holds a private key).
+    public func writeServiceAccount(to path: String, projectID: String) throws(EmulatorError) {
+        let json = try serviceAccountJSON(projectID: projectID)
+        try writePrivateFile(path, contents: json)
+    }
+
+    /// Accepts the JWT grants of an existing service-account JSON (its `private_key`,
+    /// `client_email` and `project_id`), so a file written by an earlier run keeps working.
+    public func trustServiceAccount(json: String) throws(EmulatorError) {
+        guard let document = try? JSONValue.parse(json), let email = document["client_email"]?.stringValue,
+              let project = document["project_id"]?.stringValue, let pem = document["private_key"]?.stringValue
+        else {
+            throw EmulatorError("the service account JSON needs client_email, project_id and private_key")
+        }
+        do {
+            let key = try RSAPrivateKey(pem: pem)
+            backend.credentials.register(email: email, projectID: project, publicKey: key.publicKey)
+        } catch {
+            throw EmulatorError("the service account's private_key is not a usable RSA key: \(error)")
+        }
+    }
+
+    /// The messages delivered to `token` (through a device group too), oldest first.
+    public func deliveredMessages(token: String) -> [DeliveredMessage] {
+        backend.store.messages(target: "token:" + token, limit: nil)
+    }
+
+    /// Every delivered message, oldest first.
+    public func deliveredMessages() -> [DeliveredMessage] { backend.store.messages(target: nil, limit: nil) }
+
+    /// The `/emulator/stats` document.
+    public var statistics: JSONValue { backend.statisticsJSON() }
+
+    /// Access tokens issued by `/token` so far.
+    public var tokensIssued: Int { backend.credentials.tokensIssued }
+
+    /// Requests that came before a Retry-After given for them had passed.
+    public var retryAfterViolations: Int { backend.stats.violationCount }
+
+    /// What `DELETE /emulator/messages` does: forget messages, counters and fault attempts.
+    public func reset() { backend.reset() }
+
+    /// The HTTP server's own counters (h2/h1 requests, streams, connections).
+    public var serverStatistics: HTTPServerStatistics { server.statistics }
+}
+
+/// Writes a file only its owner can read, replacing what was there.
+func writePrivateFile(_ path: String, contents: String) throws(EmulatorError) {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw EmulatorError("cannot write \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    // An existing file keeps its mode through O_CREAT; tighten it.
+    guard fchmod(fd, 0o600) == 0 else { throw EmulatorError("cannot make \(path) private (chmod 600): \(String(cString: strerror(errno)))") }
+    var bytes = Array(contents.utf8)
+    bytes.append(0x0A)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw EmulatorError("cannot write \(path): \(String(cString: strerror(errno)))")
+        }
+        offset += n
+    }
+}
+
+/// The whole content of a file as text.
+func readTextFile(_ path: String) throws(EmulatorError) -> String {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw EmulatorError("cannot read \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw EmulatorError("cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        if n == 0 { break }
+        bytes.append(contentsOf: chunk[0..<n])
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

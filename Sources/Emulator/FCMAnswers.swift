@@ -1,0 +1,154 @@
+import HTTPServer
+import JSON
+
+/// The error answers of FCM's HTTP v1 API, shaped as Google sends them.
+public enum FCMErrorCode: String, Sendable, CaseIterable {
+    case unregistered = "UNREGISTERED"
+    case invalidArgument = "INVALID_ARGUMENT"
+    case senderIDMismatch = "SENDER_ID_MISMATCH"
+    case quotaExceeded = "QUOTA_EXCEEDED"
+    case unavailable = "UNAVAILABLE"
+    case `internal` = "INTERNAL"
+    case thirdPartyAuthError = "THIRD_PARTY_AUTH_ERROR"
+    /// Not an FcmError code: our OAuth token was refused (401 without an FcmError detail).
+    case unauthenticated = "UNAUTHENTICATED"
+    /// Not an FcmError code: the token may not send for this project (403 without an FcmError detail).
+    case permissionDenied = "PERMISSION_DENIED"
+
+    /// The HTTP status FCM answers with.
+    public var httpStatus: Int {
+        switch self {
+        case .unregistered: return 404
+        case .invalidArgument: return 400
+        case .senderIDMismatch, .permissionDenied: return 403
+        case .quotaExceeded: return 429
+        case .unavailable: return 503
+        case .internal: return 500
+        case .thirdPartyAuthError, .unauthenticated: return 401
+        }
+    }
+
+    /// The `google.rpc.Code` name in the body's `status`.
+    public var rpcStatus: String {
+        switch self {
+        case .unregistered: return "NOT_FOUND"
+        case .invalidArgument: return "INVALID_ARGUMENT"
+        case .senderIDMismatch, .permissionDenied: return "PERMISSION_DENIED"
+        case .quotaExceeded: return "RESOURCE_EXHAUSTED"
+        case .unavailable: return "UNAVAILABLE"
+        case .internal: return "INTERNAL"
+        case .thirdPartyAuthError, .unauthenticated: return "UNAUTHENTICATED"
+        }
+    }
+
+    /// The body's `message` as FCM words it.
+    public var defaultMessage: String {
+        switch self {
+        case .unregistered: return "Requested entity was not found."
+        case .invalidArgument: return "The registration token is not a valid FCM registration token"
+        case .senderIDMismatch: return "SenderId mismatch"
+        case .quotaExceeded: return "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com'."
+        case .unavailable: return "The service is currently unavailable."
+        case .internal: return "Internal error encountered."
+        case .thirdPartyAuthError: return "Auth error from APNS or Web Push Service"
+        case .unauthenticated:
+            return "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
+        case .permissionDenied: return "Permission 'cloudmessaging.messages.create' denied on resource (or it may not exist)."
+        }
+    }
+
+    /// Whether the body carries a `google.firebase.fcm.v1.FcmError` detail (real FCM leaves it
+    /// out of the OAuth-level 401 and 403).
+    public var hasFcmErrorDetail: Bool { self != .unauthenticated && self != .permissionDenied }
+}
+
+/// One scripted or computed error answer.
+public struct ErrorAnswer: Sendable, Equatable {
+    public var code: FCMErrorCode
+    /// Overrides the code's usual HTTP status when set.
+    public var status: Int?
+    /// Seconds for a `Retry-After` header.
+    public var retryAfter: Int?
+    /// Overrides the code's usual message when set.
+    public var message: String?
+
+    public init(code: FCMErrorCode, status: Int? = nil, retryAfter: Int? = nil, message: String? = nil) {
+        self.code = code
+        self.status = status
+        self.retryAfter = retryAfter
+        self.message = message
+    }
+
+    public var httpStatus: Int { status ?? code.httpStatus }
+}
+
+enum FCMResponses {
+    static let jsonType = HTTPHeader(name: "content-type", value: "application/json; charset=UTF-8")
+
+    /// A v1 error body: `{"error":{"code","message","status","details":[...]}}`.
+    static func errorBody(_ answer: ErrorAnswer, violation: FieldViolation? = nil) -> [UInt8] {
+        let status = answer.httpStatus
+        let message = violation?.message ?? answer.message ?? answer.code.defaultMessage
+        var details: [JSONValue] = []
+        if let violation {
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": [["field": .string(violation.field), "description": .string(violation.detail)]],
+            ])
+        }
+        if answer.code == .quotaExceeded {
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [["subject": "project", "description": "Send requests per minute"]],
+            ])
+        }
+        if answer.code.hasFcmErrorDetail {
+            details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": .string(answer.code.rawValue)])
+        }
+        var error = JSONObject(["code": JSONValue(status), "message": .string(message), "status": .string(answer.code.rpcStatus)])
+        if !details.isEmpty { error["details"] = .array(details) }
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONValue.object(JSONObject(["error": .object(error)])).write(into: &out)
+        return out
+    }
+
+    static func error(_ answer: ErrorAnswer, violation: FieldViolation? = nil) -> HTTPServerResponse {
+        var headers = [jsonType]
+        if let retryAfter = answer.retryAfter { headers.append(HTTPHeader(name: "retry-after", value: String(retryAfter))) }
+        if answer.code == .unauthenticated {
+            headers.append(HTTPHeader(name: "www-authenticate", value: #"Bearer realm="https://accounts.google.com/", error="invalid_token""#))
+        }
+        return HTTPServerResponse(status: answer.httpStatus, headers: headers, body: errorBody(answer, violation: violation))
+    }
+
+    static func invalid(_ violation: FieldViolation) -> HTTPServerResponse {
+        error(ErrorAnswer(code: .invalidArgument), violation: violation)
+    }
+
+    /// `{"name":"projects/p/messages/123"}` without a JSON tree.
+    static func sent(name: String) -> HTTPServerResponse {
+        var body: [UInt8] = []
+        body.reserveCapacity(name.utf8.count + 12)
+        body.append(contentsOf: #"{"name":"#.utf8)
+        JSONValue.writeString(name, into: &body)
+        body.append(UInt8(ascii: "}"))
+        return HTTPServerResponse(status: 200, headers: [jsonType], body: body)
+    }
+
+    static func json(_ status: Int, _ value: JSONValue, headers: [HTTPHeader] = []) -> HTTPServerResponse {
+        var body: [UInt8] = []
+        value.write(into: &body)
+        return HTTPServerResponse(status: status, headers: [jsonType] + headers, body: body)
+    }
+
+    /// The OAuth2 token endpoint's error: `{"error":"invalid_grant","error_description":"..."}`.
+    static func oauthError(_ error: String, _ description: String, status: Int = 400) -> HTTPServerResponse {
+        json(status, ["error": .string(error), "error_description": .string(description)])
+    }
+
+    /// Device-group management's legacy error: `{"error":"..."}`.
+    static func legacyError(_ status: Int, _ message: String) -> HTTPServerResponse {
+        json(status, ["error": .string(message)])
+    }
+}

@@ -1,0 +1,58 @@
+/// The emulator's endpoints, told apart by method and path alone.
+public enum Route: Sendable, Equatable {
+    /// `POST /token`: the OAuth2 jwt-bearer exchange.
+    case token
+    /// `POST /v1/projects/{project}/messages:send`.
+    case send(project: String)
+    /// `POST /fcm/notification`: create, add or remove a device group.
+    case manageDeviceGroup
+    /// `GET /fcm/notification?notification_key_name=...`.
+    case lookUpDeviceGroup
+    /// `GET /emulator/messages[?token=|topic=|condition=][&limit=N]`.
+    case listMessages
+    /// `DELETE /emulator/messages`: forget messages, counters and fault attempts.
+    case reset
+    /// `GET /emulator/stats`.
+    case stats
+    /// `GET /emulator/health`: 200 once listening, for scripts waiting on start-up.
+    case health
+    /// A known path with a method it does not take; `allowed` lists the ones it does.
+    case methodNotAllowed(allowed: String)
+    case notFound
+
+    public static func match(method: String, path: String) -> Route {
+        switch path {
+        case "/token":
+            return method == "POST" ? .token : .methodNotAllowed(allowed: "POST")
+        case "/fcm/notification":
+            switch method {
+            case "POST": return .manageDeviceGroup
+            case "GET": return .lookUpDeviceGroup
+            default: return .methodNotAllowed(allowed: "GET, POST")
+            }
+        case "/emulator/messages":
+            switch method {
+            case "GET": return .listMessages
+            case "DELETE": return .reset
+            default: return .methodNotAllowed(allowed: "GET, DELETE")
+            }
+        case "/emulator/stats":
+            return method == "GET" ? .stats : .methodNotAllowed(allowed: "GET")
+        case "/emulator/health":
+            return method == "GET" ? .health : .methodNotAllowed(allowed: "GET")
+        default:
+            break
+        }
+        // /v1/projects/{project}/messages:send
+        let prefix = "/v1/projects/"
+        let suffix = "/messages:send"
+        guard path.hasPrefix(prefix), path.hasSuffix(suffix), path.utf8.count > prefix.utf8.count + suffix.utf8.count else {
+            return .notFound
+        }
+        let start = path.utf8.index(path.utf8.startIndex, offsetBy: prefix.utf8.count)
+        let end = path.utf8.index(path.utf8.endIndex, offsetBy: -suffix.utf8.count)
+        let project = String(path[start..<end])
+        guard !project.contains("/") else { return .notFound }
+        return method == "POST" ? .send(project: project) : .methodNotAllowed(allowed: "POST")
+    }
+}

@@ -1,0 +1,345 @@
+import JSON
+import Testing
+@testable import Emulator
+
+@Suite struct EmulatorRoutingTests {
+    @Test func sendPathNamesTheProject() {
+        #expect(Route.match(method: "POST", path: "/v1/projects/my-app-1/messages:send") == .send(project: "my-app-1"))
+        #expect(Route.match(method: "GET", path: "/v1/projects/my-app-1/messages:send") == .methodNotAllowed(allowed: "POST"))
+        #expect(Route.match(method: "POST", path: "/v1/projects//messages:send") == .notFound)
+        #expect(Route.match(method: "POST", path: "/v1/projects/a/b/messages:send") == .notFound)
+        #expect(Route.match(method: "POST", path: "/v1/projects/a/messages:sendx") == .notFound)
+    }
+
+    @Test func fixedEndpoints() {
+        #expect(Route.match(method: "POST", path: "/token") == .token)
+        #expect(Route.match(method: "GET", path: "/token") == .methodNotAllowed(allowed: "POST"))
+        #expect(Route.match(method: "POST", path: "/fcm/notification") == .manageDeviceGroup)
+        #expect(Route.match(method: "GET", path: "/fcm/notification") == .lookUpDeviceGroup)
+        #expect(Route.match(method: "GET", path: "/emulator/messages") == .listMessages)
+        #expect(Route.match(method: "DELETE", path: "/emulator/messages") == .reset)
+        #expect(Route.match(method: "GET", path: "/emulator/stats") == .stats)
+        #expect(Route.match(method: "GET", path: "/nothing") == .notFound)
+    }
+}
+
+@Suite struct EmulatorValidationTests {
+    private func violation(_ text: String) throws -> FieldViolation? {
+        switch MessageValidator.validate(body: try JSONValue.parse(text)) {
+        case .success: return nil
+        case .failure(let violation): return violation
+        }
+    }
+
+    private func accepted(_ text: String) throws -> ValidatedSend? {
+        if case .success(let send) = MessageValidator.validate(body: try JSONValue.parse(text)) { return send }
+        return nil
+    }
+
+    @Test func acceptsTheSeedExamples() throws {
+        // Seed 000: a device-group message; seed 004: a Live Activity start; seed 002: per-platform overrides.
+        #expect(try accepted(#"{"message":{"token":"APA91bGHXQBB","data":{"hello":"This is a Firebase Cloud Messaging device group message!"}}}"#) != nil)
+        #expect(try accepted(#"""
+            {"message":{"token":"FCM_TOKEN","apns":{"live_activity_token":"LA","headers":{"apns-priority":"10"},
+             "payload":{"aps":{"timestamp":1700000000,"event":"start","content-state":{"demo":1},
+             "attributes-type":"DemoAttributes","attributes":{"demoAttribute":1},"alert":{"title":"t","body":"b"}}}}}}
+            """#) != nil)
+        #expect(try accepted(#"""
+            {"message":{"topic":"industry-tech","notification":{"title":"Breaking News","body":"New news story available."},
+             "android":{"priority":"HIGH","ttl":"86400s","notification":{"icon":"stock_ticker_update","color":"#7e55c3","click_action":"OPEN"}},
+             "apns":{"headers":{"apns-priority":"5","apns-expiration":"1604750400"},"payload":{"aps":{"category":"NEW_MESSAGE_CATEGORY","mutable-content":1}},
+                     "fcm_options":{"image":"https://example.com/a.png"}},
+             "webpush":{"headers":{"TTL":"4500","Urgency":"high"},"fcm_options":{"link":"https://example.com/news"}}}}
+            """#) != nil)
+    }
+
+    @Test func targetAndValidateOnly() throws {
+        let send = try #require(try accepted(#"{"message":{"topic":"/topics/news"},"validate_only":true}"#))
+        #expect(send.target == .topic("news"))
+        #expect(send.validateOnly)
+        #expect(try accepted(#"{"message":{"condition":"'a' in topics && ('b' in topics || !('c' in topics))"}}"#)?.target
+                == .condition("'a' in topics && ('b' in topics || !('c' in topics))"))
+        #expect(try accepted(#"{"message":{"fid":"installation-1"}}"#)?.target == .fid("installation-1"))
+        // camelCase names are proto JSON too.
+        #expect(try accepted(#"{"message":{"token":"t","android":{"collapseKey":"k","restrictedPackageName":"a.b"}},"validateOnly":false}"#) != nil)
+    }
+
+    @Test(arguments: [
+        (#"{"message":{"data":{"a":"b"}}}"#, "message", "Recipient of the message is not set."),
+        (#"{"message":{"token":"t","topic":"x"}}"#, "message.topic", "oneof field 'target' is already set"),
+        (#"{"message":{"token":""}}"#, "message.token", "not a valid FCM registration token"),
+        (#"{"message":{"topic":"bad topic"}}"#, "message.topic", "[a-zA-Z0-9-_.~%]+"),
+        (#"{"message":{"token":"t","data":{"from":"x"}}}"#, "message.data", "'from' is reserved"),
+        (#"{"message":{"token":"t","data":{"google.x":"x"}}}"#, "message.data", "'google.x' is reserved"),
+        (#"{"message":{"token":"t","data":{"gcm_key":"x"}}}"#, "message.data", "'gcm_key' is reserved"),
+        (#"{"message":{"token":"t","data":{"n":1}}}"#, "message.data[0].value", "TYPE_STRING"),
+        (#"{"message":{"token":"t","android":{"ttl":"86400"}}}"#, "message.android.ttl", "Illegal duration format"),
+        (#"{"message":{"token":"t","android":{"ttl":"-1s"}}}"#, "message.android.ttl", "Illegal duration format"),
+        (#"{"message":{"token":"t","android":{"ttl":"1.1234567890s"}}}"#, "message.android.ttl", "Illegal duration format"),
+        (#"{"message":{"token":"t","android":{"ttl":"2419201s"}}}"#, "message.android.ttl", "exceeds the maximum"),
+        (#"{"message":{"token":"t","android":{"ttl":3600}}}"#, "message.android.ttl", "google.protobuf.Duration"),
+        (#"{"message":{"token":"t","android":{"priority":"URGENT"}}}"#, "message.android.priority", "AndroidMessagePriority"),
+        (#"{"message":{"token":"t","android":{"notification":{"color":"red"}}}}"#, "message.android.notification.color", "#rrggbb"),
+        (##"{"message":{"token":"t","android":{"notification":{"colour":"#ffffff"}}}}"##, "message.android.notification", "Unknown name \"colour\""),
+        (#"{"message":{"token":"t","apns":{"headers":{"apns-priority":"7"}}}}"#, "message.apns.headers", "apns-priority must be 1, 5 or 10"),
+        (#"{"message":{"token":"t","apns":{"headers":{"apns-priority":10}}}}"#, "message.apns.headers[0].value", "TYPE_STRING"),
+        (#"{"message":{"token":"t","webpush":{"fcm_options":{"link":"http://example.com"}}}}"#, "message.webpush.fcm_options.link", "HTTPS"),
+        (#"{"message":{"token":"t","apns":{"live_activity_token":"la","payload":{"aps":{"event":"pause","timestamp":1}}}}}"#,
+         "message.apns.payload.aps.event", "start, update or end"),
+        (#"{"message":{"token":"t","apns":{"live_activity_token":"la","payload":{"aps":{"event":"update","timestamp":"1","content-state":{}}}}}}"#,
+         "message.apns.payload.aps.timestamp", "integer"),
+        (#"{"message":{"token":"t","apns":{"live_activity_token":"la","payload":{"aps":{"event":"start","timestamp":1,"content-state":{}}}}}}"#,
+         "message.apns.payload.aps.attributes-type", "attributes-type"),
+        (#"{"message":{"token":"t","apns":{"live_activity_token":"la","payload":{"aps":{"event":"update","timestamp":1,"content-state":[1]}}}}}"#,
+         "message.apns.payload.aps.content-state", "object"),
+        (#"{"message":{"token":"t","tokn":"x"}}"#, "message", "Unknown name \"tokn\" at 'message'"),
+        (#"{"message":{"condition":"'a' in topics && 'b' in topics && 'c' in topics && 'd' in topics && 'e' in topics && 'f' in topics"}}"#,
+         "message.condition", "at most 5 topics"),
+        (#"{"message":{"condition":"'a' in topics &&"}}"#, "message.condition", "Invalid condition"),
+        (#"{"msg":{"token":"t"}}"#, "msg", "Unknown name \"msg\""),
+        (#"{"message":"t"}"#, "message", "google.firebase.fcm.v1.Message"),
+    ])
+    func rejectsNamingTheField(body: String, field: String, fragment: String) throws {
+        let found = try #require(try violation(body), "accepted \(body)")
+        #expect(found.field == field)
+        #expect(found.message.contains(fragment) || found.detail.contains(fragment), "\(found)")
+    }
+
+    @Test func payloadLimitsMeasureTheSerializedMessage() throws {
+        func message(target: String, filler: Int) -> String {
+            #"{"message":{\#(target),"data":{"x":"\#(String(repeating: "a", count: filler))"}}}"#
+        }
+        // {"token":"t","data":{"x":"..."}} is 29 bytes plus the filler.
+        #expect(try violation(message(target: #""token":"t""#, filler: 4096 - 29)) == nil)
+        #expect(try violation(message(target: #""token":"t""#, filler: 4096 - 28))?.message.contains("4096") == true)
+        // {"topic":"t","data":{"x":"..."}} is 29 bytes as well; topics allow 2048.
+        #expect(try violation(message(target: #""topic":"t""#, filler: 2048 - 29)) == nil)
+        #expect(try violation(message(target: #""topic":"t""#, filler: 2048 - 28))?.message.contains("2048") == true)
+    }
+
+    @Test func serializedLengthMatchesTheWriter() throws {
+        let value = try JSONValue.parse(#"{"a":"x\"y\\z\n\u0001é","b":[1,2.5,true,null,{}],"c":{"d":[]}}"#)
+        #expect(MessageValidator.serializedLength(value) == value.serialized.utf8.count)
+    }
+
+    @Test func durations() {
+        #expect(MessageValidator.parseDuration("0s") == 0)
+        #expect(MessageValidator.parseDuration("3.5s") == 3.5)
+        #expect(MessageValidator.parseDuration("1.123456789s") != nil)
+        for bad in ["s", "1", "1.s", ".5s", "1.1234567890s", "-1s", "1e3s", "1 s"] {
+            #expect(MessageValidator.parseDuration(bad) == nil, "\(bad)")
+        }
+    }
+}
+
+@Suite struct EmulatorFaultTokenTests {
+    @Test func parsesThePrefixes() {
+        #expect(FaultToken.parse("fail-unregistered") == .unregistered)
+        #expect(FaultToken.parse("fail-unregistered-42") == .unregistered)
+        #expect(FaultToken.parse("fail-invalid:x") == .invalid)
+        #expect(FaultToken.parse("fail-mismatch") == .mismatch)
+        #expect(FaultToken.parse("fail-auth") == .thirdPartyAuth)
+        #expect(FaultToken.parse("fail-quota-30") == .quota(retryAfter: 30))
+        #expect(FaultToken.parse("fail-quota-5-job17") == .quota(retryAfter: 5))
+        #expect(FaultToken.parse("fail-quota") == .quota(retryAfter: nil))
+        #expect(FaultToken.parse("fail-quota-x") == .quota(retryAfter: nil))
+        #expect(FaultToken.parse("fail-unavailable-2") == .unavailable(retryAfter: 2))
+        #expect(FaultToken.parse("fail-internal-3") == .internal(failures: 3))
+        #expect(FaultToken.parse("good-token") == nil)
+        #expect(FaultToken.parse("fail-other") == nil)
+    }
+
+    @Test func answersByAttempt() {
+        #expect(FaultToken.quota(retryAfter: 7).answer(attempt: 1) == ErrorAnswer(code: .quotaExceeded, retryAfter: 7))
+        #expect(FaultToken.quota(retryAfter: 7).answer(attempt: 2) == nil)
+        #expect(FaultToken.quota(retryAfter: nil).answer(attempt: 9) == ErrorAnswer(code: .quotaExceeded))
+        #expect(FaultToken.unavailable(retryAfter: 1).answer(attempt: 1)?.httpStatus == 503)
+        #expect(FaultToken.internal(failures: 2).answer(attempt: 2)?.httpStatus == 500)
+        #expect(FaultToken.internal(failures: 2).answer(attempt: 3) == nil)
+        #expect(FaultToken.unregistered.answer(attempt: 100)?.httpStatus == 404)
+        #expect(FaultToken.mismatch.answer(attempt: 1)?.httpStatus == 403)
+        #expect(FaultToken.thirdPartyAuth.answer(attempt: 1)?.httpStatus == 401)
+    }
+
+    @Test func errorBodiesCarryTheFcmErrorDetail() throws {
+        let body = try JSONValue.parse(FCMResponses.errorBody(ErrorAnswer(code: .unregistered)))
+        #expect(body["error"]?["code"]?.intValue == 404)
+        #expect(body["error"]?["status"]?.stringValue == "NOT_FOUND")
+        let details = try #require(body["error"]?["details"]?.arrayValue)
+        #expect(details.contains { $0["@type"]?.stringValue == "type.googleapis.com/google.firebase.fcm.v1.FcmError" && $0["errorCode"]?.stringValue == "UNREGISTERED" })
+
+        let plain = try JSONValue.parse(FCMResponses.errorBody(ErrorAnswer(code: .unauthenticated)))
+        #expect(plain["error"]?["status"]?.stringValue == "UNAUTHENTICATED")
+        #expect(plain["error"]?["details"] == nil)
+
+        let invalid = try JSONValue.parse(FCMResponses.errorBody(ErrorAnswer(code: .invalidArgument),
+                                                                   violation: FieldViolation(field: "message.android.ttl", message: "bad ttl")))
+        let violations = invalid["error"]?["details"]?.arrayValue?.first { $0["@type"]?.stringValue == "type.googleapis.com/google.rpc.BadRequest" }
+        #expect(violations?["fieldViolations"]?.arrayValue?.first?["field"]?.stringValue == "message.android.ttl")
+    }
+}
+
+@Suite struct EmulatorScenarioTests {
+    @Test func parsesEveryMember() throws {
+        let scenario = try Scenario.parse(#"""
+            {"seed": 42, "latency_ms": {"min": 5, "max": 50}, "error_rate": 0.25,
+             "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}, {"error": "INTERNAL", "status": 502}],
+             "quota": {"per_minute": 600000, "burst": 100},
+             "scripts": [{"prefix": "flaky-", "answers": [{"error": "QUOTA_EXCEEDED", "retry_after": 3}, "success", {"error": "UNAUTHENTICATED"}],
+                          "then": {"error": "UNREGISTERED", "message": "gone"}}]}
+            """#)
+        #expect(scenario.seed == 42)
+        #expect(scenario.latency == .range(5, 50))
+        #expect(scenario.errorRate == 0.25)
+        #expect(scenario.randomErrors == [ErrorAnswer(code: .unavailable, retryAfter: 1), ErrorAnswer(code: .internal, status: 502)])
+        #expect(scenario.quota == Scenario.Quota(perMinute: 600000, burst: 100))
+        let script = try #require(scenario.script(for: "flaky-7"))
+        #expect(script.behaviour(attempt: 1) == .error(ErrorAnswer(code: .quotaExceeded, retryAfter: 3)))
+        #expect(script.behaviour(attempt: 2) == .success)
+        #expect(script.behaviour(attempt: 3) == .error(ErrorAnswer(code: .unauthenticated)))
+        #expect(script.behaviour(attempt: 4) == .error(ErrorAnswer(code: .unregistered, message: "gone")))
+        #expect(scenario.script(for: "steady-1") == nil)
+    }
+
+    @Test(arguments: [
+        (#"{"sed": 1}"#, "unknown member \"sed\""),
+        (#"{"error_rate": 2}"#, "error_rate"),
+        (#"{"latency_ms": {"min": 9, "max": 1}}"#, "latency_ms"),
+        (#"{"quota": {"burst": 5}}"#, "per_minute"),
+        (#"{"scripts": [{"answers": []}]}"#, "scripts[0]\" needs a \"prefix\""),
+        (#"{"scripts": [{"prefix": "x", "answers": [{"error": "NOPE"}]}]}"#, "scripts[0].answers[0].error"),
+        (#"{"scripts": [{"prefix": "x", "then": "fail"}]}"#, "scripts[0].then"),
+        (#"[1]"#, "JSON object"),
+        (#"{"#, "not JSON"),
+    ])
+    func refusesNamingTheMember(text: String, fragment: String) {
+        do {
+            _ = try Scenario.parse(text)
+            Issue.record("accepted \(text)")
+        } catch {
+            #expect(error.description.contains(fragment), "\(error)")
+        }
+    }
+
+    @Test func seededRandomnessRepeats() {
+        let a = SeededRandom.unit(seed: 7, key: "token-1", attempt: 1, salt: 1)
+        #expect(a == SeededRandom.unit(seed: 7, key: "token-1", attempt: 1, salt: 1))
+        #expect(a != SeededRandom.unit(seed: 8, key: "token-1", attempt: 1, salt: 1))
+        #expect(a != SeededRandom.unit(seed: 7, key: "token-1", attempt: 2, salt: 1))
+        let draws = (0..<10_000).map { SeededRandom.unit(seed: 1, key: "t\($0)", attempt: 1, salt: 1) }
+        #expect(draws.allSatisfy { $0 >= 0 && $0 < 1 })
+        let share = Double(draws.filter { $0 < 0.1 }.count) / Double(draws.count)
+        #expect(abs(share - 0.1) < 0.02)
+    }
+
+    @Test func tokenBucketRefillsAndNamesTheWait() {
+        let second: UInt64 = 1_000_000_000
+        var bucket = TokenBucket(perMinute: 60, capacity: 2, now: 0)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == nil)
+        #expect(bucket.take(now: 0) == 1)
+        #expect(bucket.take(now: second / 2) == 1)  // half a token: still 1 s rounded up
+        #expect(bucket.take(now: second) == nil)
+        var slow = TokenBucket(perMinute: 6, capacity: 1, now: 0)  // one every 10 s
+        #expect(slow.take(now: 0) == nil)
+        #expect(slow.take(now: 0) == 10)
+        #expect(slow.take(now: 3 * second) == 7)
+    }
+}
+
+@Suite struct EmulatorDeviceGroupTests {
+    private func body(_ op: String, name: String = "appUser-Chris", key: String? = nil, ids: [String]) -> JSONValue {
+        var object = JSONObject(["operation": .string(op), "notification_key_name": .string(name)])
+        if let key { object["notification_key"] = .string(key) }
+        object["registration_ids"] = .array(ids.map { .string($0) })
+        return .object(object)
+    }
+
+    private func registry() -> DeviceGroupRegistry {
+        let counter = Counter()
+        return DeviceGroupRegistry(makeKey: { "APA91b-key-\(counter.next())" })
+    }
+
+    @Test func lifeCycle() throws {
+        var groups = registry()
+        let key = try groups.apply(body("create", ids: ["a", "b"]), projectID: "p").get()
+        #expect(groups.members(ofKey: key, projectID: "p") == ["a", "b"])
+        #expect(groups.members(ofKey: key, projectID: "other") == nil)
+        #expect(try groups.apply(body("add", key: key, ids: ["c", "a"]), projectID: "p").get() == key)
+        #expect(groups.members(ofKey: key, projectID: "p") == ["a", "b", "c"])
+        let alias = try groups.lookUp(name: "appUser-Chris", projectID: "p").get()
+        #expect(alias != key)
+        #expect(groups.members(ofKey: alias, projectID: "p") == ["a", "b", "c"])
+        _ = try groups.apply(body("remove", key: alias, ids: ["a", "b"]), projectID: "p").get()
+        #expect(groups.members(ofKey: key, projectID: "p") == ["c"])
+        _ = try groups.apply(body("remove", key: key, ids: ["c"]), projectID: "p").get()
+        #expect(groups.members(ofKey: key, projectID: "p") == nil)
+        #expect(groups.members(ofKey: alias, projectID: "p") == nil)
+        #expect(groups.group(named: "appUser-Chris", projectID: "p") == nil)
+        #expect(groups.lookUp(name: "appUser-Chris", projectID: "p") == .failure(.init(status: 404, message: "notification_key not found")))
+    }
+
+    @Test func limitsAndErrors() throws {
+        var groups = registry()
+        let twenty = (1...20).map { "t\($0)" }
+        let key = try groups.apply(body("create", ids: twenty), projectID: "p").get()
+        #expect(groups.apply(body("add", key: key, ids: ["t21"]), projectID: "p").failureStatus == 400)
+        #expect(groups.members(ofKey: key, projectID: "p")?.count == 20)
+        #expect(groups.apply(body("create", name: "big", ids: twenty + ["t21"]), projectID: "p").failureStatus == 400)
+        #expect(groups.apply(body("create", ids: ["x"]), projectID: "p").failureMessage == "notification_key already exists")
+        #expect(groups.apply(body("add", key: "APA91b-unknown", ids: ["x"]), projectID: "p").failureStatus == 404)
+        #expect(groups.apply(body("add", ids: ["x"]), projectID: "p").failureMessage == "notification_key is required")
+        #expect(groups.apply(body("add", name: "someone-else", key: key, ids: ["x"]), projectID: "p").failureStatus == 400)
+        #expect(groups.apply(body("rename", ids: ["x"]), projectID: "p").failureStatus == 400)
+        #expect(groups.apply(body("create", name: "empty", ids: []), projectID: "p").failureStatus == 400)
+        // The same name in another project is another group.
+        #expect((try? groups.apply(body("create", ids: ["x"]), projectID: "q").get()) != nil)
+    }
+}
+
+private final class Counter: @unchecked Sendable {
+    private var value = 0
+    func next() -> Int {
+        value += 1
+        return value
+    }
+}
+
+extension Result where Failure == DeviceGroupRegistry.Failure {
+    var failureStatus: Int? { if case .failure(let f) = self { return f.status } else { return nil } }
+    var failureMessage: String? { if case .failure(let f) = self { return f.message } else { return nil } }
+}
+
+@Suite struct EmulatorCommandTests {
+    @Test func parsesFlags() throws {
+        let options = try #require(try EmulatorCommand.Options.parse([
+            "--host", "127.0.0.1", "--port=0", "--threads", "3", "--latency-ms", "25", "--token-lifetime", "2",
+            "--write-service-account", "/tmp/sa.json", "--project-id", "demo", "--tls-cert", "c.pem", "--tls-key", "k.pem",
+        ]))
+        #expect(options.configuration.port == 0)
+        #expect(options.configuration.threads == 3)
+        #expect(options.configuration.latencyMilliseconds == 25)
+        #expect(options.configuration.tokenLifetimeSeconds == 2)
+        #expect(options.serviceAccountPath == "/tmp/sa.json")
+        #expect(options.projectID == "demo")
+        #expect(options.configuration.tls?.certificateFile == "c.pem")
+        #expect(try EmulatorCommand.Options.parse(["--help"]) == nil)
+    }
+
+    @Test(arguments: [
+        (["--port", "http"], "--port"),
+        (["--port"], "--port needs a value"),
+        (["--threads", "0"], "--threads"),
+        (["--tls-cert", "c.pem"], "--tls-key"),
+        (["--frobnicate"], "unknown option '--frobnicate'"),
+        (["--scenario", "/nonexistent/scenario.json"], "--scenario"),
+    ])
+    func errorsNameTheFlag(arguments: [String], fragment: String) {
+        do {
+            _ = try EmulatorCommand.Options.parse(arguments)
+            Issue.record("accepted \(arguments)")
+        } catch {
+            #expect(error.description.contains(fragment), "\(error)")
+        }
+    }
+}

@@ -9,6 +9,7 @@ final class TLSContext: @unchecked Sendable {
         guard let context = SSL_CTX_new(TLS_server_method()) else {
             throw HTTPServerError("SSL_CTX_new failed: \(TLSContext.drainErrors())")
         }
+        // Every stored property is set from here on, so a throw below still runs deinit, which frees the context.
         self.context = context
         _ = SSL_CTX_ctrl(context, SSL_CTRL_SET_MIN_PROTO_VERSION, Int(TLS1_2_VERSION), nil)
         // Partial writes and a moving buffer: the connection's output buffer may grow or be
@@ -16,16 +17,13 @@ final class TLSContext: @unchecked Sendable {
         _ = herald_ssl_ctx_set_mode(context, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS))
         guard SSL_CTX_use_certificate_chain_file(context, files.certificateFile) == 1 else {
             let reason = TLSContext.drainErrors()
-            SSL_CTX_free(context)
             throw HTTPServerError("cannot load the TLS certificate '\(files.certificateFile)': \(reason); give a PEM certificate chain")
         }
         guard SSL_CTX_use_PrivateKey_file(context, files.privateKeyFile, SSL_FILETYPE_PEM) == 1 else {
             let reason = TLSContext.drainErrors()
-            SSL_CTX_free(context)
             throw HTTPServerError("cannot load the TLS private key '\(files.privateKeyFile)': \(reason); give a PEM private key")
         }
         guard SSL_CTX_check_private_key(context) == 1 else {
-            SSL_CTX_free(context)
             throw HTTPServerError("the TLS private key '\(files.privateKeyFile)' does not match the certificate '\(files.certificateFile)'")
         }
         SSL_CTX_set_alpn_select_cb(context, { _, out, outLength, offered, offeredLength, _ in

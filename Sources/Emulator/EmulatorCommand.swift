@@ -14,6 +14,8 @@ public enum EmulatorCommand {
           --host ADDRESS                 address to listen on (default 127.0.0.1)
           --port PORT                    port to listen on, 0 for any free one (default 8085)
           --threads N                    event-loop threads (default 2)
+          --accept-mode MODE             acceptor (one thread accepts, deals connections out
+                                         round-robin; default) or reuseport (a listener per thread)
           --latency-ms N                 answer every send N milliseconds late (default 0)
           --scenario FILE                JSON scenario: scripts per token prefix, random errors,
                                          latency, a project quota (format: see below)
@@ -132,6 +134,12 @@ public enum EmulatorCommand {
                 case "--host": options.configuration.host = try value()
                 case "--port": options.configuration.port = try integer(0...65535)
                 case "--threads": options.configuration.threads = try integer(1...64)
+                case "--accept-mode":
+                    switch try value() {
+                    case "acceptor": options.configuration.acceptMode = .acceptorHandsOff
+                    case "reuseport": options.configuration.acceptMode = .reusePort
+                    case let other: throw usage("--accept-mode must be acceptor or reuseport, not '\(other)'")
+                    }
                 case "--latency-ms": options.configuration.latencyMilliseconds = try integer(0...600_000)
                 case "--token-lifetime": options.configuration.tokenLifetimeSeconds = try integer(1...86400 * 365)
                 case "--max-stored-messages": options.configuration.maxStoredMessages = try integer(0...Int(Int32.max))

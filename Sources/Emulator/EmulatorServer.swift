@@ -22,6 +22,9 @@ public struct EmulatorConfiguration: Sendable {
     public var tokenLifetimeSeconds: Int = 3600
     /// Delivered messages kept for `/emulator/messages`; later ones are only counted. Default 1,000,000.
     public var maxStoredMessages: Int = 1_000_000
+    /// How connections are spread over the threads. Default: one acceptor dealing them out
+    /// round-robin (see `HTTPServer.AcceptMode`).
+    public var acceptMode: HTTPServer.AcceptMode = .acceptorHandsOff
 
     public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
         self.host = host
@@ -66,6 +69,7 @@ public final class EmulatorServer: Sendable {
         var http = HTTPServer.Configuration(host: configuration.host, port: configuration.port, threads: configuration.threads,
                                             tls: configuration.tls)
         http.maxConcurrentStreams = 1000
+        http.acceptMode = configuration.acceptMode
         server = HTTPServer(configuration: http) { request in backend.handle(request) }
         let server = self.server
         backend.serverStatistics.withLock { $0 = { server.statistics } }

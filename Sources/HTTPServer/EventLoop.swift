@@ -7,7 +7,11 @@ import Synchronization
 /// Everything but `handoff` and `stopRequested` is touched by the loop's own thread only.
 final class EventLoop: @unchecked Sendable {
     let index: Int
-    unowned let server: HTTPServer
+    // The loop keeps what it needs rather than the server itself, so a server dropped without
+    // stop() can deinit (and stop the loops) while they still run.
+    let handler: HTTPServer.Handler
+    let counters: ServerCounters
+    let configuration: HTTPServer.Configuration
     let listener: Int32?
     let tls: TLSContext?
     let epollFD: Int32
@@ -35,13 +39,12 @@ final class EventLoop: @unchecked Sendable {
     static let firstConnectionTag: UInt64 = 16
     static let readBufferSize = 256 * 1024
 
-    var handler: HTTPServer.Handler { server.handler }
-    var counters: ServerCounters { server.counters }
-    var configuration: HTTPServer.Configuration { server.configuration }
-
-    init(index: Int, server: HTTPServer, listener: Int32?, tls: TLSContext?) throws(HTTPServerError) {
+    init(index: Int, handler: @escaping HTTPServer.Handler, counters: ServerCounters, configuration: HTTPServer.Configuration,
+         listener: Int32?, tls: TLSContext?) throws(HTTPServerError) {
         self.index = index
-        self.server = server
+        self.handler = handler
+        self.counters = counters
+        self.configuration = configuration
         self.listener = listener
         self.tls = tls
         epollFD = epoll_create1(Int32(EPOLL_CLOEXEC))
@@ -66,6 +69,7 @@ final class EventLoop: @unchecked Sendable {
     func closeEverything() {
         guard !closed else { return }
         closed = true
+        peers = []  // the loops refer to each other; let them go
         for connection in Array(connections.values) { connection.close() }
         connections.removeAll()
         timers.removeAll()

@@ -24,6 +24,8 @@ struct CurlResult {
     var headers: [String: String]
     var body: String
     var seconds: Double
+    /// Interim (1xx) statuses that came before the answer, e.g. 100 Continue.
+    var interim: [Int] = []
 
     var json: JSONValue? { try? JSONValue.parse(body) }
     /// The FcmError code of a v1 error body.
@@ -76,6 +78,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
     var rest = String(text[..<markerRange.lowerBound])
     // Skip interim 1xx blocks (100 Continue), then split the final head from the body.
     var head = ""
+    var interim: [Int] = []
     while true {
         guard let end = rest.range(of: "\r\n\r\n") else {
             head = rest
@@ -87,6 +90,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
         let statusLine = head.split(separator: "\r\n").first ?? ""
         let code = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
         if code >= 200 || code == 0 { break }
+        interim.append(code)
     }
     var parsedHeaders: [String: String] = [:]
     for line in head.split(separator: "\r\n").dropFirst() {
@@ -94,7 +98,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
         parsedHeaders[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
     }
     return CurlResult(status: Int(meta[0]) ?? 0, version: String(meta[1]), headers: parsedHeaders, body: rest,
-                      seconds: Double(meta[2]) ?? 0)
+                      seconds: Double(meta[2]) ?? 0, interim: interim)
 }
 
 /// An emulator on a free port, stopped by the caller.

@@ -17,7 +17,7 @@ final class Backend: Sendable {
     private let startedAt = realtimeSeconds()
     /// Filled in once the server listens (the port is known then).
     let tokenURI = Mutex<String>("")
-    let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics)?>(nil)
+    let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics?)?>(nil)
     let resetServerStatistics = Mutex<(@Sendable () -> Void)?>(nil)
 
     /// Per-token attempt counts and Retry-After deadlines, and the projects' quota buckets.
@@ -344,7 +344,7 @@ final class Backend: Sendable {
         let s = stats.snapshot
         let now = realtimeSeconds()
         let second = Int(now)
-        let server = serverStatistics.withLock { $0 }?()
+        let server = serverStatistics.withLock { $0 }?() ?? nil
         let counts = store.counts
         var byStatus = JSONObject()
         for (status, count) in s.byStatus.sorted(by: { $0.key < $1.key }) { byStatus[String(status)] = JSONValue(count) }

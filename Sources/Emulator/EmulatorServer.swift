@@ -71,9 +71,11 @@ public final class EmulatorServer: Sendable {
         http.maxConcurrentStreams = 1000
         http.acceptMode = configuration.acceptMode
         server = HTTPServer(configuration: http) { request in backend.handle(request) }
+        // Weak: the server's handler holds the backend, so a strong reference back would keep an
+        // emulator dropped without stop() (and its threads) alive for good.
         let server = self.server
-        backend.serverStatistics.withLock { $0 = { server.statistics } }
-        backend.resetServerStatistics.withLock { $0 = { server.resetStatistics() } }
+        backend.serverStatistics.withLock { $0 = { [weak server] in server?.statistics } }
+        backend.resetServerStatistics.withLock { $0 = { [weak server] in server?.resetStatistics() } }
     }
 
     /// Starts listening; afterwards `port`, `baseURL` and `tokenURI` are final.

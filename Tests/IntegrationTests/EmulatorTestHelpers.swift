@@ -13,6 +13,8 @@ enum CurlProtocol {
     case tlsH2(caFile: String)
     /// HTTPS restricted to HTTP/1.1 (ALPN offers only http/1.1).
     case tlsHTTP1(caFile: String)
+    /// HTTPS without ALPN at all (the server must fall back to HTTP/1.1).
+    case tlsNoALPN(caFile: String)
 }
 
 /// One answer as curl saw it.
@@ -48,6 +50,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
     case .http1: arguments.append("--http1.1")
     case .tlsH2(let ca): arguments += ["--http2", "--cacert", ca]
     case .tlsHTTP1(let ca): arguments += ["--http1.1", "--cacert", ca]
+    case .tlsNoALPN(let ca): arguments += ["--http1.1", "--no-alpn", "--cacert", ca]
     }
     for (name, value) in headers { arguments += ["-H", "\(name): \(value)"] }
     if body != nil { arguments += ["--data-binary", "@-"] }

@@ -373,6 +373,19 @@ import Testing
     }
 }
 
+@Suite struct EmulatorLifecycleTests {
+    @Test func aDroppedEmulatorStopsListening() throws {
+        var port = 0
+        do {
+            let emulator = try startEmulator()
+            port = emulator.port
+            #expect(try curl("http://127.0.0.1:\(port)/emulator/health").status == 200)
+        }
+        // Nothing holds the emulator now: its deinit stopped the server and closed the port.
+        #expect(throws: (any Error).self) { try curl("http://127.0.0.1:\(port)/emulator/health", over: .http1) }
+    }
+}
+
 @Suite struct EmulatorTLSTests {
     @Test func servesH2AndHTTP1OverTLS() throws {
         let files = try makeCertificate()

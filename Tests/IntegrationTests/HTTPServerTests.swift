@@ -65,7 +65,10 @@ private func echoServer(tls: HTTPServer.TLSFiles? = nil, threads: Int = 2, mode:
         let h1 = try curl(url, method: "POST", body: "over h1", over: .tlsHTTP1(caFile: files.certificate))
         #expect(h1.version == "1.1")
         #expect(h1.body.contains("version=http1_1 secure=true body=over h1"))
-        #expect(server.statistics.tlsConnections == 2)
+        let plain = try curl(url, method: "POST", body: "no alpn", over: .tlsNoALPN(caFile: files.certificate))
+        #expect(plain.version == "1.1")
+        #expect(plain.body.contains("version=http1_1 secure=true body=no alpn"))
+        #expect(server.statistics.tlsConnections == 3)
     }
 
     @Test func badTLSFilesAreNamed() {

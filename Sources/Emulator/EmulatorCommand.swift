@@ -72,7 +72,12 @@ public enum EmulatorCommand {
         let emulator = EmulatorServer(configuration: options.configuration)
         try emulator.start()
         for path in options.trustedAccounts {
-            try emulator.trustServiceAccount(json: try readTextFile(path))
+            do {
+                try emulator.trustServiceAccount(json: try readTextFile(path))
+            } catch {
+                emulator.stop()
+                throw EmulatorError("--service-account \(path): \(error)")
+            }
         }
         if let path = options.serviceAccountPath {
             do {

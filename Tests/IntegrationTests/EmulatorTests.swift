@@ -21,6 +21,25 @@ import Testing
         #expect(try account.exchange(try account.assertion(scope: "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email")).status == 200)
     }
 
+    @Test func trustsAServiceAccountWrittenByAnEarlierRun() throws {
+        let earlier = try startEmulator()
+        let json = try earlier.serviceAccountJSON(projectID: "kept")
+        earlier.stop()
+        let later = try startEmulator()
+        defer { later.stop() }
+        var account = try TestAccount(later)  // only for its helpers; the key below is the earlier one's
+        let document = try JSONValue.parse(json)
+        account.email = try #require(document["client_email"]?.stringValue)
+        account.key = try RSAPrivateKey(pem: try #require(document["private_key"]?.stringValue))
+        account.projectID = "kept"
+        #expect(try account.exchange(try account.assertion(audience: "https://oauth2.googleapis.com/token")).status == 400)
+        try later.trustServiceAccount(json: json)
+        let answer = try account.exchange(try account.assertion(audience: "https://oauth2.googleapis.com/token"))
+        #expect(answer.status == 200, "\(answer.body)")
+        let token = try #require(answer.json?["access_token"]?.stringValue)
+        #expect(try sendMessage(later, project: "kept", accessToken: token, body: tokenMessage("d")).status == 200)
+    }
+
     @Test func rejectsBadGrants() throws {
         let emulator = try startEmulator()
         defer { emulator.stop() }

@@ -18,12 +18,14 @@ if input.hasSuffix(".json") {
         exit(1)
     }
 }
-// A delimiter of more #s than any run in the text keeps the literal raw whatever it holds.
+// A delimiter of more #s than any run in the text keeps the literal raw whatever it holds
+// (no closing delimiter, no escape sequence).
 var hashes = "#"
-while text.contains("\"" + hashes) || text.contains(hashes + "\"") { hashes += "#" }
+while text.contains("\"" + hashes) || text.contains(hashes + "\"") || text.contains("\\" + hashes) { hashes += "#" }
 var source = "// Generated from \(URL(fileURLWithPath: input).lastPathComponent) by a build plugin. Do not edit.\n"
 source += "enum \(typeName) {\n    static let text: String = \(hashes)\"\"\"\n"
-source += text
-if !text.hasSuffix("\n") { source += "\n" }
+// The newline before the closing delimiter is not part of a multi-line literal, so the text
+// comes back byte for byte.
+source += text + "\n"
 source += "\"\"\"\(hashes)\n}\n"
 try source.write(toFile: output, atomically: true, encoding: .utf8)

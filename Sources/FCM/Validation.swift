@@ -53,24 +53,40 @@ public enum MessageValidator {
 extension MessageRuleSet {
     /// Every issue of `message` under these rules, in rule order.
     public func validate(_ message: JSONValue) -> [ValidationIssue] {
-        var run = Evaluation(set: self, message: message)
-        for rule in root.rules { run.apply(rule, to: message) }
-        if case .object(let object) = message { run.walk(root, object) }
+        var run = Evaluation(set: compiled, message: message)
+        for rule in compiled.root.rules { run.apply(rule, to: message) }
+        if case .object(let object) = message { run.walk(compiled.root, object) }
         return run.finish()
     }
 }
 
+extension JSONObject {
+    /// The first member named `key`, nil when absent or JSON null. Reads the members in place
+    /// (the subscript copies each member it passes).
+    @inline(__always) func member(_ key: String) -> JSONValue? {
+        let count = key.utf8.count
+        return members.withUnsafeBufferPointer { buffer -> JSONValue? in
+            for i in 0..<buffer.count where buffer[i].key.utf8.count == count && buffer[i].key == key {
+                if case .null = buffer[i].value { return nil }
+                return buffer[i].value
+            }
+            return nil
+        }
+    }
+}
+
 private struct Evaluation {
-    let set: MessageRuleSet
+    let set: CompiledRules
     let message: JSONValue
     var found: [(rule: Int, order: Int, issue: ValidationIssue)] = []
 
-    init(set: MessageRuleSet, message: JSONValue) {
+    init(set: CompiledRules, message: JSONValue) {
         self.set = set
         self.message = message
     }
 
     mutating func finish() -> [ValidationIssue] {
+        if found.isEmpty { return [] }
         if found.count > 1 {
             found.sort { ($0.rule, $0.order) < ($1.rule, $1.order) }
         }
@@ -79,8 +95,8 @@ private struct Evaluation {
 
     mutating func walk(_ node: PathNode, _ object: JSONObject) {
         for child in node.children {
-            var value = object[child.key]
-            if value?.isNull == true { value = nil }
+            let value = object.member(child.key)
+            if value == nil && !child.checksAbsence { continue }
             for rule in child.rules { apply(rule, to: value) }
             if !child.children.isEmpty, case .object(let inner)? = value { walk(child, inner) }
         }
@@ -114,7 +130,7 @@ private struct Evaluation {
     func resolve(_ path: [String]) -> JSONValue? {
         var current = message
         for key in path {
-            guard case .object(let object) = current, let next = object[key], !next.isNull else { return nil }
+            guard case .object(let object) = current, let next = object.member(key) else { return nil }
             current = next
         }
         return current
@@ -138,7 +154,7 @@ private struct Evaluation {
         case .oneTarget(let targets):
             guard case .object(let object) = value else { return }
             var present: [String] = []
-            for target in targets where object[target].map({ !$0.isNull }) ?? false { present.append(target) }
+            for target in targets where object.member(target) != nil { present.append(target) }
             if present.count == 1 { return }
             let all = targets.joined(separator: set.words.listSeparator)
             if present.isEmpty {
@@ -198,18 +214,19 @@ private struct Evaluation {
         case .dataMap(let reserved, let prefixes):
             guard case .object(let object) = value else { return }
             var issues: [(key: String, issue: ValidationIssue)] = []
-            for member in object {
-                let field = rule.field + Self.renderKey(member.key, limit: set.valueMaxCharacters, ellipsis: set.words.truncated)
-                guard case .string = member.value else {
-                    issues.append((member.key, issue(rule, "type", field: field,
-                        ["expected": set.words.typeNames[.string] ?? "a string", "value": render(member.value)])))
-                    continue
-                }
-                if reserved.contains(where: { Text.same($0, member.key) }) {
-                    issues.append((member.key, issue(rule, "reserved_key.name", field: field, ["key": quoteValue(member.key)])))
-                } else if let prefix = prefixes.first(where: { Text.hasPrefix(member.key, $0) }) {
-                    issues.append((member.key, issue(rule, "reserved_key.prefix", field: field,
-                        ["key": quoteValue(member.key), "prefix": Text.quote(prefix)])))
+            object.members.withUnsafeBufferPointer { members in
+                for i in 0..<members.count {
+                    guard case .string = members[i].value else {
+                        issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
+                        continue
+                    }
+                    let key = members[i].key
+                    if reserved.contains(where: { Text.same($0, key) }) {
+                        issues.append((key, issue(rule, "reserved_key.name", field: memberField(rule, key), ["key": quoteValue(key)])))
+                    } else if let prefix = prefixes.first(where: { Text.hasPrefix(key, $0) }) {
+                        issues.append((key, issue(rule, "reserved_key.prefix", field: memberField(rule, key),
+                            ["key": quoteValue(key), "prefix": Text.quote(prefix)])))
+                    }
                 }
             }
             add(rule, issues)
@@ -217,11 +234,11 @@ private struct Evaluation {
         case .stringMap:
             guard case .object(let object) = value else { return }
             var issues: [(key: String, issue: ValidationIssue)] = []
-            for member in object {
-                if case .string = member.value { continue }
-                let field = rule.field + Self.renderKey(member.key, limit: set.valueMaxCharacters, ellipsis: set.words.truncated)
-                issues.append((member.key, issue(rule, "type", field: field,
-                    ["expected": set.words.typeNames[.string] ?? "a string", "value": render(member.value)])))
+            object.members.withUnsafeBufferPointer { members in
+                for i in 0..<members.count {
+                    if case .string = members[i].value { continue }
+                    issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
+                }
             }
             add(rule, issues)
 
@@ -234,26 +251,33 @@ private struct Evaluation {
                     ["expected": set.words.typeNames[.string] ?? "a string", "value": render(element)])))
             }
 
-        case .payloadSize(let max, let topicMax, let topicTargets, let platforms):
+        case .payloadSize(let max, let topicMax, let topicTargets, let paths, let platforms):
             guard case .object(let object) = value else { return }
             var largest = -1
             var largestName = ""
-            for platform in platforms {
-                var size = 0
-                for part in platform.parts {
-                    for alternative in part {
-                        if let content = resolve(alternative) {
-                            size += Self.measure(content)
-                            break
+            // Each distinct part (data, notification, ...) is measured once for all platforms.
+            withUnsafeTemporaryAllocation(of: Int.self, capacity: paths.count) { sizes in
+                for i in 0..<paths.count { sizes[i] = -1 }
+                for platform in platforms {
+                    var size = 0
+                    for part in platform.parts {
+                        for index in part {
+                            if sizes[index] == -1 {
+                                sizes[index] = resolve(paths[index]).map(Self.measure) ?? -2
+                            }
+                            if sizes[index] >= 0 {
+                                size += sizes[index]
+                                break
+                            }
                         }
                     }
-                }
-                if size > largest {
-                    largest = size
-                    largestName = platform.name
+                    if size > largest {
+                        largest = size
+                        largestName = platform.name
+                    }
                 }
             }
-            let toTopics = topicTargets.contains { object[$0].map { !$0.isNull } ?? false }
+            let toTopics = topicTargets.contains { object.member($0) != nil }
             let limit = toTopics ? topicMax : max
             if largest > limit {
                 report(rule, toTopics ? "payload_size.topic" : "payload_size.message",
@@ -322,6 +346,15 @@ private struct Evaluation {
         for (order, item) in ordered.enumerated() { found.append((rule.index, order, item.issue)) }
     }
 
+    func memberField(_ rule: Rule, _ key: String) -> String {
+        rule.field + Self.renderKey(key, limit: set.valueMaxCharacters, ellipsis: set.words.truncated)
+    }
+
+    func typeIssue(_ rule: Rule, key: String, value: JSONValue) -> (key: String, issue: ValidationIssue) {
+        (key, issue(rule, "type", field: memberField(rule, key),
+                    ["expected": set.words.typeNames[.string] ?? "a string", "value": render(value)]))
+    }
+
     func quoteValue(_ s: String) -> String {
         Text.quote(Text.truncate(s, limit: set.valueMaxCharacters, ellipsis: set.words.truncated))
     }
@@ -365,13 +398,17 @@ private struct Evaluation {
         case .bool(let b): return b ? 4 : 5
         case .null: return 4
         case .array(let elements):
-            var total = 0
-            for element in elements { total += measure(element) }
-            return total
+            return elements.withUnsafeBufferPointer { buffer in
+                var total = 0
+                for i in 0..<buffer.count { total += measure(buffer[i]) }
+                return total
+            }
         case .object(let object):
-            var total = 0
-            for member in object { total += member.key.utf8.count + measure(member.value) }
-            return total
+            return object.members.withUnsafeBufferPointer { buffer in
+                var total = 0
+                for i in 0..<buffer.count { total += buffer[i].key.utf8.count + measure(buffer[i].value) }
+                return total
+            }
         }
     }
 }

@@ -154,9 +154,9 @@ enum Text {
         var out = ""
         var rest = Substring(template)
         while let open = rest.firstIndex(of: "{") {
-            out += rest[..<open]
             let afterOpen = rest.index(after: open)
             guard let close = rest[afterOpen...].firstIndex(of: "}") else { break }
+            out += rest[..<open]
             let name = rest[afterOpen..<close]
             if let value = values.first(where: { $0.0 == name })?.1 {
                 out += value
@@ -169,10 +169,11 @@ enum Text {
         return out
     }
 
-    /// Byte equality (Swift's `==` on strings applies Unicode canonical equivalence; PostgreSQL
-    /// compares bytes).
+    /// Byte equality, as PostgreSQL compares. Swift's `==` applies Unicode canonical
+    /// equivalence, but the rule side is always ASCII (checked when the rules compile), and a
+    /// string canonically equal to an ASCII string of the same UTF-8 length is that string.
     @inline(__always) static func same(_ a: String, _ b: String) -> Bool {
-        a.utf8.elementsEqual(b.utf8)
+        a.utf8.count == b.utf8.count && a == b
     }
 
     @inline(__always) static func hasPrefix(_ s: String, _ prefix: String) -> Bool {

@@ -23,12 +23,21 @@ public struct RuleDefinitionError: Error, Sendable, CustomStringConvertible {
 
 /// A compiled rule list. `MessageValidator` holds the embedded one; tests may compile others.
 public struct MessageRuleSet: Sendable {
+    let compiled: CompiledRules
+
+    /// Compiles a rule list in the format of `message-rules.json`.
+    public init(json text: String) throws(RuleDefinitionError) {
+        compiled = try CompiledRules(json: text)
+    }
+}
+
+/// Everything the validator needs, immutable and shared, so a validation retains one object.
+final class CompiledRules: Sendable {
     let root: PathNode
     let words: Words
     let valueMaxCharacters: Int
 
-    /// Compiles a rule list in the format of `message-rules.json`.
-    public init(json text: String) throws(RuleDefinitionError) {
+    init(json text: String) throws(RuleDefinitionError) {
         let document: JSONValue
         do { document = try JSONValue.parse(text) } catch {
             throw RuleDefinitionError(description: "message rules: \(error)")
@@ -44,12 +53,12 @@ public struct MessageRuleSet: Sendable {
             charsets[member.key] = try Charset(member.value, name: member.key)
         }
         guard let list = top["rules"]?.arrayValue else { throw RuleDefinitionError(description: "message rules: no rules") }
-        var root = PathNode(key: "")
+        var root = NodeBuilder(key: "")
         for (index, value) in list.enumerated() {
             let rule = try Rule(index: index, json: value, templates: templates, charsets: charsets)
             root.insert(rule, at: rule.path[...])
         }
-        self.root = root
+        self.root = root.build()
         self.words = words
         self.valueMaxCharacters = top["value_max_characters"]?.intValue ?? 64
     }
@@ -57,10 +66,25 @@ public struct MessageRuleSet: Sendable {
 
 /// Rules grouped by the member they apply to, so one walk of the message visits each object once
 /// and a whole absent block (say `apns`) costs one lookup.
-struct PathNode: Sendable {
+final class PathNode: Sendable {
+    let key: String
+    let rules: [Rule]
+    let children: [PathNode]
+    /// Whether any rule here can report an absent member (so an absent member still needs a look).
+    let checksAbsence: Bool
+
+    init(key: String, rules: [Rule], children: [PathNode]) {
+        self.key = key
+        self.rules = rules
+        self.children = children
+        checksAbsence = rules.contains { $0.presence == .required }
+    }
+}
+
+struct NodeBuilder {
     var key: String
     var rules: [Rule] = []
-    var children: [PathNode] = []
+    var children: [NodeBuilder] = []
 
     init(key: String) { self.key = key }
 
@@ -72,11 +96,13 @@ struct PathNode: Sendable {
         if let index = children.firstIndex(where: { $0.key == first }) {
             children[index].insert(rule, at: path.dropFirst())
         } else {
-            var child = PathNode(key: first)
+            var child = NodeBuilder(key: first)
             child.insert(rule, at: path.dropFirst())
             children.append(child)
         }
     }
+
+    func build() -> PathNode { PathNode(key: key, rules: rules, children: children.map { $0.build() }) }
 }
 
 struct Words: Sendable {
@@ -181,8 +207,9 @@ struct Charset: Sendable {
 
 struct Platform: Sendable {
     var name: String
-    /// Each part is a list of alternatives: the first present one counts.
-    var parts: [[[String]]]
+    /// Each part is a list of alternatives (indices into the check's paths): the first present
+    /// one counts.
+    var parts: [[Int]]
 }
 
 enum Check: Sendable {
@@ -199,7 +226,7 @@ enum Check: Sendable {
     case dataMap(reserved: [String], prefixes: [String])
     case stringMap
     case stringArray
-    case payloadSize(max: Int, topicMax: Int, topicTargets: [String], platforms: [Platform])
+    case payloadSize(max: Int, topicMax: Int, topicTargets: [String], paths: [[String]], platforms: [Platform])
 }
 
 enum Condition: Sendable {
@@ -212,27 +239,34 @@ enum Presence: String, Sendable {
     case required, forbidden
 }
 
-struct Rule: Sendable {
-    var index: Int
-    var path: [String]
+final class Rule: Sendable {
+    let index: Int
+    let path: [String]
     /// `message.android.ttl`, as issues name the field.
-    var field: String
-    var when: [Condition] = []
-    var whenText: String?
-    var presence: Presence?
-    var types: [ValueType]?
-    var check: Check?
-    var templates: [String: String]
+    let field: String
+    let when: [Condition]
+    let whenText: String?
+    let presence: Presence?
+    let types: [ValueType]?
+    let check: Check?
+    let templates: [String: String]
 
     init(index: Int, json: JSONValue, templates defaults: JSONObject, charsets: [String: Charset]) throws(RuleDefinitionError) {
         func fail(_ why: String) -> RuleDefinitionError {
             RuleDefinitionError(description: "message rules: rule \(index) (\(json.serialized.prefix(80))): \(why)")
         }
         guard let object = json.objectValue, let pathText = object["path"]?.stringValue else { throw fail("needs a path") }
-        self.index = index
-        path = pathText.isEmpty ? [] : pathText.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let path = pathText.isEmpty ? [] : pathText.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard !path.contains("") else { throw fail("empty segment in path") }
-        field = path.isEmpty ? "message" : "message." + pathText
+        // Names and values the rules compare with are ASCII, which makes Swift's string equality
+        // the byte equality PostgreSQL applies (see Text.same).
+        func isASCII(_ s: String) -> Bool { s.utf8.allSatisfy { $0 < 0x80 } }
+        guard isASCII(pathText) else { throw fail("path must be ASCII") }
+        var when: [Condition] = []
+        var whenText: String?
+        var presence: Presence?
+        var types: [ValueType]?
+        var check: Check?
 
         var merged: [String: String] = [:]
         for member in defaults { if let text = member.value.stringValue { merged[member.key] = text } }
@@ -240,13 +274,12 @@ struct Rule: Sendable {
             guard let text = member.value.stringValue else { throw fail("message \(member.key) is not a string") }
             merged[member.key] = text
         }
-        self.templates = merged
 
         func strings(_ key: String) throws(RuleDefinitionError) -> [String] {
             guard let list = object[key]?.arrayValue else { throw fail("\(key) must be a list of strings") }
             var result: [String] = []
             for item in list {
-                guard let s = item.stringValue else { throw fail("\(key) must be a list of strings") }
+                guard let s = item.stringValue, isASCII(s) else { throw fail("\(key) must be a list of ASCII strings") }
                 result.append(s)
             }
             return result
@@ -266,9 +299,11 @@ struct Rule: Sendable {
             for condition in list {
                 if let present = condition["present"]?.stringValue {
                     when.append(.present(splitPath(present)))
-                } else if let target = condition["path"]?.stringValue, let values = condition["in"]?.arrayValue {
+                } else if let target = condition["path"]?.stringValue, let values = condition["in"]?.arrayValue,
+                          values.allSatisfy({ $0.stringValue.map(isASCII) ?? false }) {
                     when.append(.valueIn(splitPath(target), values.compactMap(\.stringValue)))
-                } else if let target = condition["path"]?.stringValue, let values = condition["not_in"]?.arrayValue {
+                } else if let target = condition["path"]?.stringValue, let values = condition["not_in"]?.arrayValue,
+                          values.allSatisfy({ $0.stringValue.map(isASCII) ?? false }) {
                     when.append(.valueNotIn(splitPath(target), values.compactMap(\.stringValue)))
                 } else {
                     throw fail("unknown condition \(condition.serialized)")
@@ -278,19 +313,19 @@ struct Rule: Sendable {
             whenText = text
         }
         if let presenceText = object["presence"] {
-            guard let name = presenceText.stringValue, let presence = Presence(rawValue: name) else { throw fail("unknown presence") }
+            guard let name = presenceText.stringValue, let parsed = Presence(rawValue: name) else { throw fail("unknown presence") }
             guard whenText != nil else { throw fail("presence needs when and when_text") }
-            self.presence = presence
+            presence = parsed
         }
         if let typeValue = object["type"] {
             let names = typeValue.stringValue.map { [$0] } ?? typeValue.arrayValue?.compactMap(\.stringValue) ?? []
-            var types: [ValueType] = []
+            var list: [ValueType] = []
             for name in names {
                 guard let type = ValueType(rawValue: name) else { throw fail("unknown type \(name)") }
-                types.append(type)
+                list.append(type)
             }
-            guard !types.isEmpty else { throw fail("type must name at least one type") }
-            self.types = types
+            guard !list.isEmpty else { throw fail("type must name at least one type") }
+            types = list
         }
         if let checkName = object["check"] {
             switch checkName.stringValue {
@@ -315,19 +350,34 @@ struct Rule: Sendable {
             case "payload_size":
                 guard let list = object["platforms"]?.arrayValue else { throw fail("payload_size needs platforms") }
                 var platforms: [Platform] = []
+                var paths: [[String]] = []
                 for item in list {
                     guard let name = item["name"]?.stringValue, let parts = item["parts"]?.arrayValue else {
                         throw fail("a platform needs a name and parts")
                     }
                     platforms.append(Platform(name: name, parts: parts.map { part in
-                        (part.arrayValue ?? []).compactMap(\.stringValue).map(splitPath)
+                        (part.arrayValue ?? []).compactMap(\.stringValue).map { text in
+                            let path = splitPath(text)
+                            if let index = paths.firstIndex(of: path) { return index }
+                            paths.append(path)
+                            return paths.count - 1
+                        }
                     }))
                 }
                 check = .payloadSize(max: try int("max"), topicMax: try int("topic_max"),
-                                     topicTargets: try strings("topic_targets"), platforms: platforms)
+                                     topicTargets: try strings("topic_targets"), paths: paths, platforms: platforms)
             default:
                 throw fail("unknown check \(checkName.serialized); this build of Herald is older than its rules")
             }
         }
+        self.index = index
+        self.path = path
+        field = path.isEmpty ? "message" : "message." + pathText
+        self.when = when
+        self.whenText = whenText
+        self.presence = presence
+        self.types = types
+        self.check = check
+        templates = merged
     }
 }

@@ -169,6 +169,10 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         if let code = errorCode, let action = Self.action(forFCMCode: code, failure: self) { return action }
         // 2. A legacy-style answer (device-group management, legacy results).
         if let legacy = legacyError {
+            if legacy == "DeviceMessageRateExceeded" {
+                // One device's rate: back off this job, but the sender as a whole is fine.
+                return .retry(code: "QUOTA_EXCEEDED", message: message, retryAfter: retryAfter, slowSender: false)
+            }
             if let (code, _) = Self.legacyMeanings[legacy], let action = Self.action(forFCMCode: code, failure: self) {
                 return action
             }

@@ -29,6 +29,20 @@ CREATE TABLE IF NOT EXISTS herald.message_rules (
 COMMENT ON TABLE herald.message_rules IS
     'The FCM message rules herald.validate_message applies; written by herald migrate (one row).';
 
+-- The rules of herald.message_rules one per row with their paths split, so validate_message
+-- finds the rules that apply to a message (those whose parent object exists) in one query.
+CREATE TABLE IF NOT EXISTS herald.message_rule_steps (
+    position integer PRIMARY KEY,
+    path text[] NOT NULL,
+    parent text[] NOT NULL,
+    field text NOT NULL,
+    presence text,
+    types text[],
+    check_kind text,
+    has_when boolean NOT NULL,
+    rule jsonb NOT NULL
+);
+
 -- Stores a rule list after checking this interpreter understands every part of it.
 CREATE OR REPLACE FUNCTION herald.load_message_rules(new_rules jsonb) RETURNS void
 LANGUAGE plpgsql
@@ -59,13 +73,31 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'The rules are newer than this database''s interpreter; run the matching herald migrate.';
     END IF;
+    IF EXISTS (SELECT 1 FROM herald.message_rules AS m WHERE m.id AND m.definition = new_rules) THEN
+        RETURN;
+    END IF;
     INSERT INTO herald.message_rules AS m (id, format, definition, loaded_at)
     VALUES (true, 1, new_rules, now())
     ON CONFLICT (id) DO UPDATE
-        SET format = excluded.format, definition = excluded.definition, loaded_at = excluded.loaded_at
-        WHERE m.definition IS DISTINCT FROM excluded.definition;
+        SET format = excluded.format, definition = excluded.definition, loaded_at = excluded.loaded_at;
+    DELETE FROM herald.message_rule_steps;
+    INSERT INTO herald.message_rule_steps (position, path, parent, field, presence, types, check_kind, has_when, rule)
+    SELECT x.o, p.path, p.path[1 : cardinality(p.path) - 1],
+           CASE WHEN cardinality(p.path) = 0 THEN 'message' ELSE 'message.' || (x.r ->> 'path') END,
+           x.r ->> 'presence',
+           CASE WHEN NOT x.r ? 'type' THEN NULL
+                WHEN jsonb_typeof(x.r -> 'type') = 'string' THEN ARRAY[x.r ->> 'type']
+                ELSE ARRAY(SELECT jsonb_array_elements_text(x.r -> 'type')) END,
+           x.r ->> 'check', x.r ? 'when', x.r
+    FROM jsonb_array_elements(new_rules -> 'rules') WITH ORDINALITY AS x(r, o),
+         LATERAL (SELECT CASE WHEN x.r ->> 'path' = '' THEN '{}'::text[]
+                              ELSE string_to_array(x.r ->> 'path', '.') END AS path) AS p;
 END
 $fn$;
+
+-- The small SQL helpers below leave search_path alone so PostgreSQL can inline them into
+-- validate_message (a SET clause forbids inlining), which pins search_path itself; they use only
+-- pg_catalog functions and operators, which are found first on any search_path.
 
 -- Fills {name} placeholders of a template from params in one pass (a value containing {...}
 -- is never expanded again); unknown names stay as written.
@@ -88,7 +120,7 @@ BEGIN
         name := substr(rest, open_at + 1, close_at - 1);
         result := result || substr(rest, 1, open_at - 1);
         IF params ? name THEN
-            result := result || (params ->> name);
+            result := result || coalesce(params ->> name, '');
         ELSE
             result := result || substr(rest, open_at, close_at + 1);
         END IF;
@@ -101,7 +133,6 @@ $fn$;
 -- The first vmax characters of s, marked when cut.
 CREATE OR REPLACE FUNCTION herald._mv_cut(s text, words jsonb, vmax integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE WHEN char_length(s) > vmax THEN left(s, vmax) || (words ->> 'truncated') ELSE s END
 $fn$;
@@ -109,7 +140,6 @@ $fn$;
 -- s cut and quoted as a JSON string (the Swift side escapes exactly like to_json).
 CREATE OR REPLACE FUNCTION herald._mv_quote(s text, words jsonb, vmax integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT to_json(herald._mv_cut(s, words, vmax))::text
 $fn$;
@@ -117,7 +147,6 @@ $fn$;
 -- A value as descriptions show it.
 CREATE OR REPLACE FUNCTION herald._mv_render(v jsonb, words jsonb, vmax integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE jsonb_typeof(v)
         WHEN 'string' THEN herald._mv_quote(v #>> '{}', words, vmax)
@@ -132,7 +161,6 @@ $fn$;
 -- A member name appended to a field: .name, or ["odd name"].
 CREATE OR REPLACE FUNCTION herald._mv_key(k text, words jsonb, vmax integer) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE WHEN k ~ '^[A-Za-z0-9_-]+$' AND octet_length(k) <= vmax THEN '.' || k
                 ELSE '[' || herald._mv_quote(k, words, vmax) || ']' END
@@ -140,7 +168,6 @@ $fn$;
 
 CREATE OR REPLACE FUNCTION herald._mv_is_type(v jsonb, type_name text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE type_name
         WHEN 'integer' THEN CASE WHEN jsonb_typeof(v) = 'number' THEN v::numeric = trunc(v::numeric) ELSE false END
@@ -152,7 +179,6 @@ $fn$;
 -- The value at a dot-separated path below message; NULL when absent or JSON null.
 CREATE OR REPLACE FUNCTION herald._mv_resolve(message jsonb, path text) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE WHEN jsonb_typeof(x) = 'null' THEN NULL ELSE x END
     FROM (SELECT message #> string_to_array(path, '.') AS x) AS resolved
@@ -162,7 +188,6 @@ $fn$;
 -- nothing in the set is special.
 CREATE OR REPLACE FUNCTION herald._mv_charset_regex(charset jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT '^[' || string_agg(
         CASE WHEN char_length(e) = 3
@@ -174,7 +199,6 @@ $fn$;
 -- The charset as descriptions show it: [a-z0-9_].
 CREATE OR REPLACE FUNCTION herald._mv_charset_display(charset jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT '[' || string_agg(e, '' ORDER BY o) || ']'
     FROM jsonb_array_elements_text(charset) WITH ORDINALITY AS x(e, o)
@@ -184,7 +208,6 @@ $fn$;
 -- decimal text, true 4, false 5, null 4. Iterative, so no nesting depth can exhaust the stack.
 CREATE OR REPLACE FUNCTION herald._mv_size(v jsonb) RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     WITH RECURSIVE walk(item) AS (
         SELECT v
@@ -321,16 +344,14 @@ DECLARE
     words jsonb;
     vmax integer;
     issues text[] := '{}';
+    step record;
     rule jsonb;
-    segs text[];
-    nsegs integer;
-    parent jsonb;
+    type_name text;
     val jsonb;
     field text;
     cond jsonb;
     holds boolean;
     probe jsonb;
-    types jsonb;
     s text;
     k text;
     v jsonb;
@@ -347,6 +368,7 @@ DECLARE
     part jsonb;
     alt text;
     size bigint;
+    sizes jsonb;
     prefix text;
 BEGIN
     SELECT r.definition INTO def FROM herald.message_rules AS r WHERE r.id;
@@ -359,23 +381,23 @@ BEGIN
     words := def -> 'words';
     vmax := coalesce((def ->> 'value_max_characters')::integer, 64);
 
-    FOR rule IN SELECT e FROM jsonb_array_elements(def -> 'rules') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
-        -- Locate the value; a rule whose parent is absent or not an object does not apply.
-        IF rule ->> 'path' = '' THEN
-            segs := '{}';
-            field := 'message';
-            val := message;
-        ELSE
-            segs := string_to_array(rule ->> 'path', '.');
-            nsegs := cardinality(segs);
-            field := 'message.' || (rule ->> 'path');
-            parent := message #> segs[1 : nsegs - 1];
-            CONTINUE WHEN parent IS NULL OR jsonb_typeof(parent) <> 'object';
-            val := parent -> segs[nsegs];
-            IF jsonb_typeof(val) = 'null' THEN val := NULL; END IF;
-        END IF;
+    -- Only the rules whose parent object exists, and of those only the ones with a value to
+    -- judge or a presence to check: a message without an apns block never reads its 40 rules.
+    FOR step IN
+        SELECT q.* FROM (
+            SELECT st.position, st.field, st.presence, st.types, st.check_kind, st.has_when, st.rule,
+                   CASE WHEN cardinality(st.path) = 0 THEN message ELSE nullif(message #> st.path, 'null'::jsonb) END AS val
+            FROM herald.message_rule_steps AS st
+            WHERE cardinality(st.path) = 0 OR jsonb_typeof(message #> st.parent) = 'object'
+        ) AS q
+        WHERE q.val IS NOT NULL OR q.presence IS NOT NULL
+        ORDER BY q.position
+    LOOP
+        rule := step.rule;
+        field := step.field;
+        val := step.val;
 
-        IF rule ? 'when' THEN
+        IF step.has_when THEN
             holds := true;
             FOR cond IN SELECT e FROM jsonb_array_elements(rule -> 'when') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
                 IF cond ? 'present' THEN
@@ -395,13 +417,13 @@ BEGIN
             CONTINUE WHEN NOT holds;
         END IF;
 
-        IF rule ->> 'presence' = 'required' THEN
+        IF step.presence = 'required' THEN
             IF val IS NULL THEN
                 issues := issues || (field || ': ' || herald._mv_fill(coalesce(rule -> 'messages' ->> 'required', def -> 'messages' ->> 'required', 'required'),
                                      jsonb_build_object('when', rule ->> 'when_text')));
             END IF;
             CONTINUE;
-        ELSIF rule ->> 'presence' = 'forbidden' THEN
+        ELSIF step.presence = 'forbidden' THEN
             IF val IS NOT NULL THEN
                 issues := issues || (field || ': ' || herald._mv_fill(coalesce(rule -> 'messages' ->> 'forbidden', def -> 'messages' ->> 'forbidden', 'forbidden'),
                                      jsonb_build_object('when', rule ->> 'when_text')));
@@ -410,24 +432,30 @@ BEGIN
         END IF;
         CONTINUE WHEN val IS NULL;
 
-        IF rule ? 'type' THEN
-            types := CASE WHEN jsonb_typeof(rule -> 'type') = 'string' THEN jsonb_build_array(rule -> 'type') ELSE rule -> 'type' END;
-            IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(types) AS t WHERE herald._mv_is_type(val, t)) THEN
+        IF step.types IS NOT NULL THEN
+            holds := false;
+            FOREACH type_name IN ARRAY step.types LOOP
+                IF herald._mv_is_type(val, type_name) THEN
+                    holds := true;
+                    EXIT;
+                END IF;
+            END LOOP;
+            IF NOT holds THEN
                 issues := issues || (field || ': ' || herald._mv_fill(coalesce(rule -> 'messages' ->> 'type', def -> 'messages' ->> 'type', 'type'),
                     jsonb_build_object(
-                        'expected', (SELECT string_agg(words ->> t, words ->> 'type_separator' ORDER BY o)
-                                     FROM jsonb_array_elements_text(types) WITH ORDINALITY AS x(t, o)),
+                        'expected', array_to_string(ARRAY(SELECT words ->> t FROM unnest(step.types) WITH ORDINALITY AS u(t, o) ORDER BY o),
+                                                    words ->> 'type_separator'),
                         'value', herald._mv_render(val, words, vmax))));
                 CONTINUE;
             END IF;
         END IF;
 
-        CONTINUE WHEN NOT rule ? 'check';
+        CONTINUE WHEN step.check_kind IS NULL;
         key := NULL;
-        params := jsonb_build_object('value', herald._mv_render(val, words, vmax));
+        params := '{}'::jsonb;
         s := CASE WHEN jsonb_typeof(val) = 'string' THEN val #>> '{}' END;
 
-        CASE rule ->> 'check'
+        CASE step.check_kind
         WHEN 'one_target' THEN
             IF jsonb_typeof(val) = 'object' THEN
                 found := ARRAY(SELECT t FROM jsonb_array_elements_text(rule -> 'targets') WITH ORDINALITY AS x(t, o)
@@ -552,13 +580,17 @@ BEGIN
         WHEN 'payload_size' THEN
             IF jsonb_typeof(val) = 'object' THEN
                 largest := -1;
+                sizes := '{}'::jsonb;  -- each distinct part measured once for all platforms; -1 = absent
                 FOR platform IN SELECT e FROM jsonb_array_elements(rule -> 'platforms') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
                     size := 0;
                     FOR part IN SELECT e FROM jsonb_array_elements(platform -> 'parts') WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
                         FOR alt IN SELECT e FROM jsonb_array_elements_text(part) WITH ORDINALITY AS x(e, o) ORDER BY o LOOP
-                            probe := herald._mv_resolve(message, alt);
-                            IF probe IS NOT NULL THEN
-                                size := size + herald._mv_size(probe);
+                            IF NOT sizes ? alt THEN
+                                probe := herald._mv_resolve(message, alt);
+                                sizes := sizes || jsonb_build_object(alt, CASE WHEN probe IS NULL THEN -1 ELSE herald._mv_size(probe) END);
+                            END IF;
+                            IF (sizes ->> alt)::bigint >= 0 THEN
+                                size := size + (sizes ->> alt)::bigint;
                                 EXIT;
                             END IF;
                         END LOOP;
@@ -584,12 +616,13 @@ BEGIN
             END IF;
 
         ELSE
-            RAISE EXCEPTION 'herald.validate_message: unknown rule check "%"', rule ->> 'check'
+            RAISE EXCEPTION 'herald.validate_message: unknown rule check "%"', step.check_kind
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'The loaded rules are newer than this database''s interpreter; run the matching herald migrate.';
         END CASE;
 
         IF key IS NOT NULL THEN
+            params := jsonb_build_object('value', herald._mv_render(val, words, vmax)) || params;
             issues := issues || (field || ': ' || herald._mv_fill(coalesce(rule -> 'messages' ->> key, def -> 'messages' ->> key, key), params));
         END IF;
     END LOOP;

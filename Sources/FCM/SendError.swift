@@ -18,9 +18,12 @@ public enum SendClassification: Sendable, Equatable {
     case reauthenticate(message: String)
 
     /// Classifies an HTTP answer of FCM (v1 send, or the legacy-style device-group endpoint).
-    /// `now` resolves an HTTP-date `Retry-After`.
-    public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date) {
-        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, now: now) {
+    /// `now` resolves an HTTP-date `Retry-After`; every string in `redacting` (say the access
+    /// token and the job's registration token) is removed from the kept message, on top of
+    /// anything that looks like a bearer token, a Google access token or a JWT.
+    public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
+                redacting secrets: [String] = []) {
+        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, now: now, redacting: secrets) {
             self = failure.classification
         } else {
             self = .delivered(name: FCMFailure.successName(body))
@@ -29,8 +32,8 @@ public enum SendClassification: Sendable, Equatable {
 
     /// Classifies a request that got no HTTP answer. Every such failure is retried: nothing says
     /// FCM saw the message, and the backoff keeps a dead network from being hammered.
-    public init(transport: TransportFailure) {
-        self = .retry(code: transport.code, message: Redact.secrets(in: transport.detail, limit: FCMFailure.messageLimit),
+    public init(transport: TransportFailure, redacting secrets: [String] = []) {
+        self = .retry(code: transport.code, message: Redact.secrets(in: transport.detail, limit: FCMFailure.messageLimit, also: secrets),
                       retryAfter: nil, slowSender: false)
     }
 
@@ -104,8 +107,10 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     static let quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
     static let retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
 
-    /// Nil when the answer is a success (2xx without an error in the body).
-    public init?(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date) {
+    /// Nil when the answer is a success (2xx without an error in the body). See
+    /// `SendClassification.init(httpStatus:headers:body:now:redacting:)` for `redacting`.
+    public init?(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
+                 redacting secrets: [String] = []) {
         self.httpStatus = httpStatus
         fieldViolations = []
         message = ""
@@ -157,7 +162,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
             let snippet = text.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
             if !snippet.isEmpty { message += ": " + snippet }
         }
-        message = Redact.secrets(in: message, limit: Self.messageLimit)
+        message = Redact.secrets(in: message, limit: Self.messageLimit, also: secrets)
     }
 
     /// `CODE: message`, as the dead-letter reason reads.
@@ -297,10 +302,14 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
 /// Keeps credentials out of reasons and logs: an answer could echo a request header, and a
 /// proxy's error page could quote anything.
 enum Redact {
-    /// `text` with bearer tokens, Google access tokens (`ya29.`) and JWTs replaced by
-    /// `[redacted]`, whitespace runs collapsed, and cut to `limit` characters.
-    static func secrets(in text: String, limit: Int) -> String {
-        let bytes = Array(text.utf8)
+    /// `text` with every string of `also` (those of 6 bytes or more), bearer tokens, Google
+    /// access tokens (`ya29.`) and JWTs replaced by `[redacted]`, line breaks and tabs turned
+    /// into single spaces, and cut to `limit` characters.
+    static func secrets(in text: String, limit: Int, also: [String] = []) -> String {
+        var bytes = Array(text.utf8)
+        for secret in also where secret.utf8.count >= 6 {
+            bytes = replacing(Array(secret.utf8), in: bytes, with: Array("[redacted]".utf8))
+        }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var i = 0
@@ -362,5 +371,23 @@ enum Redact {
             i += 1
         }
         return Text.truncate(String(decoding: out, as: UTF8.self), limit: limit, ellipsis: "…")
+    }
+
+    static func replacing(_ needle: [UInt8], in haystack: [UInt8], with replacement: [UInt8]) -> [UInt8] {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return haystack }
+        var out: [UInt8] = []
+        out.reserveCapacity(haystack.count)
+        var i = 0
+        while i < haystack.count {
+            if haystack[i] == needle[0], i + needle.count <= haystack.count,
+               haystack[i..<(i + needle.count)].elementsEqual(needle) {
+                out.append(contentsOf: replacement)
+                i += needle.count
+            } else {
+                out.append(haystack[i])
+                i += 1
+            }
+        }
+        return out
     }
 }

@@ -182,6 +182,15 @@ import Testing
         #expect(reason == "UNAUTHENTICATED: Bad header Authorization: Bearer [redacted] for assertion [redacted] and [redacted]")
     }
 
+    @Test func exactSecretsAreRemovedToo() {
+        let token = "bk3RNwTe3H0:CI2k_HHwgIpoDKCIZvvDMExUdFQ3P1"
+        let body = #"{"error":{"code":400,"message":"The registration token bk3RNwTe3H0:CI2k_HHwgIpoDKCIZvvDMExUdFQ3P1 is not valid","status":"INVALID_ARGUMENT"}}"#
+        let result = SendClassification(httpStatus: 400, headers: [], body: Array(body.utf8), now: Self.now, redacting: [token])
+        #expect(result == .deadLetter(code: "INVALID_ARGUMENT", message: "The registration token [redacted] is not valid"))
+        let transport = SendClassification(transport: TransportFailure(.connection, detail: "proxy said: \(token)"), redacting: [token])
+        #expect(transport.reason == "CONNECTION: proxy said: [redacted]")
+    }
+
     @Test func longAnswersAreCut() {
         let body = String(repeating: "x", count: 5000)
         guard case .retry(_, let message, _, _) = Self.classify(502, body) else { Issue.record("not a retry"); return }

@@ -15,9 +15,11 @@
 -- so the rules in the database are those of the binary that last migrated it. This file holds
 -- only the interpreter; a new rule kind needs a new migration that replaces these functions.
 --
--- Everything here runs inside users' transactions: no writes, no dynamic SQL, every name
--- schema-qualified, search_path pinned, nothing that depends on the database's locale
--- (byte order via COLLATE "C", explicit character classes instead of \d or \s).
+-- Everything here runs inside users' transactions: validate_message only reads, no dynamic SQL,
+-- every name schema-qualified, search_path pinned on the functions that run queries (the small
+-- SQL helpers inline into them), nothing that depends on the database's locale (byte order via
+-- COLLATE "C", explicit character classes instead of \d or \s). Roles that call it need USAGE
+-- on schema herald and SELECT on herald.message_rules and herald.message_rule_steps.
 
 CREATE TABLE IF NOT EXISTS herald.message_rules (
     id boolean PRIMARY KEY DEFAULT true CHECK (id),

@@ -26,7 +26,8 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
-        .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"]),
+        .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
+                exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON"],
                 plugins: [.plugin(name: "EmbedMigrations")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON"]),
@@ -38,6 +39,11 @@ let package = Package(
         .executableTarget(name: "EmbedSQL", path: "Plugins/EmbedSQL"),
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedSQL"],
                 path: "Plugins/EmbedMigrations"),
+        // Sources/FCM/Rules/message-rules.json compiled into the FCM module (validation rules shared
+        // by the Swift validator and herald.validate_message in PostgreSQL)
+        .executableTarget(name: "EmbedText", path: "Plugins/EmbedText"),
+        .plugin(name: "EmbedMessageRules", capability: .buildTool(), dependencies: ["EmbedText"],
+                path: "Plugins/EmbedMessageRules"),
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
         // and real HTTP/2 servers on loopback)

@@ -1,1 +1,0 @@
-// The FCM module; see README.md, Architecture.

@@ -1,0 +1,393 @@
+import struct Foundation.Date
+import JSON
+
+/// What the worker does with one FCM answer.
+public enum SendClassification: Sendable, Equatable {
+    /// FCM accepted the message; `name` is `projects/{p}/messages/{id}` (or the device group's
+    /// `notification_key` for a group-management call; empty when the answer carried neither).
+    case delivered(name: String)
+    /// The token is gone for good (UNREGISTERED, legacy NotRegistered): remove it, never retry.
+    case pruneToken(code: String, message: String)
+    /// Retrying cannot help (bad message or token, wrong sender, credentials FCM holds for APNs
+    /// or Web Push): dead-letter with `reason`.
+    case deadLetter(code: String, message: String)
+    /// Try again later, no sooner than `retryAfter` seconds when given. `slowSender` asks the
+    /// whole sender to slow down (project or topic quota), not just this job.
+    case retry(code: String, message: String, retryAfter: Double?, slowSender: Bool)
+    /// Our OAuth2 access token was refused: refresh it once and retry.
+    case reauthenticate(message: String)
+
+    /// Classifies an HTTP answer of FCM (v1 send, or the legacy-style device-group endpoint).
+    /// `now` resolves an HTTP-date `Retry-After`; every string in `redacting` (say the access
+    /// token and the job's registration token) is removed from the kept message, on top of
+    /// anything that looks like a bearer token, a Google access token or a JWT.
+    public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
+                redacting secrets: [String] = []) {
+        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, now: now, redacting: secrets) {
+            self = failure.classification
+        } else {
+            self = .delivered(name: FCMFailure.successName(body))
+        }
+    }
+
+    /// Classifies a request that got no HTTP answer. Every such failure is retried: nothing says
+    /// FCM saw the message, and the backoff keeps a dead network from being hammered.
+    public init(transport: TransportFailure, redacting secrets: [String] = []) {
+        self = .retry(code: transport.code, message: Redact.secrets(in: transport.detail, limit: FCMFailure.messageLimit, also: secrets),
+                      retryAfter: nil, slowSender: false)
+    }
+
+    /// `CODE: message` for a failure (what a dead-letter row or a log line shows); nil on delivery.
+    public var reason: String? {
+        switch self {
+        case .delivered: return nil
+        case .pruneToken(let code, let message), .deadLetter(let code, let message),
+             .retry(let code, let message, _, _):
+            return "\(code): \(message)"
+        case .reauthenticate(let message): return "UNAUTHENTICATED: \(message)"
+        }
+    }
+
+    /// Whether the failure is a quota answer, for `RetryPolicy.delay(quota:)`.
+    public var isQuota: Bool {
+        if case .retry(let code, _, _, _) = self { return code == "QUOTA_EXCEEDED" }
+        return false
+    }
+}
+
+/// A request that got no HTTP answer.
+public struct TransportFailure: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// No answer within the deadline.
+        case timeout = "TIMEOUT"
+        /// Could not connect, or the connection broke (DNS, refused, reset, HTTP/2 GOAWAY).
+        case connection = "CONNECTION"
+        /// The TLS handshake or certificate check failed.
+        case tls = "TLS"
+        case other = "TRANSPORT"
+    }
+
+    public var kind: Kind
+    /// What the HTTP client said (never include request headers).
+    public var detail: String
+
+    public init(_ kind: Kind, detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    var code: String { kind.rawValue }
+}
+
+/// A failed FCM answer, decoded: the v1 error object (`error.status`, the `FcmError` detail's
+/// `errorCode`, `BadRequest` field violations, `QuotaFailure`, `RetryInfo`) or a legacy-style
+/// `{"error": "NotRegistered"}`.
+public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    public struct FieldViolation: Sendable, Equatable {
+        public var field: String
+        public var description: String
+    }
+
+    public var httpStatus: Int
+    /// `error.status` (google.rpc code name), e.g. `NOT_FOUND`.
+    public var status: String?
+    /// The `errorCode` of the `type.googleapis.com/google.firebase.fcm.v1.FcmError` detail, e.g. `UNREGISTERED`.
+    public var errorCode: String?
+    /// A legacy error name, e.g. `NotRegistered`.
+    public var legacyError: String?
+    /// FCM's message, shortened, with anything that looks like a credential removed.
+    public var message: String
+    public var fieldViolations: [FieldViolation]
+    /// Seconds to wait, from the `Retry-After` header or a `RetryInfo` detail.
+    public var retryAfter: Double?
+
+    static let messageLimit = 500
+    static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
+    static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
+    static let quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
+    static let retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+    /// Nil when the answer is a success (2xx without an error in the body). See
+    /// `SendClassification.init(httpStatus:headers:body:now:redacting:)` for `redacting`.
+    public init?(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
+                 redacting secrets: [String] = []) {
+        self.httpStatus = httpStatus
+        fieldViolations = []
+        message = ""
+        retryAfter = nil
+        for header in headers where header.name.utf8.count == 11 && header.name.lowercased() == "retry-after" {
+            retryAfter = RetryAfter.parse(header.value, now: now)
+        }
+        let json = try? JSONValue.parse(body)
+        if case .object(let error)? = json?["error"] {
+            status = error["status"]?.stringValue
+            message = error["message"]?.stringValue ?? ""
+            var quotaNotes: [String] = []
+            for detail in error["details"]?.arrayValue ?? [] {
+                switch detail["@type"]?.stringValue {
+                case Self.fcmErrorType?:
+                    errorCode = detail["errorCode"]?.stringValue
+                case Self.badRequestType?:
+                    for violation in detail["fieldViolations"]?.arrayValue ?? [] {
+                        fieldViolations.append(FieldViolation(field: violation["field"]?.stringValue ?? "",
+                                                              description: violation["description"]?.stringValue ?? ""))
+                    }
+                case Self.quotaFailureType?:
+                    for violation in detail["violations"]?.arrayValue ?? [] {
+                        let parts = [violation["subject"]?.stringValue, violation["description"]?.stringValue].compactMap { $0 }
+                        if !parts.isEmpty { quotaNotes.append(parts.joined(separator: ": ")) }
+                    }
+                case Self.retryInfoType?:
+                    if retryAfter == nil, let delay = detail["retryDelay"]?.stringValue, delay.hasSuffix("s"),
+                       Checks.duration(delay, max: .max) == nil {
+                        retryAfter = Double(delay.dropLast())
+                    }
+                default:
+                    break
+                }
+            }
+            for violation in fieldViolations where !message.contains(violation.field) {
+                message += " [\(violation.field): \(violation.description)]"
+            }
+            if !quotaNotes.isEmpty { message += " [quota: \(quotaNotes.joined(separator: "; "))]" }
+            if message.isEmpty { message = "HTTP \(httpStatus)" }
+        } else if let legacy = Self.legacyName(json: json, body: body) {
+            legacyError = legacy
+            message = legacy + ": " + (Self.legacyMeanings[legacy]?.meaning ?? "unknown legacy error")
+        } else if (200..<300).contains(httpStatus) {
+            return nil
+        } else {
+            message = "HTTP \(httpStatus)"
+            let text = String(decoding: body.prefix(2048), as: UTF8.self)
+            let snippet = text.split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+            if !snippet.isEmpty { message += ": " + snippet }
+        }
+        message = Redact.secrets(in: message, limit: Self.messageLimit, also: secrets)
+    }
+
+    /// `CODE: message`, as the dead-letter reason reads.
+    public var description: String { classification.reason ?? "delivered" }
+
+    /// The action for this failure (see FCM-NOTES: errors and what the worker does).
+    public var classification: SendClassification {
+        // 1. The FCM-specific code is the most precise answer.
+        if let code = errorCode, let action = Self.action(forFCMCode: code, failure: self) { return action }
+        // 2. A legacy-style answer (device-group management, legacy results).
+        if let legacy = legacyError {
+            if legacy == "DeviceMessageRateExceeded" {
+                // One device's rate: back off this job, but the sender as a whole is fine.
+                return .retry(code: "QUOTA_EXCEEDED", message: message, retryAfter: retryAfter, slowSender: false)
+            }
+            if let (code, _) = Self.legacyMeanings[legacy], let action = Self.action(forFCMCode: code, failure: self) {
+                return action
+            }
+            // An unknown name on a 200 will not go away by retrying; otherwise the status decides.
+            if (200..<300).contains(httpStatus) { return .deadLetter(code: legacy, message: message) }
+            return Self.action(forHTTPStatus: httpStatus, failure: self)
+        }
+        // 3. The google.rpc status.
+        if let status, let action = Self.action(forStatus: status, failure: self) { return action }
+        // 4. The HTTP status alone.
+        return Self.action(forHTTPStatus: httpStatus, failure: self)
+    }
+
+    static func action(forFCMCode code: String, failure: FCMFailure) -> SendClassification? {
+        switch code {
+        case "UNREGISTERED":
+            return .pruneToken(code: code, message: failure.message)
+        case "INVALID_ARGUMENT", "SENDER_ID_MISMATCH", "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+            return .deadLetter(code: code, message: failure.message)
+        case "QUOTA_EXCEEDED":
+            return .retry(code: code, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+        case "UNAVAILABLE", "INTERNAL":
+            return .retry(code: code, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        default:
+            // UNSPECIFIED_ERROR and codes newer than this build: decide by status instead.
+            return nil
+        }
+    }
+
+    static func action(forStatus status: String, failure: FCMFailure) -> SendClassification? {
+        switch status {
+        case "UNAUTHENTICATED":
+            return .reauthenticate(message: failure.message)
+        case "PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE", "NOT_FOUND",
+             "ALREADY_EXISTS", "UNIMPLEMENTED":
+            // NOT_FOUND without UNREGISTERED is a wrong project or URL, not a dead token: pruning
+            // on it would delete every token of a misconfigured deployment.
+            return .deadLetter(code: status, message: failure.message)
+        case "RESOURCE_EXHAUSTED":
+            return .retry(code: "QUOTA_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+        case "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "UNKNOWN", "CANCELLED", "DATA_LOSS":
+            return .retry(code: status, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        default:
+            return nil
+        }
+    }
+
+    static func action(forHTTPStatus status: Int, failure: FCMFailure) -> SendClassification {
+        switch status {
+        case 401:
+            return .reauthenticate(message: failure.message)
+        case 400:
+            return .deadLetter(code: "INVALID_ARGUMENT", message: failure.message)
+        case 403:
+            return .deadLetter(code: "PERMISSION_DENIED", message: failure.message)
+        case 404:
+            return .deadLetter(code: "NOT_FOUND", message: failure.message)
+        case 408:
+            return .retry(code: "DEADLINE_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        case 429:
+            return .retry(code: "QUOTA_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+        case 400..<500:
+            return .deadLetter(code: "HTTP_\(status)", message: failure.message)
+        case 500:
+            return .retry(code: "INTERNAL", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        case 503:
+            return .retry(code: "UNAVAILABLE", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        default:
+            // 5xx, and answers FCM never gives (1xx, 3xx, 2xx with an unknown error): retry with
+            // backoff rather than lose the message.
+            return .retry(code: "HTTP_\(status)", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        }
+    }
+
+    /// Legacy error names (seed 003, Table 9), their v1 counterparts and what they mean.
+    static let legacyMeanings: [String: (code: String, meaning: String)] = [
+        "MissingRegistration": ("INVALID_ARGUMENT", "the request has no registration token"),
+        "InvalidRegistration": ("INVALID_ARGUMENT", "the registration token is malformed"),
+        "NotRegistered": ("UNREGISTERED", "the registration token is no longer registered"),
+        "InvalidPackageName": ("INVALID_ARGUMENT", "the token's package name does not match restricted_package_name"),
+        "MismatchSenderId": ("SENDER_ID_MISMATCH", "the token belongs to another sender"),
+        "InvalidParameters": ("INVALID_ARGUMENT", "a parameter has a wrong name or type"),
+        "MessageTooBig": ("INVALID_ARGUMENT", "the payload is over 4096 bytes (2048 for topics)"),
+        "InvalidDataKey": ("INVALID_ARGUMENT", "a data key is reserved (from, gcm..., google...)"),
+        "InvalidTtl": ("INVALID_ARGUMENT", "the time to live is not a whole number of seconds from 0 to 2419200"),
+        "Unavailable": ("UNAVAILABLE", "FCM could not process the request in time"),
+        "InternalServerError": ("INTERNAL", "FCM had an internal error"),
+        "DeviceMessageRateExceeded": ("QUOTA_EXCEEDED", "too many messages to this device"),
+        "TopicsMessageRateExceeded": ("QUOTA_EXCEEDED", "too many messages to this topic"),
+        "InvalidApnsCredential": ("THIRD_PARTY_AUTH_ERROR", "the APNs key or certificate is missing or expired"),
+    ]
+
+    /// The legacy error of `{"error": "Name"}`, `{"results": [{"error": "Name"}]}` or the plain
+    /// text `Error=Name`.
+    static func legacyName(json: JSONValue?, body: [UInt8]) -> String? {
+        if let json {
+            if case .string(let name)? = json["error"] { return name }
+            if let results = json["results"]?.arrayValue {
+                for result in results { if case .string(let name)? = result["error"] { return name } }
+            }
+            return nil
+        }
+        let prefix = Array("Error=".utf8)
+        guard body.starts(with: prefix) else { return nil }
+        let name = body.dropFirst(prefix.count).prefix { $0 > 0x20 }
+        return name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
+    }
+
+    static func successName(_ body: [UInt8]) -> String {
+        guard let json = try? JSONValue.parse(body) else { return "" }
+        return json["name"]?.stringValue ?? json["notification_key"]?.stringValue
+            ?? json["message_id"].map { $0.stringValue ?? $0.serialized } ?? ""
+    }
+
+    public static func == (lhs: FCMFailure, rhs: FCMFailure) -> Bool {
+        lhs.httpStatus == rhs.httpStatus && lhs.status == rhs.status && lhs.errorCode == rhs.errorCode
+            && lhs.legacyError == rhs.legacyError && lhs.message == rhs.message
+            && lhs.fieldViolations == rhs.fieldViolations && lhs.retryAfter == rhs.retryAfter
+    }
+}
+
+/// Keeps credentials out of reasons and logs: an answer could echo a request header, and a
+/// proxy's error page could quote anything.
+enum Redact {
+    /// `text` with every string of `also` (those of 6 bytes or more), bearer tokens, Google
+    /// access tokens (`ya29.`) and JWTs replaced by `[redacted]`, line breaks and tabs turned
+    /// into single spaces, and cut to `limit` characters.
+    static func secrets(in text: String, limit: Int, also: [String] = []) -> String {
+        var bytes = Array(text.utf8)
+        for secret in also where secret.utf8.count >= 6 {
+            bytes = replacing(Array(secret.utf8), in: bytes, with: Array("[redacted]".utf8))
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        let marker = Array("[redacted]".utf8)
+        func isTokenByte(_ b: UInt8) -> Bool {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
+                 UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/"), UInt8(ascii: "="):
+                return true
+            default:
+                return false
+            }
+        }
+        func startsWith(_ word: String, at index: Int, ignoringCase: Bool) -> Bool {
+            let w = Array(word.utf8)
+            guard index + w.count <= bytes.count else { return false }
+            for k in 0..<w.count {
+                let b = bytes[index + k]
+                if ignoringCase ? (b | 0x20) != (w[k] | 0x20) : b != w[k] { return false }
+            }
+            return true
+        }
+        func tokenEnd(from index: Int) -> Int {
+            var j = index
+            while j < bytes.count, isTokenByte(bytes[j]) { j += 1 }
+            return j
+        }
+        while i < bytes.count {
+            let atWordStart = i == 0 || !isTokenByte(bytes[i - 1])
+            if atWordStart, startsWith("bearer ", at: i, ignoringCase: true) {
+                out.append(contentsOf: bytes[i..<(i + 7)])
+                var j = i + 7
+                while j < bytes.count, bytes[j] == 0x20 { j += 1 }
+                let end = tokenEnd(from: j)
+                if end > j { out.append(contentsOf: marker) }
+                i = end
+                continue
+            }
+            if atWordStart, startsWith("ya29.", at: i, ignoringCase: false) {
+                out.append(contentsOf: marker)
+                i = tokenEnd(from: i)
+                continue
+            }
+            if atWordStart, startsWith("eyJ", at: i, ignoringCase: false) {
+                let end = tokenEnd(from: i)
+                if bytes[i..<end].filter({ $0 == UInt8(ascii: ".") }).count >= 2 {
+                    out.append(contentsOf: marker)
+                    i = end
+                    continue
+                }
+            }
+            let b = bytes[i]
+            if b == 0x0A || b == 0x0D || b == 0x09 {
+                if out.last != 0x20 { out.append(0x20) }
+            } else {
+                out.append(b)
+            }
+            i += 1
+        }
+        return Text.truncate(String(decoding: out, as: UTF8.self), limit: limit, ellipsis: "…")
+    }
+
+    static func replacing(_ needle: [UInt8], in haystack: [UInt8], with replacement: [UInt8]) -> [UInt8] {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return haystack }
+        var out: [UInt8] = []
+        out.reserveCapacity(haystack.count)
+        var i = 0
+        while i < haystack.count {
+            if haystack[i] == needle[0], i + needle.count <= haystack.count,
+               haystack[i..<(i + needle.count)].elementsEqual(needle) {
+                out.append(contentsOf: replacement)
+                i += needle.count
+            } else {
+                out.append(haystack[i])
+                i += 1
+            }
+        }
+        return out
+    }
+}

@@ -175,16 +175,25 @@ private struct Parser {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes, the bytes are the string.
+        var highBits: UInt8 = 0
         while index < bytes.count {
             let c = bytes[index]
             if c == UInt8(ascii: "\"") {
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[start..<index])
                 index += 1
+                if highBits & 0x80 == 0 {
+                    // ASCII needs no validation; copying directly skips the generic decoding path.
+                    return String(unsafeUninitializedCapacity: slice.count) { buffer in
+                        _ = buffer.initialize(from: slice)
+                        return slice.count
+                    }
+                }
                 guard let s = String(validating: slice, as: UTF8.self) else {
                     throw JSONParseError(offset: start, reason: "string is not valid UTF-8")
                 }
                 return s
             }
+            highBits |= c
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { throw fail("control character in a string") }
             index += 1

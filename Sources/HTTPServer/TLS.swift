@@ -104,19 +104,16 @@ struct TLSSession {
 
     func read(_ buffer: UnsafeMutableRawPointer, _ capacity: Int) -> IOResult {
         ERR_clear_error()
-        let n = SSL_read(ssl, buffer, Int32(capacity))
-        if n > 0 { return .bytes(Int(n)) }
-        switch SSL_get_error(ssl, n) {
-        case SSL_ERROR_WANT_READ: return .wantRead
-        case SSL_ERROR_WANT_WRITE: return .wantWrite
-        case SSL_ERROR_ZERO_RETURN: return .closed
-        default: return .failed
-        }
+        return result(of: SSL_read(ssl, buffer, Int32(capacity)))
     }
 
     func write(_ buffer: UnsafeRawPointer, _ count: Int) -> IOResult {
         ERR_clear_error()
-        let n = SSL_write(ssl, buffer, Int32(count))
+        return result(of: SSL_write(ssl, buffer, Int32(count)))
+    }
+
+    /// What an SSL_read or SSL_write return value means for the event loop.
+    private func result(of n: Int32) -> IOResult {
         if n > 0 { return .bytes(Int(n)) }
         switch SSL_get_error(ssl, n) {
         case SSL_ERROR_WANT_READ: return .wantRead

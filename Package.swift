@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        .target(name: "Queue", dependencies: ["Postgres", "JSON"],
+        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
                 plugins: [.plugin(name: "EmbedMigrations")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),

@@ -1,1 +1,87 @@
-// Helpers shared by the integration tests.
+// Helpers shared by the integration tests: a PostgreSQL to test against, one fresh migrated
+// database per test, and bounded waiting.
+import Foundation
+import Postgres
+import Queue
+
+public struct TestFailure: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+public enum TestDatabase {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var cluster: LocalCluster?
+    nonisolated(unsafe) private static var counter = 0
+
+    /// The server's admin URL: HERALD_TEST_DATABASE_URL (as .ci/run sets it), or else a private
+    /// cluster this test process starts once under /tmp and stops when it exits.
+    public static func adminURL() throws -> String {
+        if let url = ProcessInfo.processInfo.environment["HERALD_TEST_DATABASE_URL"], !url.isEmpty { return url }
+        lock.lock()
+        defer { lock.unlock() }
+        if let cluster { return cluster.url }
+        let directory = NSTemporaryDirectory() + "herald-test-pg-\(getpid())"
+        let started = try LocalCluster.start(directory: directory, durable: false)
+        cluster = started
+        atexit {
+            try? TestDatabase.stopCluster()
+        }
+        return started.url
+    }
+
+    static func stopCluster() throws {
+        guard let cluster else { return }
+        try cluster.stop()
+        try? FileManager.default.removeItem(atPath: cluster.directory)
+    }
+
+    /// A new, empty database (migrated unless `migrated: false`); drop it when done.
+    public static func fresh(migrated: Bool = true) throws -> FreshDatabase {
+        let admin = try adminURL()
+        lock.lock()
+        counter += 1
+        let name = "herald_t\(getpid())_\(counter)_\(UInt32.random(in: 0...UInt32.max))"
+        lock.unlock()
+        let connection = try PGConnection(url: admin)
+        // Creating databases from one template at the same moment can collide; one at a time.
+        lock.lock()
+        defer { lock.unlock() }
+        try connection.execute("CREATE DATABASE \(PGConnection.quoteIdentifier(name))")
+        let database = FreshDatabase(name: name, url: replaceDatabase(in: admin, with: name), adminURL: admin)
+        if migrated {
+            let conn = try database.connect()
+            try Migrator.migrate(conn)
+        }
+        return database
+    }
+
+    static func replaceDatabase(in url: String, with name: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        components.path = "/" + name
+        return components.string ?? url
+    }
+}
+
+public struct FreshDatabase: Sendable {
+    public let name: String
+    public let url: String
+    public let adminURL: String
+    public func connect() throws -> PGConnection { try PGConnection(url: url) }
+    public func drop() {
+        guard let connection = try? PGConnection(url: adminURL) else { return }
+        try? connection.execute("DROP DATABASE IF EXISTS \(PGConnection.quoteIdentifier(name)) WITH (FORCE)")
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` seconds pass; returns whether it held.
+/// (This waits for an outcome, with a deadline; it never stands in for synchronisation.)
+@discardableResult
+public func waitUntil(timeout: Double, interval: Double = 0.02, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        Thread.sleep(forTimeInterval: interval)
+    }
+    return try condition()
+}

@@ -1,0 +1,118 @@
+import Foundation
+
+/// A private PostgreSQL cluster under a local folder: the embedded default of `herald work` and
+/// `herald bench` when no DATABASE_URL is given, and the tests' database when CI provides none.
+/// It runs the server binaries found on the machine (initdb, pg_ctl) as a non-root user, listens
+/// on 127.0.0.1 only, and is reused when the folder already holds one.
+public final class LocalCluster: @unchecked Sendable {
+    public let directory: String
+    public let port: Int
+    public let user = "herald"
+
+    public var url: String { url(database: "postgres") }
+    public func url(database: String) -> String { "postgresql://\(user)@127.0.0.1:\(port)/\(database)" }
+
+    private init(directory: String, port: Int) {
+        self.directory = directory
+        self.port = port
+    }
+
+    /// Finds the newest PostgreSQL server binaries on the machine.
+    public static func binaries() throws(PostgresError) -> String {
+        var candidates: [String] = []
+        if let listed = try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql") {
+            candidates += listed.sorted { $0.compare($1, options: .numeric) == .orderedDescending }
+                .map { "/usr/lib/postgresql/\($0)/bin" }
+        }
+        candidates += ["/usr/local/pgsql/bin", "/usr/local/bin", "/usr/bin", "/opt/homebrew/bin"]
+        for directory in candidates where FileManager.default.isExecutableFile(atPath: directory + "/initdb") {
+            return directory
+        }
+        throw PostgresError("no PostgreSQL server binaries (initdb, pg_ctl) found; install postgresql (see .ci/install-deps) or set DATABASE_URL")
+    }
+
+    /// Starts (initialising first if needed) a cluster in `directory`. `durable: false` turns off
+    /// fsync, for tests and benchmarks that throw the data away.
+    public static func start(directory: String, port: Int? = nil, durable: Bool = true,
+                             settings: [String: String] = [:]) throws(PostgresError) -> LocalCluster {
+        let bin = try binaries()
+        let fm = FileManager.default
+        let data = directory + "/data"
+        do {
+            try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw PostgresError("cannot create the PostgreSQL folder \(directory): \(error.localizedDescription)")
+        }
+        let asRoot = getuid() == 0
+        if asRoot { _ = try run(["/bin/chown", "-R", "postgres", directory], asPostgres: false) }
+        if !fm.fileExists(atPath: data + "/PG_VERSION") {
+            _ = try run([bin + "/initdb", "-D", data, "-U", "herald", "-A", "trust", "-E", "UTF8", "--no-sync"],
+                        asPostgres: asRoot, log: directory + "/initdb.log")
+        }
+        let chosenPort: Int
+        if let port { chosenPort = port } else { chosenPort = try freePort() }
+        var options = ["-p \(chosenPort)", "-k \(directory)", "-c listen_addresses=127.0.0.1", "-c max_connections=200"]
+        if !durable { options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"] }
+        for (key, value) in settings.sorted(by: { $0.key < $1.key }) { options.append("-c \(key)=\(value)") }
+        // A server left running by an earlier process in this folder is stopped first.
+        _ = try? run([bin + "/pg_ctl", "-D", data, "-m", "fast", "-w", "stop"], asPostgres: asRoot)
+        _ = try run([bin + "/pg_ctl", "-D", data, "-l", directory + "/server.log", "-w", "-t", "60",
+                     "-o", options.joined(separator: " "), "start"], asPostgres: asRoot)
+        return LocalCluster(directory: directory, port: chosenPort)
+    }
+
+    public func stop() throws(PostgresError) {
+        let bin = try Self.binaries()
+        _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"], asPostgres: getuid() == 0)
+    }
+
+    public static func freePort() throws(PostgresError) -> Int {
+        let fd = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw PostgresError("cannot open a socket to find a free port") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw PostgresError("cannot bind 127.0.0.1 to find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    @discardableResult
+    static func run(_ arguments: [String], asPostgres: Bool, log: String? = nil) throws(PostgresError) -> String {
+        let process = Process()
+        if asPostgres {
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", "postgres", "--"] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: arguments[0])
+            process.arguments = Array(arguments.dropFirst())
+        }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("herald-pg-\(UUID().uuidString).log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        do {
+            let handle = try FileHandle(forWritingTo: output)
+            defer { try? handle.close() }
+            process.standardOutput = handle
+            process.standardError = handle
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+        } catch {
+            throw PostgresError("cannot run \(arguments[0]): \(error.localizedDescription)")
+        }
+        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        if let log { try? text.write(toFile: log, atomically: true, encoding: .utf8) }
+        guard process.terminationStatus == 0 else {
+            throw PostgresError("\((arguments[0] as NSString).lastPathComponent) failed (status \(process.terminationStatus)): \(text.suffix(600))")
+        }
+        return text
+    }
+}

@@ -1,0 +1,336 @@
+import Foundation
+import JSON
+import Postgres
+
+public enum JobKind: String, Sendable {
+    case send
+    case group
+}
+
+/// A job a worker holds under a lease.
+public struct ClaimedJob: Sendable {
+    public var id: Int
+    public var queue: String
+    public var kind: JobKind
+    /// The job's `message` column as JSON text (a v1 Message, or a group operation).
+    public var message: [UInt8]
+    /// This attempt's number (1 for the first).
+    public var attempt: Int
+    public var maxAttempts: Int
+    /// The message's token was pruned earlier: discard without a request.
+    public var tokenPruned: Bool
+    public var lastError: String?
+    /// Seconds since 1970 of the job's created_at.
+    public var createdAt: Double
+    /// For group operations: the group's notification_key and members as herald.device_groups has them.
+    public var groupKey: String?
+    public var groupMembers: [String]
+
+    public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
+                maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,
+                groupKey: String? = nil, groupMembers: [String] = []) {
+        self.id = id; self.queue = queue; self.kind = kind; self.message = message; self.attempt = attempt
+        self.maxAttempts = maxAttempts; self.tokenPruned = tokenPruned; self.lastError = lastError
+        self.createdAt = createdAt; self.groupKey = groupKey; self.groupMembers = groupMembers
+    }
+}
+
+/// A device-group change FCM confirmed, applied to herald.device_groups with the job's outcome.
+public struct GroupChange: Sendable, Equatable {
+    public var operation: String   // create, add, remove
+    public var name: String
+    public var key: String
+    public var tokens: [String]
+    public init(operation: String, name: String, key: String, tokens: [String]) {
+        self.operation = operation; self.name = name; self.key = key; self.tokens = tokens
+    }
+}
+
+/// What became of one claimed job.
+public enum JobOutcome: Sendable, Equatable {
+    /// Delivered: `completed`, with the name FCM returned.
+    case completed(id: Int, messageName: String?, group: GroupChange? = nil)
+    /// Try again no sooner than `delay` seconds from now; the attempt counts.
+    case retry(id: Int, error: String, delay: Double)
+    /// Move to herald.dead_letters with `reason`.
+    case dead(id: Int, reason: String)
+    /// `discarded` with `reason` (e.g. its token was pruned before).
+    case discarded(id: Int, reason: String)
+    /// FCM said the token is gone: herald.prune_token, job `discarded`.
+    case pruned(id: Int, token: String, reason: String)
+    /// Put back unsent, the attempt not counted, available again after `delay` seconds.
+    case released(id: Int, delay: Double = 0)
+
+    public var id: Int {
+        switch self {
+        case .completed(let id, _, _), .retry(let id, _, _), .dead(let id, _), .discarded(let id, _),
+             .pruned(let id, _, _), .released(let id, _):
+            return id
+        }
+    }
+}
+
+public struct RecordSummary: Sendable, Equatable {
+    public var finished = 0
+    public var retried = 0
+    public var released = 0
+    public var dead = 0
+    /// Outcomes for jobs this worker no longer held (its lease ran out and another took it).
+    public var stale = 0
+    public init() {}
+}
+
+/// The SQL of the claim path and of recording outcomes: one statement claims a batch, one
+/// statement records a batch. One JobStore per connection.
+public final class JobStore: @unchecked Sendable {
+    public let connection: PGConnection
+    /// Who holds a lease (host:pid), stored in herald.jobs.locked_by.
+    public let workerID: String
+    /// Seconds finished jobs stay in herald.jobs; 0 deletes them when they finish.
+    public let retention: Double
+
+    public init(connection: PGConnection, workerID: String = JobStore.defaultWorkerID(), retention: Double = 86_400) {
+        self.connection = connection
+        self.workerID = workerID
+        self.retention = retention
+    }
+
+    public static func defaultWorkerID() -> String {
+        "\(ProcessInfo.processInfo.hostName):\(getpid())"
+    }
+
+    /// A text[] parameter value (PostgreSQL array literal, every element quoted).
+    public static func textArray(_ values: [String]) -> PGValue {
+        let items = values.map { value -> String in
+            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        return .text("{" + items.joined(separator: ",") + "}")
+    }
+
+    static let claimSQL = """
+        WITH picked AS (
+            SELECT id FROM herald.jobs
+            WHERE state = 'available' AND run_at <= now() AND ($1::text[] IS NULL OR queue = ANY ($1::text[]))
+            ORDER BY priority, run_at, id
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE herald.jobs j
+        SET state = 'running', attempts = j.attempts + 1,
+            locked_until = now() + make_interval(secs => $3::float8), locked_by = $4
+        FROM picked WHERE j.id = picked.id
+        RETURNING j.id, j.queue, j.kind, j.message::text, j.attempts, j.max_attempts,
+            (j.kind = 'send' AND j.message ? 'token'
+                AND EXISTS (SELECT 1 FROM herald.pruned_tokens p WHERE p.token = j.message->>'token')),
+            j.last_error, extract(epoch FROM j.created_at)::float8,
+            (SELECT g.notification_key FROM herald.device_groups g
+                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
+            (SELECT array_to_json(g.members)::text FROM herald.device_groups g
+                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name')
+        """
+
+    /// Claims up to `limit` available jobs (all queues when `queues` is empty), by priority then
+    /// run_at, into `running` under a lease of `leaseSeconds`.
+    public func claim(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> [ClaimedJob] {
+        let result = try connection.query(Self.claimSQL, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
+                                                          .double(leaseSeconds), .text(workerID)])
+        var jobs: [ClaimedJob] = []
+        jobs.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            var members: [String] = []
+            if let text = result[row, 10], case .array(let items)? = try? JSONValue.parse(text) {
+                members = items.compactMap { if case .string(let s) = $0 { return s } else { return nil } }
+            }
+            jobs.append(ClaimedJob(
+                id: result.int(row, 0)!, queue: result[row, 1]!, kind: JobKind(rawValue: result[row, 2]!) ?? .send,
+                message: result.bytes(row, 3)!, attempt: result.int(row, 4)!, maxAttempts: result.int(row, 5)!,
+                tokenPruned: result.bool(row, 6) ?? false, lastError: result[row, 7],
+                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: members))
+        }
+        return jobs.sorted { $0.id < $1.id }
+    }
+
+    static let recordSQL = """
+        WITH input AS (
+            SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text)
+        ),
+        finished AS (
+            UPDATE herald.jobs j
+            SET state = CASE WHEN i.a = 'complete' THEN 'completed' ELSE 'discarded' END,
+                finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
+                last_error = coalesce(i.err, j.last_error),
+                errors = CASE WHEN i.err IS NULL THEN j.errors
+                         ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
+            FROM input i
+            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND $3::float8 > 0
+            RETURNING j.id
+        ),
+        removed AS (
+            DELETE FROM herald.jobs j USING input i
+            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND $3::float8 <= 0
+            RETURNING j.id
+        ),
+        retried AS (
+            UPDATE herald.jobs j
+            SET state = 'available', run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
+                last_error = i.err,
+                errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
+            FROM input i
+            WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2
+            RETURNING j.id
+        ),
+        released AS (
+            UPDATE herald.jobs j
+            SET state = 'available', attempts = greatest(j.attempts - 1, 0), locked_until = NULL, locked_by = NULL,
+                run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
+            FROM input i
+            WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2
+            RETURNING j.id
+        ),
+        dead AS (
+            DELETE FROM herald.jobs j USING input i
+            WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2
+            RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
+                j.created_at, i.err,
+                j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
+        ),
+        lettered AS (
+            INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
+                                             reason, errors, created_at)
+            SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at FROM dead
+            RETURNING 1
+        ),
+        ledger AS (
+            INSERT INTO herald.pruned_tokens (token, reason, job_id)
+            SELECT token, err, id FROM input WHERE a = 'prune' AND token IS NOT NULL
+            ON CONFLICT (token) DO NOTHING
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed), (SELECT count(*) FROM retried),
+               (SELECT count(*) FROM released), (SELECT count(*) FROM lettered), (SELECT count(*) FROM ledger)
+        """
+
+    static let pruneHookSQL = """
+        SELECT count(herald.prune_token(x.token, x.err, x.id))
+        FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, token text, err text)
+        """
+
+    /// Records a batch of outcomes: one statement for all of them, then the prune_token hook and
+    /// device-group changes, in one transaction. Outcomes for jobs whose lease this worker lost
+    /// are ignored (another worker holds them now).
+    @discardableResult
+    public func record(_ outcomes: [JobOutcome], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
+        guard !outcomes.isEmpty else { return RecordSummary() }
+        var rows: [JSONValue] = []
+        var prunes: [JSONValue] = []
+        var groups: [GroupChange] = []
+        rows.reserveCapacity(outcomes.count)
+        for outcome in outcomes {
+            var row = JSONObject()
+            row["id"] = .number(String(outcome.id))
+            switch outcome {
+            case .completed(_, let name, let group):
+                row["a"] = .string("complete")
+                if let name { row["name"] = .string(name) }
+                if let group { groups.append(group) }
+            case .retry(_, let error, let delay):
+                row["a"] = .string("retry"); row["err"] = .string(error); row["delay"] = .number(String(max(0, delay)))
+            case .dead(_, let reason):
+                row["a"] = .string("dead"); row["err"] = .string(reason)
+            case .discarded(_, let reason):
+                row["a"] = .string("discard"); row["err"] = .string(reason)
+            case .pruned(let id, let token, let reason):
+                row["a"] = .string("prune"); row["err"] = .string(reason); row["token"] = .string(token)
+                var hook = JSONObject()
+                hook["id"] = .number(String(id)); hook["token"] = .string(token); hook["err"] = .string(reason)
+                prunes.append(.object(hook))
+            case .released(_, let delay):
+                row["a"] = .string("release"); row["delay"] = .number(String(max(0, delay)))
+            }
+            rows.append(.object(row))
+        }
+        var summary = RecordSummary()
+        try connection.execute("BEGIN")
+        do {
+            let result = try connection.query(Self.recordSQL, [.text(JSONValue.array(rows).serialized), .text(workerID),
+                                                               .double(retention)])
+            summary.finished = result.int(0, 0) ?? 0
+            summary.retried = result.int(0, 1) ?? 0
+            summary.released = result.int(0, 2) ?? 0
+            summary.dead = result.int(0, 3) ?? 0
+            summary.stale = outcomes.count - summary.finished - summary.retried - summary.released - summary.dead
+            if !prunes.isEmpty {
+                // The hook may be an application's own function; its failure must not lose the outcomes.
+                try connection.execute("SAVEPOINT prune_hook")
+                do {
+                    try connection.query(Self.pruneHookSQL, [.text(JSONValue.array(prunes).serialized)])
+                    try connection.execute("RELEASE SAVEPOINT prune_hook")
+                } catch {
+                    try connection.execute("ROLLBACK TO SAVEPOINT prune_hook")
+                    log("herald.prune_token failed (the tokens are still recorded in herald.pruned_tokens): \(error)")
+                }
+            }
+            for change in groups { try apply(change) }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+        return summary
+    }
+
+    func apply(_ change: GroupChange) throws(PostgresError) {
+        switch change.operation {
+        case "create", "add":
+            try connection.query("""
+                INSERT INTO herald.device_groups (name, notification_key, members, updated_at)
+                VALUES ($1, $2, $3::text[], now())
+                ON CONFLICT (name) DO UPDATE SET notification_key = excluded.notification_key,
+                    members = ARRAY(SELECT DISTINCT m FROM unnest(herald.device_groups.members || excluded.members) AS m ORDER BY m),
+                    updated_at = now()
+                """, [.text(change.name), .text(change.key), Self.textArray(change.tokens)])
+        default:
+            try connection.query("""
+                UPDATE herald.device_groups
+                SET members = ARRAY(SELECT m FROM unnest(members) AS m WHERE m <> ALL ($2::text[]) ORDER BY m), updated_at = now()
+                WHERE name = $1
+                """, [.text(change.name), Self.textArray(change.tokens)])
+            try connection.query("DELETE FROM herald.device_groups WHERE name = $1 AND cardinality(members) = 0",
+                                 [.text(change.name)])
+        }
+    }
+
+    /// Takes back jobs whose lease ran out (their worker died): they become available again and
+    /// are sent again. Returns how many.
+    @discardableResult
+    public func rescueExpiredLeases() throws(PostgresError) -> Int {
+        let result = try connection.query("""
+            UPDATE herald.jobs
+            SET state = 'available', locked_until = NULL, locked_by = NULL,
+                last_error = 'lease expired: the worker that claimed attempt ' || attempts || ' stopped before recording it'
+            WHERE state = 'running' AND locked_until < now()
+            """)
+        return result.affectedRows
+    }
+
+    /// Deletes up to `batch` finished jobs older than the retention period. Returns how many.
+    @discardableResult
+    public func deleteFinished(batch: Int = 10_000) throws(PostgresError) -> Int {
+        let result = try connection.query("""
+            DELETE FROM herald.jobs WHERE id IN (
+                SELECT id FROM herald.jobs
+                WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at < now() - make_interval(secs => $1::float8)
+                LIMIT $2)
+            """, [.double(retention), .int(batch)])
+        return result.affectedRows
+    }
+
+    /// Whether the queues (all when empty) hold an available (due or scheduled) or running job.
+    public func hasPendingWork(queues: [String]) throws(PostgresError) -> Bool {
+        let result = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE state IN ('available', 'running')
+                           AND ($1::text[] IS NULL OR queue = ANY ($1::text[])))
+            """, [queues.isEmpty ? nil : Self.textArray(queues)])
+        return result.bool(0, 0) ?? false
+    }
+}

@@ -1,1 +1,0 @@
-// The Queue module; see README.md, Architecture.

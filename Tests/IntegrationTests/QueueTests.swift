@@ -1,0 +1,266 @@
+import Foundation
+import Testing
+import Postgres
+import Queue
+import TestSupport
+
+/// The schema, the SQL API and the JobStore against a real PostgreSQL.
+@Suite struct QueueTests {
+    func withDatabase(_ body: (PGConnection, FreshDatabase) throws -> Void) throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let connection = try database.connect()
+        try body(connection, database)
+    }
+
+    func enqueue(_ c: PGConnection, token: String = "tok") throws -> Int {
+        try c.query("SELECT herald.enqueue(jsonb_build_object('token', $1::text, 'notification', jsonb_build_object('title', 'hi')))",
+                    [.text(token)]).int(0, 0)!
+    }
+
+    @Test func migrateIsIdempotentAndKeepsAReplacedPruneToken() throws {
+        try withDatabase { c, _ in
+            #expect(try Migrator.migrate(c).isEmpty)
+            let recorded = try c.query("SELECT version FROM herald.schema_migrations ORDER BY version")
+            #expect((0..<recorded.rowCount).map { recorded[$0, 0]! } == Migrator.migrations.map(\.name))
+            try c.execute("""
+                CREATE TABLE public.my_tokens (token text PRIMARY KEY);
+                CREATE OR REPLACE FUNCTION herald.prune_token(token text, reason text, job_id bigint) RETURNS void
+                LANGUAGE sql AS $$ DELETE FROM public.my_tokens WHERE my_tokens.token = prune_token.token $$;
+                """)
+            try Migrator.migrate(c)
+            let body = try c.query("SELECT prosrc FROM pg_proc WHERE proname = 'prune_token'")[0, 0]!
+            #expect(body.contains("public.my_tokens"))
+            // validate_message works: the migrator loaded the rules.
+            let issues = try c.query("SELECT cardinality(herald.validate_message('{\"notification\":{}}'::jsonb))").int(0, 0)!
+            #expect(issues > 0)
+        }
+    }
+
+    @Test func twoMigratorsAtOnceApplyEachMigrationOnce() throws {
+        let database = try TestDatabase.fresh(migrated: false)
+        defer { database.drop() }
+        let results = UnsafeSendableBox<[Result<[String], Error>]>([])
+        let group = DispatchGroup()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                let result = Result { () throws -> [String] in try Migrator.migrate(try database.connect()) }
+                results.mutate { $0.append(result) }
+            }
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        let applied = try results.value.map { try $0.get() }
+        #expect(applied.map(\.count).sorted() == [0, Migrator.migrations.count])
+        let c = try database.connect()
+        #expect(try c.query("SELECT count(*) FROM herald.schema_migrations").int(0, 0) == Migrator.migrations.count)
+    }
+
+    @Test func dedupeKeyReturnsThePendingJob() throws {
+        try withDatabase { c, _ in
+            let sql = "SELECT herald.enqueue('{\"token\":\"a\"}'::jsonb, dedupe_key => 'order-7')"
+            let first = try c.query(sql).int(0, 0)!
+            #expect(try c.query(sql).int(0, 0) == first)
+            let store = JobStore(connection: c, retention: 3600)
+            let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            #expect(claimed.map(\.id) == [first])
+            #expect(try c.query(sql).int(0, 0) == first, "a running job is still pending")
+            try store.record([.completed(id: first, messageName: "projects/p/messages/1")])
+            let second = try c.query(sql).int(0, 0)!
+            #expect(second != first, "a finished job no longer holds the key")
+        }
+    }
+
+    @Test func claimsByPriorityThenRunAtAndSkipsScheduledAndOtherQueues() throws {
+        try withDatabase { c, _ in
+            let late = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() - interval '1 minute')").int(0, 0)!
+            let early = try c.query("SELECT herald.enqueue('{\"token\":\"b\"}', now() - interval '2 minutes')").int(0, 0)!
+            let urgent = try c.query("SELECT herald.enqueue('{\"token\":\"c\"}', priority => -5)").int(0, 0)!
+            _ = try c.query("SELECT herald.enqueue('{\"token\":\"d\"}', now() + interval '1 hour')")
+            let other = try c.query("SELECT herald.enqueue('{\"token\":\"e\"}', queue => 'marketing')").int(0, 0)!
+            let store = JobStore(connection: c)
+            let claimed = try store.claim(queues: ["default"], limit: 10, leaseSeconds: 60)
+            #expect(Set(claimed.map(\.id)) == [late, early, urgent])
+            let order = try c.query("SELECT id FROM herald.jobs WHERE state = 'running' ORDER BY priority, run_at, id")
+            #expect((0..<order.rowCount).map { order.int($0, 0)! } == [urgent, early, late])
+            #expect(claimed.allSatisfy { $0.attempt == 1 && $0.maxAttempts == 25 })
+            #expect(try store.claim(queues: ["marketing"], limit: 10, leaseSeconds: 60).map(\.id) == [other])
+            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the scheduled job is not due")
+            #expect(try store.hasPendingWork(queues: []))
+        }
+    }
+
+    @Test func concurrentClaimersNeverShareAJob() throws {
+        try withDatabase { c, database in
+            try c.query("INSERT INTO herald.jobs (message) SELECT jsonb_build_object('token', 't' || g) FROM generate_series(1, 2000) g")
+            let seen = UnsafeSendableBox<[Int]>([])
+            let group = DispatchGroup()
+            for worker in 0..<4 {
+                DispatchQueue.global().async(group: group) {
+                    guard let conn = try? database.connect() else { return }
+                    let store = JobStore(connection: conn, workerID: "w\(worker)")
+                    while let batch = try? store.claim(queues: [], limit: 50, leaseSeconds: 60), !batch.isEmpty {
+                        seen.mutate { $0 += batch.map(\.id) }
+                        _ = try? store.record(batch.map { .completed(id: $0.id, messageName: nil) })
+                    }
+                }
+            }
+            #expect(group.wait(timeout: .now() + 120) == .success)
+            #expect(seen.value.count == 2000)
+            #expect(Set(seen.value).count == 2000)
+            #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed'").int(0, 0) == 2000)
+        }
+    }
+
+    @Test func outcomesLandWhereTheyBelong() throws {
+        try withDatabase { c, _ in
+            try c.query("INSERT INTO herald.device_tokens (token, user_ref) VALUES ('gone', 'u1'), ('kept', 'u2')")
+            let ok = try enqueue(c, token: "kept")
+            let retry = try enqueue(c, token: "r")
+            let dead = try enqueue(c, token: "d")
+            let prune = try enqueue(c, token: "gone")
+            let release = try enqueue(c, token: "x")
+            let store = JobStore(connection: c, retention: 3600)
+            let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            #expect(claimed.count == 5)
+            let summary = try store.record([
+                .completed(id: ok, messageName: "projects/p/messages/42"),
+                .retry(id: retry, error: "UNAVAILABLE: try later", delay: 120),
+                .dead(id: dead, reason: "INVALID_ARGUMENT: message.android.ttl is bad"),
+                .pruned(id: prune, token: "gone", reason: "UNREGISTERED: not registered"),
+                .released(id: release),
+            ])
+            #expect(summary.finished == 2 && summary.retried == 1 && summary.dead == 1 && summary.released == 1 && summary.stale == 0)
+            let row = try c.query("SELECT state, fcm_message_name, finished_at IS NOT NULL FROM herald.jobs WHERE id = $1", [.int(ok)])
+            #expect(row[0, 0] == "completed" && row[0, 1] == "projects/p/messages/42" && row.bool(0, 2) == true)
+            let r = try c.query("SELECT state, attempts, run_at > now() + interval '100 seconds', last_error, jsonb_array_length(errors) FROM herald.jobs WHERE id = $1", [.int(retry)])
+            #expect(r[0, 0] == "available" && r.int(0, 1) == 1 && r.bool(0, 2) == true && r[0, 3] == "UNAVAILABLE: try later" && r.int(0, 4) == 1)
+            #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE id = $1", [.int(dead)]).int(0, 0) == 0)
+            let d = try c.query("SELECT id, reason, attempts, message->>'token' FROM herald.dead_letters WHERE job_id = $1", [.int(dead)])
+            #expect(d.rowCount == 1 && d[0, 1] == "INVALID_ARGUMENT: message.android.ttl is bad" && d.int(0, 2) == 1 && d[0, 3] == "d")
+            let p = try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(prune)])
+            #expect(p[0, 0] == "discarded")
+            #expect(try c.query("SELECT token FROM herald.device_tokens ORDER BY token")[0, 0] == "kept")
+            #expect(try c.query("SELECT job_id FROM herald.pruned_tokens WHERE token = 'gone'").int(0, 0) == prune)
+            let rel = try c.query("SELECT state, attempts FROM herald.jobs WHERE id = $1", [.int(release)])
+            #expect(rel[0, 0] == "available" && rel.int(0, 1) == 0, "a released job's attempt does not count")
+
+            // A later job for the pruned token is flagged at claim, so it is discarded without a request.
+            let again = try enqueue(c, token: "gone")
+            let next = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            #expect(next.first { $0.id == again }?.tokenPruned == true)
+            #expect(next.first { $0.id == release }?.tokenPruned == false)
+
+            // Replay the dead letter: a fresh job, attempts reset, the dead letter gone.
+            let replayed = try c.query("SELECT herald.retry_dead_letter($1)", [.int(d.int(0, 0)!)]).int(0, 0)!
+            let j = try c.query("SELECT state, attempts, message->>'token' FROM herald.jobs WHERE id = $1", [.int(replayed)])
+            #expect(j[0, 0] == "available" && j.int(0, 1) == 0 && j[0, 2] == "d")
+            #expect(try c.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) == 0)
+            #expect(throws: PostgresError.self) { try c.query("SELECT herald.retry_dead_letter(987654)") }
+        }
+    }
+
+    @Test func anApplicationPruneHookThatFailsLosesNoOutcome() throws {
+        try withDatabase { c, _ in
+            try c.execute("""
+                CREATE OR REPLACE FUNCTION herald.prune_token(token text, reason text, job_id bigint) RETURNS void
+                LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'my table is gone'; END $$;
+                """)
+            let id = try enqueue(c, token: "gone")
+            let store = JobStore(connection: c)
+            _ = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            var logged: [String] = []
+            try store.record([.pruned(id: id, token: "gone", reason: "UNREGISTERED")], log: { logged.append($0) })
+            #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "discarded")
+            #expect(try c.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) == 1)
+            #expect(logged.contains { $0.contains("my table is gone") })
+        }
+    }
+
+    @Test func expiredLeasesAreTakenBackAndStaleOutcomesIgnored() throws {
+        try withDatabase { c, _ in
+            let id = try enqueue(c)
+            let dying = JobStore(connection: c, workerID: "dying")
+            #expect(try dying.claim(queues: [], limit: 1, leaseSeconds: 0.2).map(\.id) == [id])
+            #expect(waitUntil(timeout: 10) { (try? c.query("SELECT locked_until < now() FROM herald.jobs").bool(0, 0)) == true })
+            #expect(try dying.rescueExpiredLeases() == 1)
+            let healthy = JobStore(connection: c, workerID: "healthy")
+            let again = try healthy.claim(queues: [], limit: 1, leaseSeconds: 60)
+            #expect(again.map(\.id) == [id] && again.first?.attempt == 2)
+            #expect(again.first?.lastError?.contains("lease expired") == true)
+            let stale = try dying.record([.completed(id: id, messageName: "late")])
+            #expect(stale.stale == 1 && stale.finished == 0)
+            #expect(try c.query("SELECT state, locked_by FROM herald.jobs")[0, 1] == "healthy")
+        }
+    }
+
+    @Test func retentionZeroDeletesAtOnceAndOldFinishedJobsArePurged() throws {
+        try withDatabase { c, _ in
+            let a = try enqueue(c), b = try enqueue(c)
+            let immediate = JobStore(connection: c, retention: 0)
+            _ = try immediate.claim(queues: [], limit: 1, leaseSeconds: 60)
+            try immediate.record([.completed(id: a, messageName: nil)])
+            #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE id = $1", [.int(a)]).int(0, 0) == 0)
+            let kept = JobStore(connection: c, retention: 3600)
+            _ = try kept.claim(queues: [], limit: 1, leaseSeconds: 60)
+            try kept.record([.completed(id: b, messageName: nil)])
+            #expect(try kept.deleteFinished() == 0)
+            try c.query("UPDATE herald.jobs SET finished_at = now() - interval '2 hours' WHERE id = $1", [.int(b)])
+            #expect(try kept.deleteFinished() == 1)
+        }
+    }
+
+    @Test func oneNotificationPerStatementNotPerRow() throws {
+        try withDatabase { c, database in
+            let listener = try database.connect()
+            try listener.listen("herald_jobs")
+            try c.query("INSERT INTO herald.jobs (message) SELECT jsonb_build_object('token', 't' || g) FROM generate_series(1, 1000) g")
+            var received: [PGNotification] = []
+            _ = waitUntil(timeout: 10) {
+                received += (try? listener.waitForNotifications(timeout: 0.1)) ?? []
+                return !received.isEmpty
+            }
+            // Anything else would have arrived with the first one; a second statement sends a second.
+            received += try listener.waitForNotifications(timeout: 0.3)
+            #expect(received.count == 1)
+            _ = try enqueue(c)
+            #expect(waitUntil(timeout: 10) { ((try? listener.waitForNotifications(timeout: 0.1)) ?? []).count == 1 })
+        }
+    }
+
+    @Test func queueStatsShowsCountsAndOldestAge() throws {
+        try withDatabase { c, _ in
+            _ = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() - interval '10 minutes')")
+            _ = try c.query("SELECT herald.enqueue('{\"token\":\"b\"}', queue => 'marketing')")
+            let stats = try c.query("SELECT count, extract(epoch FROM oldest_available_age) FROM herald.queue_stats WHERE queue = 'default' AND state = 'available'")
+            #expect(stats.int(0, 0) == 1)
+            #expect((stats.double(0, 1) ?? 0) >= 590)
+        }
+    }
+
+    @Test func groupOperationsFromSQL() throws {
+        try withDatabase { c, _ in
+            let id = try c.query("SELECT herald.enqueue_group_op('create', 'user-7', ARRAY['t1', 't2'])").int(0, 0)!
+            let store = JobStore(connection: c)
+            let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            #expect(job.id == id && job.kind == .group && job.groupKey == nil)
+            try store.record([.completed(id: id, messageName: nil, group: GroupChange(operation: "create", name: "user-7", key: "KEY1", tokens: ["t1", "t2"]))])
+            let g = try c.query("SELECT notification_key, array_to_string(members, ',') FROM herald.device_groups WHERE name = 'user-7'")
+            #expect(g[0, 0] == "KEY1" && g[0, 1] == "t1,t2")
+            _ = try c.query("SELECT herald.enqueue_group_op('remove', 'user-7', ARRAY['t1', 't2'])")
+            let removal = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            #expect(removal.groupKey == "KEY1" && removal.groupMembers == ["t1", "t2"])
+            try store.record([.completed(id: removal.id, messageName: nil, group: GroupChange(operation: "remove", name: "user-7", key: "KEY1", tokens: ["t1", "t2"]))])
+            #expect(try c.query("SELECT count(*) FROM herald.device_groups").int(0, 0) == 0, "removing every member deletes the group")
+            #expect(throws: PostgresError.self) { try c.query("SELECT herald.enqueue_group_op('rename', 'x', ARRAY['t'])") }
+        }
+    }
+}
+
+/// A value shared with the threads a test starts, behind a lock.
+final class UnsafeSendableBox<T>: @unchecked Sendable {
+    private var stored: T
+    private let lock = NSLock()
+    init(_ value: T) { stored = value }
+    var value: T { lock.lock(); defer { lock.unlock() }; return stored }
+    func mutate(_ body: (inout T) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+}

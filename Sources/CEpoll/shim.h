@@ -9,4 +9,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <sys/prctl.h>
+#include <signal.h>
+
+/* prctl is variadic, which Swift cannot call: a worker process asks for SIGTERM when its
+   supervisor dies, so no orphan keeps sending. */
+static inline int herald_set_parent_death_signal(int sig) { return prctl(PR_SET_PDEATHSIG, (unsigned long)sig, 0, 0, 0); }
 #endif

@@ -1,0 +1,131 @@
+import Foundation
+import Postgres
+import Queue
+import Worker
+
+enum WorkCommand {
+    static let options: [Option] = [
+        Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes.", defaultText: "one per core"),
+        Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N", help: "Requests in flight per process.", defaultText: "256"),
+        Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
+        Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
+        Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
+        Option(name: "retention", env: "HERALD_RETENTION", value: "DURATION", help: "How long finished jobs stay in herald.jobs; 0 deletes them at once.", defaultText: "24h"),
+        Option(name: "shutdown-timeout", env: "HERALD_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "On SIGTERM, how long in-flight requests may finish.", defaultText: "30"),
+        Option(name: "poll-interval", env: "HERALD_POLL_INTERVAL", value: "SECONDS", help: "Claim at least this often without a notification.", defaultText: "1"),
+        Option(name: "request-timeout", env: "HERALD_REQUEST_TIMEOUT", value: "SECONDS", help: "Timeout of one FCM request.", defaultText: "30"),
+        Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
+        Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
+        Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
+    ] + connectionOptions
+
+    static let help = helpText(
+        command: "work", summary: "Deliver the jobs in herald.jobs to FCM with a pool of worker processes.",
+        usage: "[options]", options: options,
+        footer: """
+        With nothing configured it runs on the embedded default: a private PostgreSQL under ./.herald,
+        the local FCM emulator, and a sample batch of 1,000 messages, then shows them delivered.
+        Retries: exponential backoff from 1 s, factor 2, capped at 1 h, plus up to 50% random jitter,
+        never sooner than FCM's Retry-After; QUOTA_EXCEEDED waits at least 60 s and holds back the
+        whole sender. SIGTERM/SIGINT: stop claiming, finish in-flight requests, put unsent jobs back.
+        """)
+
+    static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {
+        var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
+        c.fcmBaseURL = fcmURL
+        c.caFile = caFile
+        c.queues = parsed.all("queue")
+        c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
+        c.leaseSeconds = try parsed.seconds("lease", default: 60)
+        if c.leaseSeconds <= 0 { throw UsageError("herald work: --lease must be more than 0 seconds") }
+        c.claimBatch = try parsed.int("batch", default: 0, minimum: 0)
+        c.retentionSeconds = try parsed.seconds("retention", default: 86_400)
+        c.shutdownTimeout = try parsed.seconds("shutdown-timeout", default: 30)
+        c.pollInterval = max(0.05, try parsed.seconds("poll-interval", default: 1))
+        c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
+        c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
+        c.drain = parsed.has("drain")
+        c.logLevel = try RunEnvironment.logger(parsed, prefix: "herald").level
+        return c
+    }
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "work", arguments: arguments, options: options)
+        if ProcessInfo.processInfo.environment["HERALD_WORKER_CHILD"] == "1" {
+            return runChild(parsed)
+        }
+        Supervisor.blockSignals()
+        let log = try RunEnvironment.logger(parsed, prefix: "herald work")
+        let processes = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
+        // Check every setting before starting anything.
+        _ = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
+        let environment = RunEnvironment(log: log)
+        defer { environment.shutdown() }
+        try environment.resolveDatabase(parsed)
+        try environment.resolveFCM(parsed)
+        let embedded = environment.cluster != nil && environment.emulator != nil
+        let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
+        let connection = try PGConnection(url: environment.databaseURL)
+        let schema = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
+        guard schema else {
+            throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
+        }
+        let started = Date()
+        if sample > 0 {
+            let added = try enqueueSampleBatch(connection, count: sample)
+            log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
+        }
+        // Embedded with nothing else to do: show the sample delivered, then stop.
+        var childArguments = ["work"] + arguments
+        let drain = parsed.has("drain") || (embedded && parsed.string("sample") == nil)
+        if drain && !parsed.has("drain") { childArguments.append("--drain") }
+        let supervisor = Supervisor(processes: processes, arguments: childArguments,
+                                    environment: environment.childEnvironment, drain: drain, log: log)
+        log.info("starting \(processes) worker processes")
+        let report = supervisor.run()
+        if sample > 0 || embedded {
+            try printSummary(connection, since: started, environment: environment)
+        }
+        return report.status
+    }
+
+    static func runChild(_ parsed: ParsedOptions) -> Int32 {
+        Supervisor.adoptParentDeathSignal()
+        do {
+            let env = ProcessInfo.processInfo.environment
+            let config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
+                                           credentials: parsed.string("credentials") ?? "",
+                                           fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
+                                           caFile: parsed.string("ca-file"))
+            guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
+            guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }
+            let process = try WorkerProcess(configuration: config)
+            process.handleTerminationSignals()
+            return try process.run()
+        } catch let error as UsageError {
+            printError(error.description)
+            return Int32(Supervisor.configurationErrorStatus)
+        } catch let error as WorkerStartupError {
+            printError("herald work: \(error)")
+            return Int32(Supervisor.configurationErrorStatus)
+        } catch {
+            printError("herald work: \(error)")
+            return 1
+        }
+    }
+
+    static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {
+        let elapsed = Date().timeIntervalSince(since)
+        let states = try connection.query("SELECT state, count(*) FROM herald.jobs GROUP BY state ORDER BY state")
+        var lines = ["", "Delivered in \(String(format: "%.1f", elapsed)) s:"]
+        for row in 0..<states.rowCount { lines.append("  \(states[row, 0]!.padding(toLength: 10, withPad: " ", startingAt: 0)) \(states[row, 1]!)") }
+        let dead = try connection.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) ?? 0
+        let pruned = try connection.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) ?? 0
+        lines.append("  dead       \(dead)   (SELECT * FROM herald.dead_letters)")
+        lines.append("  pruned     \(pruned) tokens (SELECT * FROM herald.pruned_tokens)")
+        if let emulator = environment.emulator {
+            lines.append("The emulator received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+        }
+        print(lines.joined(separator: "\n"))
+    }
+}

@@ -1,0 +1,167 @@
+import CEpoll
+import Foundation
+
+/// `herald work --processes N`: starts N worker processes (this same binary, with
+/// HERALD_WORKER_CHILD=1), restarts one that crashes (with backoff: 1 s, 2 s, 4 s ... 30 s),
+/// passes SIGTERM/SIGINT on, and exits once they have all stopped.
+public final class Supervisor {
+    public struct Report: Sendable {
+        /// Exit status: 0 when every worker stopped cleanly.
+        public var status: Int32
+        /// The largest peak resident set of any worker process, in bytes (from wait4).
+        public var peakRSSBytes: Int
+        public var restarts: Int
+    }
+
+    /// The exit status of a worker whose settings are wrong (EX_CONFIG): not restarted.
+    public static let configurationErrorStatus = 78
+
+    let processes: Int
+    let arguments: [String]
+    let environment: [String: String]
+    let drain: Bool
+    let log: Logger
+    private var children: [pid_t: Int] = [:]
+
+    /// `arguments` are passed to every worker (argv[1...]); `environment` is added to ours.
+    public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger) {
+        self.processes = max(1, processes)
+        self.arguments = arguments
+        self.environment = environment
+        self.drain = drain
+        self.log = log
+    }
+
+    /// Blocks SIGTERM, SIGINT and SIGCHLD in the calling thread and every thread it starts later;
+    /// call before starting any other thread. The supervisor takes them with sigtimedwait.
+    public static func blockSignals() {
+        var set = signalSet()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    static func signalSet() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGCHLD)
+        return set
+    }
+
+    /// In a worker process: ask for SIGTERM when the supervisor dies.
+    public static func adoptParentDeathSignal() {
+        _ = herald_set_parent_death_signal(SIGTERM)
+        if getppid() == 1 { kill(getpid(), SIGTERM) }
+    }
+
+    public func run() -> Report {
+        var peak = 0
+        var restarts = 0
+        var stopping = false
+        var failures = Array(repeating: 0, count: processes)
+        var restartAt: [Int: Double] = [:]
+        var finalStatus: Int32 = 0
+        for slot in 0..<processes where !spawn(slot: slot) { restartAt[slot] = Date().timeIntervalSince1970 + 5 }
+        var set = Self.signalSet()
+
+        while !children.isEmpty || (!stopping && !restartAt.isEmpty) {
+            let now = Date().timeIntervalSince1970
+            for (slot, at) in restartAt where at <= now && !stopping {
+                restartAt[slot] = nil
+                restarts += 1
+                if !spawn(slot: slot) { restartAt[slot] = now + 5 }
+            }
+            let wait = restartAt.values.min().map { max(0.01, $0 - now) } ?? 1.0
+            var timeout = timespec(tv_sec: Int(wait), tv_nsec: Int((wait - Double(Int(wait))) * 1e9))
+            let signal = sigtimedwait(&set, nil, &timeout)
+            if signal == SIGTERM || signal == SIGINT {
+                if !stopping { log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping \(children.count) worker processes") }
+                stopping = true
+                restartAt.removeAll()
+                for pid in children.keys { kill(pid, signal) }
+            }
+            // Reap every child that exited (SIGCHLD may coalesce).
+            while true {
+                var status: Int32 = 0
+                var usage = rusage()
+                let pid = wait4(-1, &status, WNOHANG, &usage)
+                if pid <= 0 { break }
+                peak = max(peak, Int(usage.ru_maxrss) * 1024)
+                guard let slot = children.removeValue(forKey: pid) else { continue }
+                let exited = (status & 0x7f) == 0
+                let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+                if code == 0 {
+                    failures[slot] = 0
+                    if !stopping && !drain {
+                        log.warning("worker \(pid) exited; starting another")
+                        restartAt[slot] = Date().timeIntervalSince1970 + 1
+                    }
+                    continue
+                }
+                if stopping {
+                    if finalStatus == 0 { finalStatus = Int32(code) }
+                    continue
+                }
+                if code == Self.configurationErrorStatus {
+                    // A setting is wrong (it printed which); restarting cannot help.
+                    log.error("worker \(pid) refused its configuration; stopping")
+                    finalStatus = Int32(code)
+                    stopping = true
+                    restartAt.removeAll()
+                    for other in children.keys { kill(other, SIGTERM) }
+                    continue
+                }
+                failures[slot] += 1
+                let delay = min(30, pow(2, Double(failures[slot] - 1)))
+                log.error("worker \(pid) \(exited ? "exited with status \(code)" : "was killed by signal \(status & 0x7f)"); restarting it in \(Int(delay)) s")
+                restartAt[slot] = Date().timeIntervalSince1970 + delay
+            }
+        }
+        return Report(status: finalStatus, peakRSSBytes: peak, restarts: restarts)
+    }
+
+    private func spawn(slot: Int) -> Bool {
+        let executable = Self.executablePath()
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        env["HERALD_WORKER_CHILD"] = "1"
+        let argv = [executable] + arguments
+        let envp = env.map { "\($0.key)=\($0.value)" }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = Self.signalSet()
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var pid: pid_t = 0
+        let result = withCStringArray(argv) { cargv in
+            withCStringArray(envp) { cenv in
+                posix_spawn(&pid, executable, nil, &attributes, cargv, cenv)
+            }
+        }
+        if result != 0 {
+            log.error("cannot start a worker process (\(String(cString: strerror(result)))); trying again in 5 s")
+            return false
+        }
+        children[pid] = slot
+        log.debug("started worker process \(pid)")
+        return true
+    }
+
+    public var childPIDs: [pid_t] { Array(children.keys) }
+
+    static func executablePath() -> String {
+        if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }
+        return CommandLine.arguments[0]
+    }
+}
+
+func withCStringArray<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    pointers.append(nil)
+    defer { for pointer in pointers { free(pointer) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

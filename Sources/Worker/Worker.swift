@@ -1,1 +1,0 @@
-// The Worker module; see README.md, Architecture.

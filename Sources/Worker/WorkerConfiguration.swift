@@ -1,0 +1,41 @@
+import Queue
+
+/// Everything one worker process needs; `herald work` fills it from flags and environment.
+public struct WorkerConfiguration: Sendable {
+    public var databaseURL: String
+    /// FCM's base URL (HERALD_FCM_URL), e.g. https://fcm.googleapis.com or the emulator's.
+    public var fcmBaseURL: String = "https://fcm.googleapis.com"
+    /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).
+    public var credentialsPath: String
+    /// A CA bundle for TLS verification (verification itself is always on).
+    public var caFile: String? = nil
+    /// Queues to work; empty means every queue.
+    public var queues: [String] = []
+    /// Requests in flight per process.
+    public var concurrency: Int = 256
+    /// Seconds a claimed job is held before another worker may take it back.
+    public var leaseSeconds: Double = 60
+    /// Jobs claimed per statement (0: derived from concurrency).
+    public var claimBatch: Int = 0
+    /// Seconds finished jobs stay in herald.jobs.
+    public var retentionSeconds: Double = 86_400
+    public var shutdownTimeout: Double = 30
+    /// Exit once the queues hold no available, scheduled or running job.
+    public var drain: Bool = false
+    /// Seconds between polls when no notification arrives.
+    public var pollInterval: Double = 1
+    public var requestTimeout: Double = 30
+    public var connectTimeout: Double = 10
+    public var maxStreamsPerConnection: Int = 100
+    public var retryPolicy = RetryPolicy()
+    public var logLevel: Logger.Level = .info
+
+    public init(databaseURL: String, credentialsPath: String) {
+        self.databaseURL = databaseURL
+        self.credentialsPath = credentialsPath
+    }
+
+    var effectiveClaimBatch: Int {
+        claimBatch > 0 ? claimBatch : max(1, min(concurrency, 256))
+    }
+}

@@ -1,0 +1,108 @@
+import FCM
+import Foundation
+import HTTPClient
+import Postgres
+import Queue
+
+public struct WorkerStartupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One worker process: a store thread (PostgreSQL: claim, record, LISTEN, maintenance) and a
+/// sender thread (HTTP/2 to FCM), joined by two mailboxes.
+public final class WorkerProcess: @unchecked Sendable {
+    public let configuration: WorkerConfiguration
+    public let stop = Flag()
+    let log: Logger
+    let account: ServiceAccount
+    let auth: AccessTokenProvider
+
+    /// Checks the credentials and the database before anything runs, so a bad setting stops
+    /// start-up with a message that names it.
+    public init(configuration: WorkerConfiguration) throws {
+        self.configuration = configuration
+        log = Logger(level: configuration.logLevel, prefix: "herald work[\(getpid())]")
+        do {
+            account = try ServiceAccount.load(path: configuration.credentialsPath)
+        } catch {
+            throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
+        }
+        auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+    }
+
+    /// Runs until stopped (or drained). Returns the process exit status.
+    public func run() throws -> Int32 {
+        let connection: PGConnection
+        do {
+            connection = try PGConnection(url: configuration.databaseURL)
+        } catch {
+            throw WorkerStartupError("DATABASE_URL: \(error)")
+        }
+        let present = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
+        guard present else {
+            throw WorkerStartupError("the database has no herald schema yet; run `herald migrate` first (DATABASE_URL \(PGConnection.redacted(configuration.databaseURL)))")
+        }
+        var clientConfiguration = HTTPClientConfiguration()
+        clientConfiguration.maxStreamsPerConnection = configuration.maxStreamsPerConnection
+        clientConfiguration.maxConnections = max(1, (configuration.concurrency + configuration.maxStreamsPerConnection - 1) / configuration.maxStreamsPerConnection)
+        clientConfiguration.requestTimeoutMilliseconds = Int(configuration.requestTimeout * 1000)
+        clientConfiguration.connectTimeoutMilliseconds = Int(configuration.connectTimeout * 1000)
+        clientConfiguration.caFile = configuration.caFile
+        let client = try HTTPClient(configuration: clientConfiguration)
+        let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
+        // Fetch the first access token now: a refused key is a start-up error, not 10,000 retries.
+        do {
+            _ = try auth.authorizationHeader()
+        } catch {
+            throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
+        }
+
+        let inbox = Mailbox<ClaimedJob>()
+        let outbox = Mailbox<JobOutcome>()
+        let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
+                            inbox: inbox, outbox: outbox, stop: stop, log: log)
+        let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
+                              sender: sender, stop: stop, log: log)
+        log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+        let senderThread = Thread { sender.run() }
+        senderThread.name = "herald-sender"
+        senderThread.stackSize = 1 << 20
+        senderThread.start()
+        let status = store.run()
+        inbox.signal()
+        while !sender.finished.isSet {
+            stop.set()
+            inbox.signal()
+            _ = waitReadable(outbox.fileDescriptor, milliseconds: 100)
+        }
+        log.info("stopped: \(store.recorded) outcomes recorded")
+        return status
+    }
+
+    /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
+    public func handleTerminationSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        let stop = self.stop
+        let log = self.log
+        let thread = Thread {
+            var signal: Int32 = 0
+            var waitSet = set
+            while sigwait(&waitSet, &signal) == 0 {
+                log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): no new claims; finishing what is in flight")
+                stop.set()
+            }
+        }
+        thread.name = "herald-signals"
+        thread.start()
+    }
+}
+
+func waitReadable(_ descriptor: Int32, milliseconds: Int32) -> Bool {
+    var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    return poll(&entry, 1, milliseconds) > 0
+}

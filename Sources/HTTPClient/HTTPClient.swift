@@ -1,4 +1,5 @@
 import CCurl
+import Glibc
 import Synchronization
 
 // An HTTP/2 client over libcurl's multi interface: many requests in flight on few connections
@@ -119,7 +120,9 @@ public final class HTTPClient: @unchecked Sendable {
     private var idle: [EasyHandle] = []
     /// Requests that failed before reaching curl, reported by the next poll.
     private var failedEarly: [HTTPCompletion] = []
-    private let performHandle = Mutex<EasyHandle?>(nil)
+    private let performHandle = Mutex<PerformState>(PerformState())
+    /// Cleartext (h2c) origins, keyed by `http://host:port`; see `Origin`.
+    private var origins: [String: Origin] = [:]
     private static let maxIdleHandles = 512
 
     public init(configuration: HTTPClientConfiguration = .init()) throws(HTTPClientError) {
@@ -158,21 +161,57 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     /// Requests submitted and not yet returned by `poll`.
-    public var inFlight: Int { active.count + failedEarly.count }
+    public var inFlight: Int {
+        active.count + failedEarly.count + origins.values.reduce(0) { $0 + $1.pending.count - $1.head }
+    }
 
     /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
     public func submit(_ request: HTTPRequest, tag: UInt64) {
+        guard let origin = HTTPClient.cleartextOrigin(request.url) else {
+            start(request, tag: tag, role: .plain)
+            return
+        }
+        origins[origin, default: Origin()].pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
+        admit(origin)
+    }
+
+    /// Hands curl the requests of a cleartext origin that fit: streams on the connections known
+    /// to be open, and one opener (a request on a fresh prior-knowledge connection) per further
+    /// connection needed, up to `maxConnections`.
+    private func admit(_ key: String) {
+        guard var origin = origins[key] else { return }
+        let streams = max(1, configuration.maxStreamsPerConnection)
+        while origin.head < origin.pending.count && origin.streams < origin.connections * streams {
+            let next = origin.pending[origin.head]
+            origin.head += 1
+            if start(next.request, tag: next.tag, role: .stream(origin: key)) { origin.streams += 1 }
+        }
+        let waiting = origin.pending.count - origin.head
+        let wanted = min(max(1, configuration.maxConnections) - origin.connections, (waiting + streams - 1) / streams)
+        while origin.openers < wanted && origin.head < origin.pending.count {
+            let next = origin.pending[origin.head]
+            origin.head += 1
+            if start(next.request, tag: next.tag, role: .opener(origin: key)) { origin.openers += 1 }
+        }
+        origin.compact()
+        origins[key] = origin
+    }
+
+    /// Adds one transfer to the multi handle; false when it failed at once (reported by the next poll).
+    @discardableResult
+    private func start(_ request: HTTPRequest, tag: UInt64, role: Role) -> Bool {
         let easy = idle.popLast() ?? EasyHandle()
         guard let easy else {
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
-            return
+            return false
         }
         let transfer = Transfer(tag: tag, easy: easy)
-        if let error = configure(transfer, request, multiplexed: true) {
+        transfer.role = role
+        if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true) {
             transfer.releaseHeaderList()
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(error)))
-            return
+            return false
         }
         let code = curl_multi_add_handle(multi, easy.handle)
         guard code == CURLM_OK else {
@@ -180,9 +219,10 @@ public final class HTTPClient: @unchecked Sendable {
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(
                 HTTPClientError(kind: .other, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(code)))"))))
-            return
+            return false
         }
         active[easy.handle] = transfer
+        return true
     }
 
     /// Drives the transfers and returns the ones that finished. When none has, waits up to
@@ -191,6 +231,7 @@ public final class HTTPClient: @unchecked Sendable {
     public func poll(timeoutMilliseconds: Int32, extraFileDescriptor: Int32 = -1) -> [HTTPCompletion] {
         var finished = failedEarly
         failedEarly.removeAll()
+        expireQueued(into: &finished)
         drive(into: &finished)
         guard finished.isEmpty else { return finished }
 
@@ -212,15 +253,27 @@ public final class HTTPClient: @unchecked Sendable {
     /// Sends one request and waits for its answer, on a handle of its own (its connection is
     /// kept for the next call). Any thread; calls are serialised.
     public func perform(_ request: HTTPRequest) throws(HTTPClientError) -> HTTPResponse {
-        let result: Result<HTTPResponse, HTTPClientError> = performHandle.withLock { slot in
-            if slot == nil { slot = EasyHandle() }
-            guard let easy = slot else {
+        let result: Result<HTTPResponse, HTTPClientError> = performHandle.withLock { state in
+            if state.easy == nil { state.easy = EasyHandle() }
+            guard let easy = state.easy else {
                 return .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))
             }
             let transfer = Transfer(tag: 0, easy: easy)
             defer { transfer.releaseHeaderList() }
-            if let error = configure(transfer, request, multiplexed: false) { return .failure(error) }
+            // The same h2c work-around as the multi loop: prior knowledge only on a new connection.
+            let origin = HTTPClient.cleartextOrigin(request.url)
+            let reuse = origin.map { state.h2cOrigins.contains($0) } ?? true
+            let version = origin == nil ? Int(CURL_HTTP_VERSION_2TLS)
+                : Int(reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+            if let error = configure(transfer, request, version: version, fresh: !reuse, multiplexed: false) { return .failure(error) }
             let code = curl_easy_perform(easy.handle)
+            if let origin {
+                if code == CURLE_OK && transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0) {
+                    state.h2cOrigins.insert(origin)
+                } else {
+                    state.h2cOrigins.remove(origin)
+                }
+            }
             return transfer.result(code)
         }
         return try result.get()
@@ -237,10 +290,87 @@ public final class HTTPClient: @unchecked Sendable {
             let code = herald_msg_result(message)
             curl_multi_remove_handle(multi, handle)
             guard let transfer = active.removeValue(forKey: handle) else { continue }
-            finished.append(HTTPCompletion(tag: transfer.tag, result: transfer.result(code)))
+            let result = transfer.result(code)
+            finished.append(HTTPCompletion(tag: transfer.tag, result: result))
+            settle(transfer, result, into: &finished)
             transfer.releaseHeaderList()
             recycle(transfer.easy)
         }
+        for key in touched { admit(key) }
+        touched.removeAll()
+    }
+
+    private var touched: Set<String> = []
+
+    /// Updates what is known of a cleartext origin's connections after one of its transfers.
+    private func settle(_ transfer: Transfer, _ result: Result<HTTPResponse, HTTPClientError>, into finished: inout [HTTPCompletion]) {
+        switch transfer.role {
+        case .plain:
+            return
+        case .opener(let key):
+            guard var origin = origins[key] else { return }
+            origin.openers -= 1
+            switch result {
+            case .success where transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0):
+                origin.connections += 1
+            case .failure(let error) where (error.kind == .connection || error.kind == .tls) && origin.connections == 0 && origin.openers == 0:
+                // Nothing reaches the server: the queued requests would fail the same way, one by one.
+                for queued in origin.pending[origin.head...] {
+                    finished.append(HTTPCompletion(tag: queued.tag, result: .failure(error)))
+                }
+                origin.pending.removeAll()
+                origin.head = 0
+            default:
+                break
+            }
+            origins[key] = origin
+            touched.insert(key)
+        case .stream(let key):
+            guard var origin = origins[key] else { return }
+            origin.streams -= 1
+            // An answer over HTTP/1.1, a new connection, or a broken one: one h2c connection fewer.
+            let lost: Bool
+            switch result {
+            case .success: lost = transfer.httpVersion != Int(CURL_HTTP_VERSION_2_0) || transfer.newConnections > 0
+            case .failure(let error): lost = error.kind == .connection
+            }
+            if lost { origin.connections = max(0, origin.connections - 1) }
+            origins[key] = origin
+            touched.insert(key)
+        }
+    }
+
+    /// Fails cleartext requests that waited in the queue for longer than the request timeout.
+    private func expireQueued(into finished: inout [HTTPCompletion]) {
+        let now = HTTPClient.monotonicMilliseconds()
+        let limit = UInt64(max(0, configuration.requestTimeoutMilliseconds))
+        for key in Array(origins.keys) {
+            guard var origin = origins[key], origin.head < origin.pending.count,
+                  now - origin.pending[origin.head].submitted >= limit else { continue }
+            while origin.head < origin.pending.count && now - origin.pending[origin.head].submitted >= limit {
+                let queued = origin.pending[origin.head]
+                origin.head += 1
+                finished.append(HTTPCompletion(tag: queued.tag, result: .failure(HTTPClientError(
+                    kind: .timeout, message: "no HTTP/2 stream to \(key) became free within \(limit) ms"))))
+            }
+            origin.compact()
+            origins[key] = origin
+        }
+    }
+
+    /// `http://host:port` of a cleartext URL (lowercased), nil for anything else.
+    static func cleartextOrigin(_ url: String) -> String? {
+        let lowered = url.lowercased()
+        guard lowered.hasPrefix("http://") else { return nil }
+        let rest = lowered.dropFirst("http://".count)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return "http://" + authority
+    }
+
+    static func monotonicMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
     }
 
     private func recycle(_ easy: EasyHandle) {
@@ -248,7 +378,7 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     /// Resets the handle and sets every option of `request`; nil when all were taken.
-    private func configure(_ transfer: Transfer, _ request: HTTPRequest, multiplexed: Bool) -> HTTPClientError? {
+    private func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool) -> HTTPClientError? {
         let easy = transfer.easy
         let h = easy.handle
         curl_easy_reset(h)
@@ -267,8 +397,8 @@ public final class HTTPClient: @unchecked Sendable {
         check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
         set(CURLOPT_URL, request.url, "CURLOPT_URL")
         set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
-        let cleartext = request.url.lowercased().hasPrefix("http://")
-        set(CURLOPT_HTTP_VERSION, Int(cleartext ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : CURL_HTTP_VERSION_2TLS), "CURLOPT_HTTP_VERSION")
+        set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION")
+        if fresh { set(CURLOPT_FRESH_CONNECT, 1, "CURLOPT_FRESH_CONNECT") }
         if multiplexed { set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT") }
         set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
         set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
@@ -335,6 +465,67 @@ public final class HTTPClient: @unchecked Sendable {
     }
 }
 
+// libcurl 7.88.1 (Debian 12) breaks a prior-knowledge (h2c) transfer that reuses an existing
+// connection: it stacks a second HTTP/2 layer onto it and fails with "Error in the HTTP2 framing
+// layer" (curl issue 10634, fixed after 7.88.1). A transfer asking for plain HTTP/2
+// (CURL_HTTP_VERSION_2_0) reuses an h2c connection fine, but opens a new one as HTTP/1.1 with an
+// Upgrade the emulator does not take. So for cleartext origins the client decides itself: a
+// request that needs a new connection goes out with prior knowledge on a fresh connection (an
+// "opener"); the rest go as HTTP/2 streams, at most `maxStreamsPerConnection` per connection
+// known to be open, and wait in `Origin.pending` otherwise.
+
+/// What a transfer is for the cleartext bookkeeping.
+private enum Role {
+    /// https, or anything curl negotiates itself.
+    case plain
+    /// Opens a new h2c connection with prior knowledge.
+    case opener(origin: String)
+    /// A stream on an h2c connection already open.
+    case stream(origin: String)
+
+    var version: Int {
+        switch self {
+        case .plain: return Int(CURL_HTTP_VERSION_2TLS)
+        case .opener: return Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+        case .stream: return Int(CURL_HTTP_VERSION_2_0)
+        }
+    }
+
+    var isOpener: Bool { if case .opener = self { return true } else { return false } }
+}
+
+private struct Pending {
+    var request: HTTPRequest
+    var tag: UInt64
+    var submitted: UInt64
+}
+
+/// One cleartext origin: connections believed open, openers and streams in flight, and the
+/// requests waiting for a stream (`pending[head...]`).
+private struct Origin {
+    var connections = 0
+    var openers = 0
+    var streams = 0
+    var pending: [Pending] = []
+    var head = 0
+
+    mutating func compact() {
+        if head == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 && head * 2 > pending.count {
+            pending.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+private struct PerformState {
+    var easy: EasyHandle?
+    /// Cleartext origins the perform handle holds an h2c connection to.
+    var h2cOrigins: Set<String> = []
+}
+
 /// An easy handle and its error buffer, reused request after request.
 private final class EasyHandle {
     let handle: UnsafeMutableRawPointer
@@ -361,6 +552,7 @@ private final class Transfer {
     var headerList: UnsafeMutablePointer<curl_slist>?
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
+    var role: Role = .plain
 
     init(tag: UInt64, easy: EasyHandle) {
         self.tag = tag
@@ -370,6 +562,20 @@ private final class Transfer {
     func releaseHeaderList() {
         curl_slist_free_all(headerList)
         headerList = nil
+    }
+
+    /// `CURL_HTTP_VERSION_*` of the answer (0 when there was none).
+    var httpVersion: Int {
+        var version = 0
+        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
+        return version
+    }
+
+    /// Connections this transfer had to open.
+    var newConnections: Int {
+        var count = 0
+        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_NUM_CONNECTS, &count)
+        return count
     }
 
     func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {

@@ -15,4 +15,9 @@ static inline CURLMcode herald_multi_setopt_long(CURLM *m, CURLMoption o, long v
 static inline CURLMcode herald_multi_setopt_ptr(CURLM *m, CURLMoption o, const void *v) { return curl_multi_setopt(m, o, v); }
 /* CURLMsg carries a union; reading the result through C keeps the layout question out of Swift. */
 static inline CURLcode herald_msg_result(const CURLMsg *m) { return m->data.result; }
+/* CURL_GLOBAL_DEFAULT is a macro expression Swift does not import. */
+static inline CURLcode herald_global_init(void) { return curl_global_init(CURL_GLOBAL_DEFAULT); }
+/* CURLOPT_HEADERFUNCTION takes the same callback shape as CURLOPT_WRITEFUNCTION; the named
+   wrapper keeps the call site readable. */
+static inline CURLcode herald_easy_setopt_header(CURL *h, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, f); }
 #endif

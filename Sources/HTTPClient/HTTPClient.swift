@@ -1,1 +1,626 @@
-// The HTTPClient module; see README.md, Architecture.
+import CCurl
+import Glibc
+import Synchronization
+
+// An HTTP/2 client over libcurl's multi interface: many requests in flight on few connections
+// (one stream each), driven by the thread that owns the client. Nothing outside this file sees
+// a curl type.
+
+/// One request. `headers` are whole header lines (`"Name: value"`).
+public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, or any other method name (sent as a custom request).
+    public var method: String
+    public var url: String
+    public var headers: [String]
+    public var body: [UInt8]
+
+    public init(method: String = "POST", url: String, headers: [String] = [], body: [UInt8] = []) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// The final answer to a request (interim 1xx answers are dropped).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// In the order received; names lowercased.
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of the header `name` (any case), or nil.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name == wanted }?.value
+    }
+}
+
+/// A request that got no HTTP answer.
+public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// The connect or request timeout passed.
+        case timeout
+        /// No connection, or it broke: refused, unresolvable host, reset, HTTP/2 framing errors.
+        case connection
+        /// The TLS handshake or the certificate check failed.
+        case tls
+        /// Anything else (bad URL, an option libcurl refused, out of memory).
+        case other
+    }
+
+    public var kind: Kind
+    /// libcurl's error text; it never holds request headers (and so no access token).
+    public var message: String
+
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { "HTTP \(kind.rawValue) error: \(message)" }
+}
+
+/// How an `HTTPClient` connects; every default is the one written beside it.
+public struct HTTPClientConfiguration: Sendable {
+    /// Concurrent HTTP/2 streams on one connection (`CURLMOPT_MAX_CONCURRENT_STREAMS`). Default 100,
+    /// what FCM allows.
+    public var maxStreamsPerConnection: Int = 100
+    /// Connections to one host (`CURLMOPT_MAX_HOST_CONNECTIONS`); more in flight than
+    /// connections times streams wait in curl's queue. Default 16.
+    public var maxConnections: Int = 16
+    /// Default 10,000 ms.
+    public var connectTimeoutMilliseconds: Int = 10_000
+    /// The whole request, queueing and connecting included (`CURLOPT_TIMEOUT_MS`). Default 30,000 ms.
+    public var requestTimeoutMilliseconds: Int = 30_000
+    /// PEM file of the certificate authorities to trust (`CURLOPT_CAINFO`); nil: the system's.
+    /// Certificates and host names are always verified. Default nil.
+    public var caFile: String? = nil
+
+    public init() {}
+}
+
+/// A finished request, identified by the tag it was submitted with.
+public struct HTTPCompletion: Sendable {
+    public var tag: UInt64
+    public var result: Result<HTTPResponse, HTTPClientError>
+
+    public init(tag: UInt64, result: Result<HTTPResponse, HTTPClientError>) {
+        self.tag = tag
+        self.result = result
+    }
+}
+
+/// `curl_global_init` is not thread-safe; a global is initialised exactly once.
+private let curlGlobalInit: CURLcode = herald_global_init()
+
+/// Many concurrent requests over HTTP/2 (h2c with prior knowledge for `http://`, ALPN for
+/// `https://`), multiplexed on few kept-alive connections.
+///
+/// Owned by one thread: `submit` and `poll` are called from that thread only. `wake()` may be
+/// called from any thread, and so may `perform` (it has its own handle behind a lock).
+///
+/// ```swift
+/// let client = try HTTPClient()
+/// client.submit(HTTPRequest(url: url, headers: ["Content-Type: application/json"], body: body), tag: 1)
+/// while client.inFlight > 0 {
+///     for completion in client.poll(timeoutMilliseconds: 1000) { ... }
+/// }
+/// ```
+public final class HTTPClient: @unchecked Sendable {
+    private let configuration: HTTPClientConfiguration
+    private let multi: UnsafeMutableRawPointer
+    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var idle: [EasyHandle] = []
+    /// Requests that failed before reaching curl, reported by the next poll.
+    private var failedEarly: [HTTPCompletion] = []
+    private let performHandle = Mutex<PerformState>(PerformState())
+    /// Cleartext (h2c) origins, keyed by `http://host:port`; see `Origin`.
+    private var origins: [String: Origin] = [:]
+    private static let maxIdleHandles = 512
+
+    public init(configuration: HTTPClientConfiguration = .init()) throws(HTTPClientError) {
+        guard curlGlobalInit == CURLE_OK else {
+            throw HTTPClientError(kind: .other, message: "curl_global_init failed: \(HTTPClient.text(curlGlobalInit))")
+        }
+        guard let multi = curl_multi_init() else {
+            throw HTTPClientError(kind: .other, message: "curl_multi_init failed")
+        }
+        self.configuration = configuration
+        self.multi = multi
+        let settings: [(CURLMoption, Int, String)] = [
+            (CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX), "CURLMOPT_PIPELINING"),
+            (CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, configuration.maxStreamsPerConnection), "CURLMOPT_MAX_CONCURRENT_STREAMS"),
+            (CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnections), "CURLMOPT_MAX_HOST_CONNECTIONS"),
+            // Keep every connection of every host open between bursts.
+            (CURLMOPT_MAXCONNECTS, max(1, configuration.maxConnections) * 4, "CURLMOPT_MAXCONNECTS"),
+        ]
+        for (option, value, name) in settings {
+            let code = herald_multi_setopt_long(multi, option, value)
+            guard code == CURLM_OK else {
+                curl_multi_cleanup(multi)
+                throw HTTPClientError(kind: .other, message: "\(name) = \(value) refused: \(String(cString: curl_multi_strerror(code)))")
+            }
+        }
+    }
+
+    deinit {
+        for (handle, transfer) in active {
+            curl_multi_remove_handle(multi, handle)
+            transfer.releaseHeaderList()
+        }
+        active.removeAll()
+        idle.removeAll()
+        curl_multi_cleanup(multi)
+    }
+
+    /// Requests submitted and not yet returned by `poll`.
+    public var inFlight: Int {
+        active.count + failedEarly.count + origins.values.reduce(0) { $0 + $1.pending.count - $1.head }
+    }
+
+    /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
+    public func submit(_ request: HTTPRequest, tag: UInt64) {
+        guard let origin = HTTPClient.cleartextOrigin(request.url) else {
+            start(request, tag: tag, role: .plain)
+            return
+        }
+        origins[origin, default: Origin()].pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
+        admit(origin)
+    }
+
+    /// Hands curl the requests of a cleartext origin that fit: streams on the connections known
+    /// to be open, and one opener (a request on a fresh prior-knowledge connection) per further
+    /// connection needed, up to `maxConnections`.
+    private func admit(_ key: String) {
+        guard var origin = origins[key] else { return }
+        let streams = max(1, configuration.maxStreamsPerConnection)
+        while origin.head < origin.pending.count && origin.streams < origin.connections * streams {
+            let next = origin.pending[origin.head]
+            origin.head += 1
+            if start(next.request, tag: next.tag, role: .stream(origin: key)) { origin.streams += 1 }
+        }
+        let waiting = origin.pending.count - origin.head
+        let wanted = min(max(1, configuration.maxConnections) - origin.connections, (waiting + streams - 1) / streams)
+        while origin.openers < wanted && origin.head < origin.pending.count {
+            let next = origin.pending[origin.head]
+            origin.head += 1
+            if start(next.request, tag: next.tag, role: .opener(origin: key)) { origin.openers += 1 }
+        }
+        origin.compact()
+        origins[key] = origin
+    }
+
+    /// Adds one transfer to the multi handle; false when it failed at once (reported by the next poll).
+    @discardableResult
+    private func start(_ request: HTTPRequest, tag: UInt64, role: Role) -> Bool {
+        let easy = idle.popLast() ?? EasyHandle()
+        guard let easy else {
+            failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
+            return false
+        }
+        let transfer = Transfer(tag: tag, easy: easy)
+        transfer.role = role
+        if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true) {
+            transfer.releaseHeaderList()
+            recycle(easy)
+            failedEarly.append(HTTPCompletion(tag: tag, result: .failure(error)))
+            return false
+        }
+        let code = curl_multi_add_handle(multi, easy.handle)
+        guard code == CURLM_OK else {
+            transfer.releaseHeaderList()
+            recycle(easy)
+            failedEarly.append(HTTPCompletion(tag: tag, result: .failure(
+                HTTPClientError(kind: .other, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(code)))"))))
+            return false
+        }
+        active[easy.handle] = transfer
+        return true
+    }
+
+    /// Drives the transfers and returns the ones that finished. When none has, waits up to
+    /// `timeoutMilliseconds` for network activity (`curl_multi_poll`), for `wake()`, or for
+    /// `extraFileDescriptor` (when >= 0) to become readable, then drives them once more.
+    public func poll(timeoutMilliseconds: Int32, extraFileDescriptor: Int32 = -1) -> [HTTPCompletion] {
+        var finished = failedEarly
+        failedEarly.removeAll()
+        expireQueued(into: &finished)
+        drive(into: &finished)
+        guard finished.isEmpty else { return finished }
+
+        var extra = curl_waitfd(fd: extraFileDescriptor, events: Int16(CURL_WAIT_POLLIN), revents: 0)
+        if extraFileDescriptor >= 0 {
+            _ = curl_multi_poll(multi, &extra, 1, max(0, timeoutMilliseconds), nil)
+        } else {
+            _ = curl_multi_poll(multi, nil, 0, max(0, timeoutMilliseconds), nil)
+        }
+        drive(into: &finished)
+        return finished
+    }
+
+    /// Makes a `poll` that is waiting (or the next one) return at once. Any thread.
+    public func wake() {
+        _ = curl_multi_wakeup(multi)
+    }
+
+    /// Sends one request and waits for its answer, on a handle of its own (its connection is
+    /// kept for the next call). Any thread; calls are serialised.
+    public func perform(_ request: HTTPRequest) throws(HTTPClientError) -> HTTPResponse {
+        let result: Result<HTTPResponse, HTTPClientError> = performHandle.withLock { state in
+            if state.easy == nil { state.easy = EasyHandle() }
+            guard let easy = state.easy else {
+                return .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))
+            }
+            let transfer = Transfer(tag: 0, easy: easy)
+            defer { transfer.releaseHeaderList() }
+            // The same h2c work-around as the multi loop: prior knowledge only on a new connection.
+            let origin = HTTPClient.cleartextOrigin(request.url)
+            let reuse = origin.map { state.h2cOrigins.contains($0) } ?? true
+            let version = origin == nil ? Int(CURL_HTTP_VERSION_2TLS)
+                : Int(reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+            if let error = configure(transfer, request, version: version, fresh: !reuse, multiplexed: false) { return .failure(error) }
+            let code = curl_easy_perform(easy.handle)
+            if let origin {
+                if code == CURLE_OK && transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0) {
+                    state.h2cOrigins.insert(origin)
+                } else {
+                    state.h2cOrigins.remove(origin)
+                }
+            }
+            return transfer.result(code)
+        }
+        return try result.get()
+    }
+
+    // MARK: internals
+
+    private func drive(into finished: inout [HTTPCompletion]) {
+        var running: Int32 = 0
+        _ = curl_multi_perform(multi, &running)
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            let code = herald_msg_result(message)
+            curl_multi_remove_handle(multi, handle)
+            guard let transfer = active.removeValue(forKey: handle) else { continue }
+            let result = transfer.result(code)
+            finished.append(HTTPCompletion(tag: transfer.tag, result: result))
+            settle(transfer, result, into: &finished)
+            transfer.releaseHeaderList()
+            recycle(transfer.easy)
+        }
+        for key in touched { admit(key) }
+        touched.removeAll()
+    }
+
+    private var touched: Set<String> = []
+
+    /// Updates what is known of a cleartext origin's connections after one of its transfers.
+    private func settle(_ transfer: Transfer, _ result: Result<HTTPResponse, HTTPClientError>, into finished: inout [HTTPCompletion]) {
+        switch transfer.role {
+        case .plain:
+            return
+        case .opener(let key):
+            guard var origin = origins[key] else { return }
+            origin.openers -= 1
+            switch result {
+            case .success where transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0):
+                origin.connections += 1
+            case .failure(let error) where (error.kind == .connection || error.kind == .tls) && origin.connections == 0 && origin.openers == 0:
+                // Nothing reaches the server: the queued requests would fail the same way, one by one.
+                for queued in origin.pending[origin.head...] {
+                    finished.append(HTTPCompletion(tag: queued.tag, result: .failure(error)))
+                }
+                origin.pending.removeAll()
+                origin.head = 0
+            default:
+                break
+            }
+            origins[key] = origin
+            touched.insert(key)
+        case .stream(let key):
+            guard var origin = origins[key] else { return }
+            origin.streams -= 1
+            // An answer over HTTP/1.1, a new connection, or a broken one: one h2c connection fewer.
+            let lost: Bool
+            switch result {
+            case .success: lost = transfer.httpVersion != Int(CURL_HTTP_VERSION_2_0) || transfer.newConnections > 0
+            case .failure(let error): lost = error.kind == .connection
+            }
+            if lost { origin.connections = max(0, origin.connections - 1) }
+            origins[key] = origin
+            touched.insert(key)
+        }
+    }
+
+    /// Fails cleartext requests that waited in the queue for longer than the request timeout.
+    private func expireQueued(into finished: inout [HTTPCompletion]) {
+        let now = HTTPClient.monotonicMilliseconds()
+        let limit = UInt64(max(0, configuration.requestTimeoutMilliseconds))
+        for key in Array(origins.keys) {
+            guard var origin = origins[key], origin.head < origin.pending.count,
+                  now - origin.pending[origin.head].submitted >= limit else { continue }
+            while origin.head < origin.pending.count && now - origin.pending[origin.head].submitted >= limit {
+                let queued = origin.pending[origin.head]
+                origin.head += 1
+                finished.append(HTTPCompletion(tag: queued.tag, result: .failure(HTTPClientError(
+                    kind: .timeout, message: "no HTTP/2 stream to \(key) became free within \(limit) ms"))))
+            }
+            origin.compact()
+            origins[key] = origin
+        }
+    }
+
+    /// `http://host:port` of a cleartext URL (lowercased), nil for anything else.
+    static func cleartextOrigin(_ url: String) -> String? {
+        let lowered = url.lowercased()
+        guard lowered.hasPrefix("http://") else { return nil }
+        let rest = lowered.dropFirst("http://".count)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        return "http://" + authority
+    }
+
+    static func monotonicMilliseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
+    }
+
+    private func recycle(_ easy: EasyHandle) {
+        if idle.count < HTTPClient.maxIdleHandles { idle.append(easy) }
+    }
+
+    /// Resets the handle and sets every option of `request`; nil when all were taken.
+    private func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool) -> HTTPClientError? {
+        let easy = transfer.easy
+        let h = easy.handle
+        curl_easy_reset(h)
+        easy.errorBuffer[0] = 0
+        var failure: HTTPClientError?
+        func check(_ code: CURLcode, _ name: String) {
+            if code != CURLE_OK, failure == nil {
+                failure = HTTPClientError(kind: .other, message: "\(name) refused: \(HTTPClient.text(code))")
+            }
+        }
+        func set(_ option: CURLoption, _ value: Int, _ name: String) { check(herald_easy_setopt_long(h, option, value), name) }
+        func set(_ option: CURLoption, _ value: String, _ name: String) {
+            check(value.withCString { herald_easy_setopt_ptr(h, option, $0) }, name)  // curl copies strings
+        }
+
+        check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
+        set(CURLOPT_URL, request.url, "CURLOPT_URL")
+        set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
+        set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION")
+        if fresh { set(CURLOPT_FRESH_CONNECT, 1, "CURLOPT_FRESH_CONNECT") }
+        if multiplexed { set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT") }
+        set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
+        set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
+        set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+        set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
+        set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
+        if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }
+
+        let method = request.method.uppercased()
+        if method == "GET" && request.body.isEmpty {
+            set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
+        } else if method == "HEAD" {
+            set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
+        } else {
+            set(CURLOPT_POST, 1, "CURLOPT_POST")
+            check(herald_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)), "CURLOPT_POSTFIELDSIZE_LARGE")
+            // COPYPOSTFIELDS copies the bytes, so the body need not outlive this call.
+            let empty: [UInt8] = [0]
+            check((request.body.isEmpty ? empty : request.body).withUnsafeBytes {
+                herald_easy_setopt_ptr(h, CURLOPT_COPYPOSTFIELDS, $0.baseAddress)
+            }, "CURLOPT_COPYPOSTFIELDS")
+            if method != "POST" { set(CURLOPT_CUSTOMREQUEST, method, "CURLOPT_CUSTOMREQUEST") }
+        }
+
+        var list: UnsafeMutablePointer<curl_slist>?
+        var lines = request.headers
+        // An empty `Expect:` stops curl from waiting for 100 Continue on large HTTP/1.1 bodies.
+        if !lines.contains(where: { $0.lowercased().hasPrefix("expect:") }) { lines.append("Expect:") }
+        for line in lines {
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                return HTTPClientError(kind: .other, message: "curl_slist_append failed (out of memory)")
+            }
+            list = appended
+        }
+        transfer.headerList = list
+        check(herald_easy_setopt_ptr(h, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER")
+
+        let context = Unmanaged.passUnretained(transfer).toOpaque()
+        check(herald_easy_setopt_write(h, CURLOPT_WRITEFUNCTION, receiveBody), "CURLOPT_WRITEFUNCTION")
+        check(herald_easy_setopt_ptr(h, CURLOPT_WRITEDATA, context), "CURLOPT_WRITEDATA")
+        check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
+        check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
+        return failure
+    }
+
+    fileprivate static func text(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
+
+    fileprivate static func kind(_ code: CURLcode) -> HTTPClientError.Kind {
+        switch code {
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timeout
+        case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SEND_ERROR,
+             CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_PARTIAL_FILE:
+            return .connection
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,
+             CURLE_SSL_CIPHER, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_INITFAILED, CURLE_SSL_CACERT_BADFILE,
+             CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+             CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+            return .tls
+        default:
+            return .other
+        }
+    }
+}
+
+// libcurl 7.88.1 (Debian 12) breaks a prior-knowledge (h2c) transfer that reuses an existing
+// connection: it stacks a second HTTP/2 layer onto it and fails with "Error in the HTTP2 framing
+// layer" (curl issue 10634, fixed after 7.88.1). A transfer asking for plain HTTP/2
+// (CURL_HTTP_VERSION_2_0) reuses an h2c connection fine, but opens a new one as HTTP/1.1 with an
+// Upgrade the emulator does not take. So for cleartext origins the client decides itself: a
+// request that needs a new connection goes out with prior knowledge on a fresh connection (an
+// "opener"); the rest go as HTTP/2 streams, at most `maxStreamsPerConnection` per connection
+// known to be open, and wait in `Origin.pending` otherwise.
+
+/// What a transfer is for the cleartext bookkeeping.
+private enum Role {
+    /// https, or anything curl negotiates itself.
+    case plain
+    /// Opens a new h2c connection with prior knowledge.
+    case opener(origin: String)
+    /// A stream on an h2c connection already open.
+    case stream(origin: String)
+
+    var version: Int {
+        switch self {
+        case .plain: return Int(CURL_HTTP_VERSION_2TLS)
+        case .opener: return Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
+        case .stream: return Int(CURL_HTTP_VERSION_2_0)
+        }
+    }
+
+    var isOpener: Bool { if case .opener = self { return true } else { return false } }
+}
+
+private struct Pending {
+    var request: HTTPRequest
+    var tag: UInt64
+    var submitted: UInt64
+}
+
+/// One cleartext origin: connections believed open, openers and streams in flight, and the
+/// requests waiting for a stream (`pending[head...]`).
+private struct Origin {
+    var connections = 0
+    var openers = 0
+    var streams = 0
+    var pending: [Pending] = []
+    var head = 0
+
+    mutating func compact() {
+        if head == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024 && head * 2 > pending.count {
+            pending.removeFirst(head)
+            head = 0
+        }
+    }
+}
+
+private struct PerformState {
+    var easy: EasyHandle?
+    /// Cleartext origins the perform handle holds an h2c connection to.
+    var h2cOrigins: Set<String> = []
+}
+
+/// An easy handle and its error buffer, reused request after request.
+private final class EasyHandle {
+    let handle: UnsafeMutableRawPointer
+    let errorBuffer: UnsafeMutablePointer<CChar>
+
+    init?() {
+        guard let handle = curl_easy_init() else { return nil }
+        self.handle = handle
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        errorBuffer.deallocate()
+    }
+}
+
+/// What one request has received so far; curl's callbacks reach it through an unretained
+/// pointer while the client (or `perform`) holds it.
+private final class Transfer {
+    let tag: UInt64
+    let easy: EasyHandle
+    var headerList: UnsafeMutablePointer<curl_slist>?
+    var headers: [(name: String, value: String)] = []
+    var body: [UInt8] = []
+    var role: Role = .plain
+
+    init(tag: UInt64, easy: EasyHandle) {
+        self.tag = tag
+        self.easy = easy
+    }
+
+    func releaseHeaderList() {
+        curl_slist_free_all(headerList)
+        headerList = nil
+    }
+
+    /// `CURL_HTTP_VERSION_*` of the answer (0 when there was none).
+    var httpVersion: Int {
+        var version = 0
+        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
+        return version
+    }
+
+    /// Connections this transfer had to open.
+    var newConnections: Int {
+        var count = 0
+        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_NUM_CONNECTS, &count)
+        return count
+    }
+
+    func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {
+        guard code == CURLE_OK else {
+            let detail = String(cString: easy.errorBuffer)
+            return .failure(HTTPClientError(kind: HTTPClient.kind(code), message: detail.isEmpty ? HTTPClient.text(code) : detail))
+        }
+        var status = 0
+        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: headers, body: body))
+    }
+
+    /// One header line as curl hands it over (with its CRLF).
+    func header(_ line: UnsafeRawBufferPointer) {
+        if line.starts(with: "HTTP/".utf8) {
+            headers.removeAll()  // a new status line: an interim answer's headers are not the final ones
+            return
+        }
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        func trimmed(_ part: Slice<UnsafeRawBufferPointer>) -> String {
+            let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+            guard let first = part.firstIndex(where: { !isSpace($0) }),
+                  let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
+            return String(decoding: part[first...last], as: UTF8.self)
+        }
+        let name = trimmed(line[..<colon]).lowercased()
+        guard !name.isEmpty else { return }
+        headers.append((name: name, value: trimmed(line[(colon + 1)...])))
+    }
+}
+
+private let receiveBody: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    let length = size * count
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    if let data, length > 0 { transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
+    return length
+}
+
+private let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {
+    data, size, count, context in
+    let length = size * count
+    guard let context else { return 0 }
+    let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+    if let data, length > 0 { transfer.header(UnsafeRawBufferPointer(start: data, count: length)) }
+    return length
+}

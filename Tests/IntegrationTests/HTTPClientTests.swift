@@ -1,0 +1,200 @@
+import Dispatch
+import Emulator
+import Foundation
+import Glibc
+import HTTPClient
+import Testing
+
+/// Polls until `count` completions came out or `seconds` passed (never waits for good).
+func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [HTTPCompletion] {
+    var completions: [HTTPCompletion] = []
+    let deadline = Date().addingTimeInterval(seconds)
+    while completions.count < count && Date() < deadline {
+        completions += client.poll(timeoutMilliseconds: 100)
+    }
+    return completions
+}
+
+@Suite struct HTTPClientTests {
+    @Test func twoThousandRequestsShareFewConnections() throws {
+        // A slow answer keeps streams open, so the per-connection peak shows the multiplexing
+        // however fast the machine is.
+        let emulator = try startEmulator { $0.latencyMilliseconds = 300 }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let accessToken = try account.accessToken()
+        let before = emulator.serverStatistics.connectionsAccepted
+
+        var configuration = HTTPClientConfiguration()
+        configuration.requestTimeoutMilliseconds = 60_000
+        let client = try HTTPClient(configuration: configuration)
+        let url = emulator.sendURL(projectID: account.projectID)
+        let total = 2_000
+        for tag in 0..<total {
+            // Every fourth request carries no token and must be refused; the rest are delivered.
+            var headers = ["Content-Type: application/json"]
+            if tag % 4 != 3 { headers.append("Authorization: Bearer \(accessToken)") }
+            client.submit(HTTPRequest(url: url, headers: headers, body: Array(tokenMessage("device-\(tag)").utf8)), tag: UInt64(tag))
+        }
+        #expect(client.inFlight == total)
+        let completions = collect(client, count: total, within: 120)
+        #expect(completions.count == total)
+        #expect(client.inFlight == 0)
+        #expect(Set(completions.map(\.tag)).count == total)
+        for completion in completions {
+            let response = try completion.result.get()
+            if completion.tag % 4 == 3 {
+                #expect(response.status == 401, "tag \(completion.tag)")
+            } else {
+                #expect(response.status == 200, "tag \(completion.tag)")
+                #expect(String(decoding: response.body, as: UTF8.self).contains("\"name\":\"projects/\(account.projectID)/messages/"))
+                #expect(response.header("Content-Type")?.hasPrefix("application/json") == true)
+            }
+        }
+        let statistics = emulator.serverStatistics
+        let connections = statistics.connectionsAccepted - before
+        #expect(connections >= 1 && connections <= configuration.maxConnections, "\(connections) connections")
+        #expect(statistics.peakStreamsPerConnection >= 50, "peak \(statistics.peakStreamsPerConnection) streams on one connection")
+        #expect(statistics.peakStreamsPerConnection <= configuration.maxStreamsPerConnection)
+        #expect(statistics.http2Requests >= total)
+
+        // The connections are kept: a second burst opens none.
+        let kept = emulator.serverStatistics.connectionsAccepted
+        for tag in 0..<100 {
+            client.submit(HTTPRequest(method: "GET", url: emulator.baseURL + "/emulator/health"), tag: UInt64(tag))
+        }
+        let again = collect(client, count: 100)
+        #expect(again.count == 100)
+        #expect(again.allSatisfy { (try? $0.result.get().status) == 200 })
+        #expect(emulator.serverStatistics.connectionsAccepted == kept)
+    }
+
+    @Test func refusedConnectionIsAConnectionError() throws {
+        let emulator = try startEmulator()
+        let url = emulator.baseURL + "/emulator/health"
+        emulator.stop()  // nothing listens on its port any more
+
+        let client = try HTTPClient()
+        client.submit(HTTPRequest(method: "GET", url: url), tag: 7)
+        let completions = collect(client, count: 1, within: 20)
+        try #require(completions.count == 1)
+        #expect(completions[0].tag == 7)
+        guard case .failure(let error) = completions[0].result else {
+            Issue.record("a closed port answered")
+            return
+        }
+        #expect(error.kind == .connection, "\(error)")
+
+        #expect(throws: HTTPClientError.self) { try client.perform(HTTPRequest(method: "GET", url: url)) }
+        do {
+            _ = try client.perform(HTTPRequest(method: "GET", url: url))
+        } catch {
+            #expect(error.kind == .connection)
+        }
+    }
+
+    @Test func slowAnswerIsATimeout() throws {
+        let emulator = try startEmulator { $0.latencyMilliseconds = 3_000 }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let accessToken = try account.accessToken()
+
+        var configuration = HTTPClientConfiguration()
+        configuration.requestTimeoutMilliseconds = 300
+        let client = try HTTPClient(configuration: configuration)
+        let started = Date()
+        client.submit(HTTPRequest(url: emulator.sendURL(projectID: account.projectID),
+                                  headers: ["Content-Type: application/json", "Authorization: Bearer \(accessToken)"],
+                                  body: Array(tokenMessage("slow").utf8)), tag: 1)
+        let completions = collect(client, count: 1, within: 20)
+        try #require(completions.count == 1)
+        guard case .failure(let error) = completions[0].result else {
+            Issue.record("the slow answer came in time")
+            return
+        }
+        #expect(error.kind == .timeout, "\(error)")
+        #expect(Date().timeIntervalSince(started) < 2.5)
+        #expect(!error.message.contains(accessToken))
+    }
+
+    @Test func wakeReturnsPollEarly() throws {
+        let client = try HTTPClient()
+        let returned = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        let elapsed = ElapsedBox()
+        let thread = Thread {
+            started.signal()
+            let begin = Date()
+            _ = client.poll(timeoutMilliseconds: 20_000)
+            elapsed.seconds = Date().timeIntervalSince(begin)
+            returned.signal()
+        }
+        thread.start()
+        #expect(started.wait(timeout: .now() + 5) == .success)
+        client.wake()  // before or during the poll: either way it returns at once
+        #expect(returned.wait(timeout: .now() + 5) == .success, "poll did not return after wake()")
+        #expect(elapsed.seconds < 5)
+    }
+
+    @Test func readableExtraDescriptorReturnsPollEarly() throws {
+        let client = try HTTPClient()
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        var byte: UInt8 = 1
+        try #require(write(fds[1], &byte, 1) == 1)
+        let begin = Date()
+        let completions = client.poll(timeoutMilliseconds: 10_000, extraFileDescriptor: fds[0])
+        #expect(completions.isEmpty)
+        #expect(Date().timeIntervalSince(begin) < 5)
+    }
+
+    @Test func tlsNeedsTheRightAuthority() throws {
+        let files = try makeCertificate()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let emulator = try startEmulator { $0.tls = .init(certificateFile: files.certificate, privateKeyFile: files.key) }
+        defer { emulator.stop() }
+        let url = emulator.baseURL + "/emulator/health"
+        #expect(url.hasPrefix("https://"))
+
+        var trusting = HTTPClientConfiguration()
+        trusting.caFile = files.certificate
+        let client = try HTTPClient(configuration: trusting)
+        for tag in 0..<20 { client.submit(HTTPRequest(method: "GET", url: url), tag: UInt64(tag)) }
+        let completions = collect(client, count: 20, within: 30)
+        #expect(completions.count == 20)
+        for completion in completions { #expect((try completion.result.get()).status == 200) }
+        #expect(emulator.serverStatistics.http2Requests >= 20)
+        #expect(emulator.serverStatistics.tlsConnections >= 1)
+        #expect(try client.perform(HTTPRequest(method: "GET", url: url)).status == 200)
+
+        let untrusting = try HTTPClient()
+        untrusting.submit(HTTPRequest(method: "GET", url: url), tag: 1)
+        let refused = collect(untrusting, count: 1, within: 20)
+        try #require(refused.count == 1)
+        guard case .failure(let error) = refused[0].result else {
+            Issue.record("a self-signed certificate was accepted without its authority")
+            return
+        }
+        #expect(error.kind == .tls, "\(error)")
+    }
+
+    @Test func performPostsAndReadsHeaders() throws {
+        let emulator = try startEmulator()
+        defer { emulator.stop() }
+        let client = try HTTPClient()
+        let response = try client.perform(HTTPRequest(url: emulator.sendURL(projectID: "p"),
+                                                      headers: ["Content-Type: application/json"],
+                                                      body: Array(tokenMessage("t").utf8)))
+        #expect(response.status == 401)
+        #expect(response.header("CONTENT-TYPE")?.hasPrefix("application/json") == true)
+        #expect(!response.body.isEmpty)
+        let health = try client.perform(HTTPRequest(method: "GET", url: emulator.baseURL + "/emulator/health"))
+        #expect(health.status == 200)
+    }
+}
+
+/// A value written by one thread and read by another after a semaphore.
+final class ElapsedBox: @unchecked Sendable {
+    var seconds: Double = .infinity
+}

@@ -30,10 +30,10 @@ let package = Package(
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
                 plugins: [.plugin(name: "EmbedMigrations")]),
-        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON"]),
+        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON", "CEpoll"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Queue", "FCM", "Postgres", "JSON", "Crypto"]),
+                          dependencies: ["Worker", "Emulator", "Queue", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
 
         // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
         .executableTarget(name: "EmbedSQL", path: "Plugins/EmbedSQL"),

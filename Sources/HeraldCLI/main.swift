@@ -1,17 +1,20 @@
 import Emulator
 import Foundation
 
-// `herald <command> [options]`. The worker commands land with the HTTP client; today the
-// binary serves the local FCM emulator.
+// `herald <command> [options]`.
 let usage = """
 Herald: durable push notifications from PostgreSQL to Firebase Cloud Messaging.
 
 Usage: herald <command> [options]
 
 Commands:
+  work       Deliver queued jobs with a pool of worker processes (embedded default when nothing is set).
+  migrate    Create or update the herald schema in DATABASE_URL.
+  send       Send one message now and print FCM's answer.
+  groups     Manage device groups (create, add, remove, get).
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
 
-Run 'herald <command> --help' for its options.
+Run 'herald <command> --help' for its options and environment variables.
 """
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -19,20 +22,28 @@ guard let name = arguments.first, !["--help", "-h", "help"].contains(name) else 
     print(usage)
     exit(arguments.isEmpty ? 2 : 0)
 }
-switch name {
-case "emulator":
-    let rest = Array(arguments.dropFirst())
-    if rest.contains("--help") {
-        print(EmulatorCommand.help)
-        exit(0)
-    }
-    do {
-        exit(try EmulatorCommand.run(arguments: rest))
-    } catch {
-        FileHandle.standardError.write("herald emulator: \(error)\n".data(using: .utf8)!)
-        exit(2)
-    }
-default:
-    FileHandle.standardError.write("herald: unknown command '\(name)'\n\n\(usage)\n".data(using: .utf8)!)
+let rest = Array(arguments.dropFirst())
+let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
+    "work": (WorkCommand.help, WorkCommand.run),
+    "migrate": (MigrateCommand.help, MigrateCommand.run),
+    "send": (SendCommand.help, SendCommand.run),
+    "groups": (GroupsCommand.help, GroupsCommand.run),
+    "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
+]
+guard let command = commands[name] else {
+    printError("herald: unknown command '\(name)'\n\n\(usage)")
     exit(2)
+}
+if rest.contains("--help") || rest.contains("-h") {
+    print(command.help)
+    exit(0)
+}
+do {
+    exit(try command.run(rest))
+} catch let error as UsageError {
+    printError(error.description)
+    exit(2)
+} catch {
+    printError("herald \(name): \(error)")
+    exit(1)
 }

@@ -84,34 +84,42 @@ public final class LocalCluster: @unchecked Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
+    /// Runs a program to completion with posix_spawn and waitpid (not Foundation's Process, which
+    /// relies on SIGCHLD delivery that a supervisor blocking signals would prevent). Output goes to
+    /// a file, never a pipe: pg_ctl's server inherits it and lives on.
     @discardableResult
     static func run(_ arguments: [String], asPostgres: Bool, log: String? = nil) throws(PostgresError) -> String {
-        let process = Process()
-        if asPostgres {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", "postgres", "--"] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: arguments[0])
-            process.arguments = Array(arguments.dropFirst())
+        let argv = asPostgres ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments
+        let output = NSTemporaryDirectory() + "herald-pg-\(UUID().uuidString).log"
+        defer { unlink(output) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        var cStrings: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for pointer in cStrings { free(pointer) } }
+        var pid: pid_t = 0
+        let spawned = cStrings.withUnsafeMutableBufferPointer { buffer in
+            posix_spawn(&pid, argv[0], &actions, &attributes, buffer.baseAddress!, environ)
         }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("herald-pg-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: output) }
-        do {
-            let handle = try FileHandle(forWritingTo: output)
-            defer { try? handle.close() }
-            process.standardOutput = handle
-            process.standardError = handle
-            process.standardInput = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-        } catch {
-            throw PostgresError("cannot run \(arguments[0]): \(error.localizedDescription)")
+        guard spawned == 0 else {
+            throw PostgresError("cannot run \(argv[0]): \(String(cString: strerror(spawned)))")
         }
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let text = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         if let log { try? text.write(toFile: log, atomically: true, encoding: .utf8) }
-        guard process.terminationStatus == 0 else {
-            throw PostgresError("\((arguments[0] as NSString).lastPathComponent) failed (status \(process.terminationStatus)): \(text.suffix(600))")
+        guard status == 0 else {
+            throw PostgresError("\((arguments[0] as NSString).lastPathComponent) failed (status \(status >> 8)): \(text.suffix(600))")
         }
         return text
     }

@@ -279,7 +279,8 @@ public final class JobStore: @unchecked Sendable {
         return summary
     }
 
-    func apply(_ change: GroupChange) throws(PostgresError) {
+    /// Applies a confirmed device-group change to herald.device_groups (inside the caller's transaction).
+    public func apply(_ change: GroupChange) throws(PostgresError) {
         switch change.operation {
         case "create", "add":
             try connection.query("""

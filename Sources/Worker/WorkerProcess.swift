@@ -87,11 +87,12 @@ public final class WorkerProcess: @unchecked Sendable {
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
         pthread_sigmask(SIG_BLOCK, &set, nil)
+        let blocked = set
         let stop = self.stop
         let log = self.log
         let thread = Thread {
             var signal: Int32 = 0
-            var waitSet = set
+            var waitSet = blocked
             while sigwait(&waitSet, &signal) == 0 {
                 log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): no new claims; finishing what is in flight")
                 stop.set()

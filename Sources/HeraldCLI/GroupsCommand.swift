@@ -1,0 +1,122 @@
+import FCM
+import Foundation
+import HTTPClient
+import JSON
+import Postgres
+import Queue
+import Worker
+
+enum GroupsCommand {
+    static let options: [Option] = [
+        Option(name: "name", value: "NAME", help: "The group's notification_key_name."),
+        Option(name: "token", value: "TOKEN", repeatable: true, help: "A member registration token."),
+        Option(name: "key", value: "KEY", help: "The group's notification_key (add/remove; looked up when not given)."),
+    ] + connectionOptions
+
+    static let help = helpText(
+        command: "groups", summary: "Manage FCM device groups and keep herald.device_groups in step.",
+        usage: "(create|add|remove|get) --name NAME [--token T ...] [--key KEY]",
+        options: options,
+        footer: """
+        create/add/remove/get print the group as JSON: {"name", "notification_key", "members"}.
+        A group has at most 20 members; Herald refuses more before calling FCM. Removing every member
+        deletes the group. With DATABASE_URL set, herald.device_groups is updated; from SQL, use
+        herald.enqueue_group_op(operation, name, tokens) and the worker runs it with retries.
+        Send to a group by putting its notification_key in a message's token.
+        """)
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "groups", arguments: arguments, options: options, positional: true)
+        guard let operation = parsed.positional.first, ["create", "add", "remove", "get"].contains(operation), parsed.positional.count == 1 else {
+            throw UsageError("herald groups: give one operation: create, add, remove or get (see herald groups --help)")
+        }
+        guard let name = parsed.string("name"), !name.isEmpty else {
+            throw UsageError("herald groups \(operation): --name is required (the group's notification_key_name)")
+        }
+        let tokens = Array(NSOrderedSet(array: parsed.all("token"))) as! [String]
+        if operation != "get" && tokens.isEmpty {
+            throw UsageError("herald groups \(operation): give at least one --token")
+        }
+        let log = try RunEnvironment.logger(parsed, prefix: "herald groups")
+        let connection: PGConnection? = try parsed.string("database-url").map { url throws -> PGConnection in
+            do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
+        }
+        var known: (key: String, members: [String])? = nil
+        if let connection {
+            let row = try connection.query("SELECT notification_key, array_to_json(members)::text FROM herald.device_groups WHERE name = $1", [.text(name)])
+            if row.rowCount == 1 {
+                let members = (try? JSONValue.parse(row[0, 1] ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? []
+                known = (row[0, 0]!, members)
+            }
+        }
+        // The 20-member limit, before FCM is called.
+        if operation == "create" && tokens.count > deviceGroupMemberLimit {
+            throw UsageError("herald groups create: \(tokens.count) tokens is over FCM's limit of \(deviceGroupMemberLimit) members per group; create it with 20 and use more groups")
+        }
+        if operation == "add", let known, Set(known.members + tokens).count > deviceGroupMemberLimit {
+            throw UsageError("herald groups add: \(name) has \(known.members.count) members; adding \(tokens.count) would make \(Set(known.members + tokens).count), over FCM's limit of \(deviceGroupMemberLimit)")
+        }
+
+        let environment = RunEnvironment(log: log)
+        defer { environment.shutdown() }
+        try environment.resolveFCM(parsed)
+        let account = try ServiceAccount.load(path: environment.credentialsPath)
+        let auth = AccessTokenProvider(account: account, caFile: environment.caFile)
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = environment.caFile
+        let client = DeviceGroupClient(endpoint: FCMEndpoint(baseURL: environment.fcmBaseURL, projectID: account.projectID),
+                                       auth: auth, client: try HTTPClient(configuration: configuration))
+        do {
+            var key: String?
+            var members = known?.members ?? []
+            switch operation {
+            case "create":
+                key = try client.create(name: name, tokens: tokens)
+                members = tokens
+            case "get":
+                key = try client.get(name: name)
+                guard key != nil else {
+                    printError("herald groups get: FCM has no device group named \(name)")
+                    return 1
+                }
+            default:
+                var current = parsed.string("key") ?? known?.key
+                if current == nil { current = try client.get(name: name) }
+                guard let current else {
+                    printError("herald groups \(operation): FCM has no device group named \(name); create it first")
+                    return 1
+                }
+                if operation == "add" {
+                    key = try client.add(name: name, key: current, tokens: tokens)
+                    members = Array(Set(members + tokens)).sorted()
+                } else {
+                    key = try client.remove(name: name, key: current, tokens: tokens)
+                    members = members.filter { !tokens.contains($0) }
+                }
+                if key?.isEmpty ?? true { key = current }
+            }
+            if let connection, operation != "get", let key {
+                let store = JobStore(connection: connection)
+                try connection.execute("BEGIN")
+                do {
+                    try store.apply(GroupChange(operation: operation, name: name, key: key, tokens: tokens))
+                    try connection.execute("COMMIT")
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+                let row = try connection.query("SELECT array_to_json(members)::text FROM herald.device_groups WHERE name = $1", [.text(name)])
+                members = row.rowCount == 0 ? [] : ((try? JSONValue.parse(row[0, 0] ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? [])
+            }
+            var output = JSONObject()
+            output["name"] = .string(name)
+            output["notification_key"] = operation == "remove" && connection != nil && members.isEmpty ? .null : .string(key ?? "")
+            if connection != nil || operation == "create" { output["members"] = .array(members.map { .string($0) }) }
+            print(JSONValue.object(output).serialized)
+            return 0
+        } catch let error as DeviceGroupError {
+            printError("herald groups \(operation): \(error.message)")
+            return 1
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import FCM
+import Foundation
+import HTTPClient
+import JSON
+import Worker
+
+enum SendCommand {
+    static let options: [Option] = [
+        Option(name: "token", value: "TOKEN", help: "Send to this registration token (or a device group's notification_key)."),
+        Option(name: "topic", value: "NAME", help: "Send to this topic."),
+        Option(name: "condition", value: "EXPR", help: "Send to a topic condition, e.g. \"'a' in topics && 'b' in topics\"."),
+        Option(name: "title", value: "TEXT", help: "notification.title."),
+        Option(name: "body", value: "TEXT", help: "notification.body."),
+        Option(name: "data", value: "KEY=VALUE", repeatable: true, help: "A data entry."),
+        Option(name: "message", value: "FILE", help: "A v1 Message as JSON (or {\"message\": ...}); the flags above override its parts."),
+        Option(name: "validate-only", help: "Ask FCM to validate without delivering."),
+    ] + connectionOptions.filter { $0.name != "database-url" }
+
+    static let help = helpText(
+        command: "send", summary: "Send one message now and print FCM's answer (the message name, or the classified error and what to do).",
+        usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE]",
+        options: options,
+        footer: "With no credentials it sends to a local FCM emulator it starts for the call. Exit status: 0 delivered, 1 refused, 2 usage.")
+
+    static func message(_ parsed: ParsedOptions) throws -> JSONValue {
+        var message = JSONObject()
+        if let path = parsed.string("message") {
+            let text: String
+            do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+                throw UsageError("herald send: --message \(path): cannot read the file (\(error.localizedDescription))")
+            }
+            let parsedJSON: JSONValue
+            do { parsedJSON = try JSONValue.parse(text) } catch {
+                throw UsageError("herald send: --message \(path): not valid JSON (\(error))")
+            }
+            let inner = parsedJSON["message"] ?? parsedJSON
+            guard case .object(let object) = inner else {
+                throw UsageError("herald send: --message \(path): must hold a JSON object (a v1 Message)")
+            }
+            message = object
+        }
+        let targets = ["token", "topic", "condition"].filter { parsed.string($0) != nil }
+        if targets.count > 1 { throw UsageError("herald send: give one of --token, --topic or --condition, not \(targets.map { "--" + $0 }.joined(separator: " and "))") }
+        if let target = targets.first {
+            for key in ["token", "topic", "condition"] { message[key] = nil }
+            message[target] = .string(parsed.string(target)!)
+        }
+        if parsed.string("title") != nil || parsed.string("body") != nil {
+            var notification = message["notification"]?.objectValue ?? JSONObject()
+            if let title = parsed.string("title") { notification["title"] = .string(title) }
+            if let body = parsed.string("body") { notification["body"] = .string(body) }
+            message["notification"] = .object(notification)
+        }
+        let pairs = parsed.all("data")
+        if !pairs.isEmpty {
+            var data = message["data"]?.objectValue ?? JSONObject()
+            for pair in pairs {
+                guard let equals = pair.firstIndex(of: "=") else {
+                    throw UsageError("herald send: --data \"\(pair)\" is not KEY=VALUE")
+                }
+                data[String(pair[..<equals])] = .string(String(pair[pair.index(after: equals)...]))
+            }
+            message["data"] = .object(data)
+        }
+        return .object(message)
+    }
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "send", arguments: arguments, options: options)
+        let log = try RunEnvironment.logger(parsed, prefix: "herald send")
+        let message = try message(parsed)
+        let issues = MessageValidator.validate(message)
+        if !issues.isEmpty {
+            printError("herald send: the message is invalid; nothing was sent:")
+            for issue in issues { printError("  \(issue.description)") }
+            return 1
+        }
+        let environment = RunEnvironment(log: log)
+        defer { environment.shutdown() }
+        try environment.resolveFCM(parsed)
+        let account = try ServiceAccount.load(path: environment.credentialsPath)
+        let auth = AccessTokenProvider(account: account, caFile: environment.caFile)
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = environment.caFile
+        let client = try HTTPClient(configuration: configuration)
+        let endpoint = FCMEndpoint(baseURL: environment.fcmBaseURL, projectID: account.projectID)
+        let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: parsed.has("validate-only"))
+        var reauthenticated = false
+        while true {
+            let authorization = try auth.authorizationHeader()
+            let request = HTTPRequest(method: "POST", url: endpoint.sendURL,
+                                      headers: ["Authorization: \(authorization)", "Content-Type: application/json"], body: body)
+            let secrets = [String(authorization.dropFirst("Bearer ".count))]
+            let classification: SendClassification
+            do {
+                let response = try client.perform(request)
+                classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body,
+                                                    now: Date(), redacting: secrets)
+            } catch {
+                classification = SendClassification(transport: TransportFailure(kind(error.kind), detail: error.message), redacting: secrets)
+            }
+            if case .reauthenticate = classification, !reauthenticated {
+                reauthenticated = true
+                auth.invalidate(ifHeader: authorization)
+                continue
+            }
+            return report(classification, project: account.projectID)
+        }
+    }
+
+    static func kind(_ kind: HTTPClientError.Kind) -> TransportFailure.Kind {
+        switch kind {
+        case .timeout: return .timeout
+        case .connection: return .connection
+        case .tls: return .tls
+        case .other: return .other
+        }
+    }
+
+    static func report(_ classification: SendClassification, project: String) -> Int32 {
+        switch classification {
+        case .delivered(let name):
+            print(name)
+            return 0
+        case .pruneToken(let code, let message):
+            printError("herald send: \(code): \(message)\n  The token is no longer valid: remove it from your token table (herald work calls herald.prune_token for you).")
+        case .deadLetter(let code, let message):
+            let advice: String
+            switch code {
+            case "SENDER_ID_MISMATCH": advice = "The token belongs to another Firebase project than \(project): use that project's credentials."
+            case "THIRD_PARTY_AUTH_ERROR": advice = "FCM could not reach APNs or Web Push with the credentials in the Firebase console: renew them there."
+            default: advice = "Fix the message; sending it again unchanged will fail the same way."
+            }
+            printError("herald send: \(code): \(message)\n  \(advice)")
+        case .retry(let code, let message, let retryAfter, _):
+            let when = retryAfter.map { "after \(Int($0.rounded(.up))) s" } ?? "later, with backoff"
+            printError("herald send: \(code): \(message)\n  Temporary: try again \(when) (herald work retries this for you).")
+        case .reauthenticate(let message):
+            printError("herald send: UNAUTHENTICATED: \(message)\n  FCM refused the access token twice: check that the service account may send with Firebase Cloud Messaging.")
+        }
+        return 1
+    }
+}

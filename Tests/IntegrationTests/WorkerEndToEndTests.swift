@@ -1,0 +1,217 @@
+import Emulator
+import Foundation
+import JSON
+import Postgres
+import Testing
+import TestSupport
+
+/// `herald work` as a user runs it: the real binary, a real PostgreSQL, the emulator over h2c.
+struct WorkerStack {
+    let database: FreshDatabase
+    let connection: PGConnection
+    let emulator: EmulatorServer
+    let credentials: String
+
+    init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600) throws {
+        database = try TestDatabase.fresh()
+        connection = try database.connect()
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        configuration.latencyMilliseconds = latencyMilliseconds
+        configuration.tokenLifetimeSeconds = tokenLifetimeSeconds
+        emulator = EmulatorServer(configuration: configuration)
+        try emulator.start()
+        credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
+        try emulator.writeServiceAccount(to: credentials, projectID: "e2e-project")
+    }
+
+    var environment: [String: String] {
+        ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL]
+    }
+
+    func close() {
+        emulator.stop()
+        database.drop()
+        try? FileManager.default.removeItem(atPath: credentials)
+    }
+
+    func count(_ sql: String, _ parameters: [PGValue?] = []) throws -> Int {
+        try connection.query(sql, parameters).int(0, 0) ?? -1
+    }
+
+    /// Enqueues `n` messages to tokens `prefix1...prefixN` with one INSERT ... SELECT.
+    func enqueue(_ n: Int, prefix: String) throws {
+        try connection.query("""
+            INSERT INTO herald.jobs (message)
+            SELECT jsonb_build_object('token', $1::text || g, 'notification', jsonb_build_object('title', 'Hi', 'body', 'n' || g))
+            FROM generate_series(1, $2::int) AS g
+            """, [.text(prefix), .int(n)])
+    }
+
+    func work(_ arguments: [String], timeout: Double = 180) throws -> (status: Int32?, output: String) {
+        try HeraldProcess.run(["work"] + arguments, environment: environment, timeout: timeout)
+    }
+}
+
+@Suite(.serialized) struct WorkerEndToEndTests {
+    @Test func fourProcessesDeliverTenThousandJobsExactlyOnce() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.enqueue(10_000, prefix: "device-")
+        let run = try stack.work(["--drain", "--processes", "4", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND fcm_message_name LIKE 'projects/e2e-project/messages/%'") == 10_000)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'") == 0)
+        let delivered = stack.emulator.deliveredMessages()
+        #expect(delivered.count == 10_000, "every job sent once, none twice")
+        #expect(Set(delivered.map(\.target)).count == 10_000)
+        // The name FCM returned is the one recorded.
+        let sample = try #require(delivered.first)
+        let token = String(sample.target.dropFirst("token:".count))
+        #expect(try stack.connection.query("SELECT fcm_message_name FROM herald.jobs WHERE message->>'token' = $1", [.text(token)])[0, 0] == sample.name)
+        #expect((stack.emulator.statistics["http2_requests"]?.intValue ?? 0) >= 10_000, "sent over HTTP/2")
+        #expect(stack.emulator.statistics["http1_requests"]?.intValue == 0)
+    }
+
+    @Test func everyOutcomeOfTheErrorTable() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let c = stack.connection
+        try c.query("INSERT INTO herald.device_tokens (token) VALUES ('fail-unregistered-1'), ('kept-1')")
+        func add(_ message: String, maxAttempts: Int = 25) throws -> Int {
+            try c.query("SELECT herald.enqueue($1::jsonb, max_attempts => $2)", [.text(message), .int(maxAttempts)]).int(0, 0)!
+        }
+        let ok = try add(#"{"token":"kept-1","notification":{"title":"t"}}"#)
+        let unregistered = try add(#"{"token":"fail-unregistered-1","data":{"k":"v"}}"#)
+        let invalid = try add(#"{"token":"fail-invalid-1","data":{"k":"v"}}"#)
+        let mismatch = try add(#"{"token":"fail-mismatch-1","data":{"k":"v"}}"#)
+        let auth = try add(#"{"token":"fail-auth-1","data":{"k":"v"}}"#)
+        let quota = try add(#"{"token":"fail-quota-1-a","data":{"k":"v"}}"#)
+        let unavailable = try add(#"{"token":"fail-unavailable-1-a","data":{"k":"v"}}"#)
+        let internalTwice = try add(#"{"token":"fail-internal-2-a","data":{"k":"v"}}"#)
+        let exhausted = try add(#"{"token":"fail-internal-b","data":{"k":"v"}}"#, maxAttempts: 2)
+        let badTTL = try add(#"{"token":"never-sent","android":{"ttl":"abc"}}"#)
+        let twoTargets = try add(#"{"token":"never-sent-2","topic":"news"}"#)
+        let notObject = try add(#"["token"]"#)
+
+        let run = try stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+
+        func state(_ id: Int) throws -> String? { try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] }
+        func reason(_ id: Int) throws -> String? { try c.query("SELECT reason FROM herald.dead_letters WHERE job_id = $1", [.int(id)])[0, 0] }
+        #expect(try state(ok) == "completed")
+        #expect(try state(unregistered) == "discarded")
+        #expect(try stack.count("SELECT count(*) FROM herald.pruned_tokens WHERE token = 'fail-unregistered-1' AND job_id = $1", [.int(unregistered)]) == 1)
+        #expect(try stack.count("SELECT count(*) FROM herald.device_tokens WHERE token = 'fail-unregistered-1'") == 0)
+        #expect(try stack.count("SELECT count(*) FROM herald.device_tokens WHERE token = 'kept-1'") == 1)
+        #expect(try reason(invalid)?.hasPrefix("INVALID_ARGUMENT") == true)
+        #expect(try reason(mismatch)?.hasPrefix("SENDER_ID_MISMATCH") == true)
+        #expect(try reason(auth)?.hasPrefix("THIRD_PARTY_AUTH_ERROR") == true)
+        for id in [quota, unavailable, internalTwice] {
+            #expect(try state(id) == "completed", "job \(id) was retried until delivered")
+        }
+        #expect(try stack.count("SELECT attempts FROM herald.jobs WHERE id = $1", [.int(internalTwice)]) == 3)
+        #expect(try stack.count("SELECT attempts FROM herald.jobs WHERE id = $1", [.int(quota)]) == 2)
+        let gaveUp = try #require(try reason(exhausted))
+        #expect(gaveUp.contains("gave up after 2 attempts") && gaveUp.contains("INTERNAL"))
+        #expect(try stack.count("SELECT jsonb_array_length(errors) FROM herald.dead_letters WHERE job_id = $1", [.int(exhausted)]) == 2)
+        #expect(try reason(badTTL)?.contains(#"message.android.ttl: "abc" is not a duration"#) == true)
+        #expect(try reason(twoTargets)?.contains("message") == true)
+        #expect(try reason(notObject)?.contains("must be a JSON object") == true)
+        #expect(stack.emulator.deliveredMessages(token: "never-sent").isEmpty && stack.emulator.deliveredMessages(token: "never-sent-2").isEmpty)
+        // Requests: 1 ok + 4 permanent failures + 2 (quota) + 2 (unavailable) + 3 (internal x2) + 2 (exhausted); invalid messages cost none.
+        #expect(stack.emulator.statistics["requests"]?.intValue == 14)
+        #expect(stack.emulator.retryAfterViolations == 0, "no retry came before its Retry-After")
+        // A replayed dead letter is a fresh job that is sent again.
+        let dead = try c.query("SELECT id FROM herald.dead_letters WHERE job_id = $1", [.int(invalid)]).int(0, 0)!
+        let replay = try c.query("SELECT herald.retry_dead_letter($1)", [.int(dead)]).int(0, 0)!
+        #expect(try stack.count("SELECT attempts FROM herald.jobs WHERE id = $1", [.int(replay)]) == 0)
+    }
+
+    @Test func aPrunedTokensPendingJobsAreDiscardedWithoutARequest() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let c = stack.connection
+        try c.query("INSERT INTO herald.pruned_tokens (token, reason) VALUES ('old-token', 'UNREGISTERED: earlier')")
+        let id = try c.query(#"SELECT herald.enqueue('{"token":"old-token","notification":{"title":"t"}}')"#).int(0, 0)!
+        let run = try stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        let row = try c.query("SELECT state, last_error FROM herald.jobs WHERE id = $1", [.int(id)])
+        #expect(row[0, 0] == "discarded" && row[0, 1]?.contains("pruned earlier") == true)
+        #expect(stack.emulator.statistics["requests"]?.intValue == 0)
+    }
+
+    @Test func killMinusNineLosesNothing() throws {
+        let stack = try WorkerStack(latencyMilliseconds: 20)
+        defer { stack.close() }
+        try stack.enqueue(3_000, prefix: "crash-")
+        let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "64", "--lease", "2", "--poll-interval", "0.2"],
+                                       environment: stack.environment)
+        try worker.start()
+        defer { worker.signal(SIGKILL); worker.wait(timeout: 10) }
+        // Mid-run: some delivered, many still queued.
+        #expect(waitUntil(timeout: 60) { stack.emulator.deliveredMessages().count >= 300 })
+        let holder = try stack.connection.query("SELECT locked_by FROM herald.jobs WHERE state = 'running' AND locked_by IS NOT NULL LIMIT 1")
+        let pid = try #require(holder[0, 0].flatMap { Int32($0.split(separator: ":").last!) })
+        #expect(pid != worker.pid, "the job is held by a worker process, not the supervisor")
+        kill(pid, SIGKILL)
+        // The supervisor starts another worker, which takes the dead one's leases back when they expire.
+        #expect(waitUntil(timeout: 120) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'")) == 0 },
+                "\(worker.output)")
+        let tokens = Set(stack.emulator.deliveredMessages().map(\.target))
+        #expect(tokens.count == 3_000, "every job reached FCM")
+        #expect(worker.output.contains("was killed by signal 9"))
+        worker.signal(SIGTERM)
+        #expect(worker.wait(timeout: 60) == 0)
+    }
+
+    @Test func sigtermFinishesInFlightAndPutsTheRestBackUncounted() throws {
+        let stack = try WorkerStack(latencyMilliseconds: 1500)
+        defer { stack.close() }
+        try stack.enqueue(500, prefix: "term-")
+        let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "50", "--poll-interval", "0.2"],
+                                       environment: stack.environment)
+        try worker.start()
+        #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running'")) ?? 0 > 0 })
+        worker.signal(SIGTERM)
+        #expect(worker.wait(timeout: 60) == 0, "\(worker.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running'") == 0)
+        let completed = try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")
+        #expect(completed > 0 && completed <= 100, "the requests in flight finished; nothing new was claimed")
+        #expect(completed == stack.emulator.deliveredMessages().count)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts = 0") == 500 - completed)
+    }
+
+    @Test func badCredentialsStopStartUpNamingTheFile() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        var environment = stack.environment
+        environment["GOOGLE_APPLICATION_CREDENTIALS"] = "/nonexistent/sa.json"
+        let missing = try HeraldProcess.run(["work", "--drain"], environment: environment, timeout: 60)
+        #expect(missing.status != 0 && missing.status != nil)
+        #expect(missing.output.contains("/nonexistent/sa.json"))
+        let broken = NSTemporaryDirectory() + "herald-broken-\(UUID().uuidString).json"
+        try #"{"type":"service_account","project_id":"p","client_email":"a@b","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#
+            .write(toFile: broken, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: broken) }
+        environment["GOOGLE_APPLICATION_CREDENTIALS"] = broken
+        let bad = try HeraldProcess.run(["work", "--drain"], environment: environment, timeout: 60)
+        #expect(bad.status != 0 && bad.status != nil)
+        #expect(bad.output.contains(broken) && bad.output.contains("private_key"))
+        #expect(!bad.output.contains("AAAA"), "no key material in the error")
+    }
+
+    @Test func accessTokensAreRenewedBeforeTheyExpire() throws {
+        let stack = try WorkerStack(tokenLifetimeSeconds: 2)
+        defer { stack.close() }
+        // Jobs due over four seconds: the worker needs more than one token to send them.
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, run_at)
+            SELECT jsonb_build_object('token', 'renew-' || g), now() + g * interval '40 milliseconds' FROM generate_series(1, 100) g
+            """)
+        let run = try stack.work(["--drain", "--processes", "1", "--poll-interval", "0.1"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 100)
+        #expect(stack.emulator.tokensIssued >= 2)
+        #expect(!run.output.contains("ya29") && !run.output.contains("Bearer "), "no access token in the logs")
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// The built `herald` binary, run as a user would run it.
+public final class HeraldProcess: @unchecked Sendable {
+    public let process = Process()
+    public let logPath: String
+
+    /// The binary beside the test bundle (swift test builds every product), or under .build.
+    public static func binary() throws -> String {
+        var candidates: [String] = []
+        let testBinary = URL(fileURLWithPath: ProcessInfo.processInfo.arguments[0]).resolvingSymlinksInPath()
+        var directory = testBinary.deletingLastPathComponent()
+        for _ in 0..<4 {
+            candidates.append(directory.appendingPathComponent("herald").path)
+            directory = directory.deletingLastPathComponent()
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        candidates.append(root.appendingPathComponent(".build/debug/herald").path)
+        for candidate in candidates where FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        throw TestFailure("the herald binary is not built (looked in \(candidates.joined(separator: ", "))); run swift build")
+    }
+
+    public init(_ arguments: [String], environment: [String: String]) throws {
+        process.executableURL = URL(fileURLWithPath: try Self.binary())
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME"] { env[key] = nil }
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        logPath = NSTemporaryDirectory() + "herald-test-\(UUID().uuidString).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+    }
+
+    public func start() throws { try process.run() }
+    public var pid: Int32 { process.processIdentifier }
+    public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Waits up to `timeout` seconds for the exit; returns the status, or nil (after killing it) on timeout.
+    @discardableResult
+    public func wait(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+
+    public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
+
+    /// Runs to completion and returns (status, output); kills it after `timeout` seconds.
+    public static func run(_ arguments: [String], environment: [String: String], timeout: Double = 120) throws -> (status: Int32?, output: String) {
+        let herald = try HeraldProcess(arguments, environment: environment)
+        try herald.start()
+        let status = herald.wait(timeout: timeout)
+        return (status, herald.output)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
+}

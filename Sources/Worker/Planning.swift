@@ -34,9 +34,7 @@ public enum Planning {
         case .group:
             return prepareGroup(job, message)
         case .send:
-            guard case .object = message else {
-                return .settled(.dead(id: job.id, reason: "message: must be a JSON object (a v1 Message), not \(message.typeName)"))
-            }
+            // Not an object, no target or two targets, and every other rule: the validator says which.
             let issues = MessageValidator.validate(message)
             if !issues.isEmpty {
                 return .settled(.dead(id: job.id, reason: issues.map(\.description).joined(separator: "; ")))

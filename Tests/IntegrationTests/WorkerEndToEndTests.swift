@@ -116,7 +116,7 @@ struct WorkerStack {
         #expect(try stack.count("SELECT jsonb_array_length(errors) FROM herald.dead_letters WHERE job_id = $1", [.int(exhausted)]) == 2)
         #expect(try reason(badTTL)?.contains(#"message.android.ttl: "abc" is not a duration"#) == true)
         #expect(try reason(twoTargets)?.contains("message") == true)
-        #expect(try reason(notObject)?.contains("must be a JSON object") == true)
+        #expect(try reason(notObject) == "message: expected an object, got an array")
         #expect(stack.emulator.deliveredMessages(token: "never-sent").isEmpty && stack.emulator.deliveredMessages(token: "never-sent-2").isEmpty)
         // Requests: 1 ok + 4 permanent failures + 2 (quota) + 2 (unavailable) + 3 (internal x2) + 2 (exhausted); invalid messages cost none.
         #expect(stack.emulator.statistics["requests"]?.intValue == 14)

@@ -1,0 +1,95 @@
+import FCM
+import Foundation
+import JSON
+import Queue
+import Testing
+import Worker
+
+/// What the sender does with a claimed job and with FCM's answer, without sockets.
+@Suite struct PlanningTests {
+    func job(_ message: String, attempt: Int = 1, maxAttempts: Int = 25, pruned: Bool = false, kind: JobKind = .send,
+             groupKey: String? = nil, members: [String] = []) -> ClaimedJob {
+        ClaimedJob(id: 7, kind: kind, message: Array(message.utf8), attempt: attempt, maxAttempts: maxAttempts,
+                   tokenPruned: pruned, lastError: "UNAVAILABLE: down", groupKey: groupKey, groupMembers: members)
+    }
+    let policy = RetryPolicy()
+
+    @Test func validMessagesAreSentWrappedInMessage() {
+        let prepared = Planning.prepare(job(#"{"token":"t1","notification":{"title":"x"}}"#))
+        #expect(prepared == .send(body: Array(#"{"message":{"token":"t1","notification":{"title":"x"}}}"#.utf8), token: "t1"))
+    }
+
+    @Test func invalidInputIsSettledWithoutARequest() {
+        #expect(Planning.prepare(job("not json")) == .settled(.dead(id: 7, reason: "message: not valid JSON (" + reasonOfParse("not json") + ")")))
+        guard case .settled(.dead(_, let reason)) = Planning.prepare(job(#"{"token":"a","topic":"b"}"#)) else {
+            Issue.record("two targets must be dead-lettered"); return
+        }
+        #expect(reason.hasPrefix("message"))
+        guard case .settled(.discarded(_, let why)) = Planning.prepare(job(#"{"token":"abc"}"#, pruned: true)) else {
+            Issue.record("a pruned token's job is discarded"); return
+        }
+        #expect(why.contains("pruned earlier"))
+        #expect(Planning.prepare(job(#"{"token":"abc"}"#, attempt: 26, maxAttempts: 25))
+                == .settled(.dead(id: 7, reason: "gave up after 25 attempts (max_attempts); last error: UNAVAILABLE: down")))
+    }
+
+    func reasonOfParse(_ text: String) -> String {
+        do { _ = try JSONValue.parse(text); return "" } catch { return "\(error)" }
+    }
+
+    @Test func groupLimitsAreCheckedBeforeFCM() {
+        let tokens = (1...21).map { "\"t\($0)\"" }.joined(separator: ",")
+        let create = job(#"{"operation":"create","notification_key_name":"g","registration_ids":[\#(tokens)]}"#, kind: .group)
+        guard case .settled(.dead(_, let reason)) = Planning.prepare(create) else { Issue.record("21 members refused"); return }
+        #expect(reason.contains("limit of 20"))
+        let add = job(#"{"operation":"add","notification_key_name":"g","registration_ids":["new"]}"#, kind: .group,
+                      groupKey: "K", members: (1...20).map { "m\($0)" })
+        guard case .settled(.dead(_, let addReason)) = Planning.prepare(add) else { Issue.record("21st member refused"); return }
+        #expect(addReason.contains("21 members"))
+        let remove = job(#"{"operation":"remove","notification_key_name":"g","registration_ids":["m1"]}"#, kind: .group, groupKey: "K")
+        #expect(Planning.prepare(remove) == .group(operation: "remove", name: "g", key: "K", tokens: ["m1"]))
+    }
+
+    @Test func answersBecomeOutcomes() {
+        let j = job(#"{"token":"t1"}"#, attempt: 3)
+        let send = Preparation.send(body: [], token: "t1")
+        func decide(_ c: SendClassification, reauthenticated: Bool = false, random: Double = 0) -> Planning.Decision {
+            Planning.decide(job: j, preparation: send, classification: c, reauthenticated: reauthenticated, policy: policy, random: random)
+        }
+        #expect(decide(.delivered(name: "projects/p/messages/1")) == .outcome(.completed(id: 7, messageName: "projects/p/messages/1")))
+        #expect(decide(.pruneToken(code: "UNREGISTERED", message: "gone")) == .outcome(.pruned(id: 7, token: "t1", reason: "UNREGISTERED: gone")))
+        #expect(decide(.deadLetter(code: "SENDER_ID_MISMATCH", message: "m")) == .outcome(.dead(id: 7, reason: "SENDER_ID_MISMATCH: m")))
+        // Attempt 3 without Retry-After: 4 s, plus jitter up to half.
+        #expect(decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: nil, slowSender: false), random: 0.5)
+                == .outcome(.retry(id: 7, error: "UNAVAILABLE: m", delay: 5)))
+        // Never sooner than Retry-After.
+        guard case .outcome(.retry(_, _, let delay)) = decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: 120, slowSender: false)) else {
+            Issue.record("retry expected"); return
+        }
+        #expect(delay >= 120)
+        #expect(decide(.reauthenticate(message: "expired")) == .reauthenticate)
+        guard case .outcome(.retry) = decide(.reauthenticate(message: "expired"), reauthenticated: true) else {
+            Issue.record("a second 401 is retried with backoff"); return
+        }
+        let last = job(#"{"token":"t1"}"#, attempt: 25, maxAttempts: 25)
+        let final = Planning.decide(job: last, preparation: send, classification: .retry(code: "INTERNAL", message: "m", retryAfter: nil, slowSender: false),
+                                    reauthenticated: false, policy: policy, random: 0)
+        #expect(final == .outcome(.dead(id: 7, reason: "gave up after 25 attempts (max_attempts); last error: INTERNAL: m")))
+    }
+
+    @Test func quotaSlowsTheWholeSender() {
+        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: nil, slowSender: true), policy: policy) == 60)
+        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: 90, slowSender: true), policy: policy) == 90)
+        #expect(Planning.pause(for: .retry(code: "UNAVAILABLE", message: "m", retryAfter: 5, slowSender: false), policy: policy) == nil)
+    }
+
+    @Test func thousandJobsFailingTogetherDoNotReturnTogether() {
+        var generator = SplitMix64(seed: 42)
+        let delays = (0..<1000).map { _ in
+            policy.delay(attempt: 1, retryAfter: 30, quota: false, using: &generator)
+        }
+        #expect(delays.allSatisfy { $0 >= 30 && $0 <= 45 })
+        let perSecond = Dictionary(grouping: delays, by: { Int($0) }).values.map(\.count).max() ?? 0
+        #expect(perSecond < 150, "spread over the jitter window, not one burst")
+    }
+}

@@ -25,6 +25,9 @@ public enum EmulatorCommand {
           --service-account FILE         also accept JWTs of an existing service-account file
           --tls-cert FILE --tls-key FILE serve HTTPS with this PEM certificate chain and key
           --token-lifetime SECONDS       expires_in of issued access tokens (default 3600)
+          --public-url URL               the URL clients reach this emulator at, when it differs
+                                         from where it listens (e.g. http://emulator:8085 in
+                                         docker-compose); used in token_uri of written accounts
           --max-stored-messages N        delivered messages kept for /emulator/messages (default 1000000)
           -h, --help                     show this help
 
@@ -147,6 +150,12 @@ public enum EmulatorCommand {
                     }
                 case "--latency-ms": options.configuration.latencyMilliseconds = try integer(0...600_000)
                 case "--token-lifetime": options.configuration.tokenLifetimeSeconds = try integer(1...86400 * 365)
+                case "--public-url":
+                    let url = try value()
+                    guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                        throw EmulatorError("--public-url: \"\(url)\" must start with http:// or https://")
+                    }
+                    options.configuration.publicURL = url
                 case "--max-stored-messages": options.configuration.maxStoredMessages = try integer(0...Int(Int32.max))
                 case "--write-service-account": options.serviceAccountPath = try value()
                 case "--project-id":

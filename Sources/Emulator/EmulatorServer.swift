@@ -22,6 +22,9 @@ public struct EmulatorConfiguration: Sendable {
     public var tokenLifetimeSeconds: Int = 3600
     /// Delivered messages kept for `/emulator/messages`; later ones are only counted. Default 1,000,000.
     public var maxStoredMessages: Int = 1_000_000
+    /// The URL clients reach the emulator at when it is not where it listens (a container name
+    /// in docker-compose, say): written into service accounts' token_uri. Nil: `baseURL`.
+    public var publicURL: String? = nil
     /// How connections are spread over the threads. Default: one acceptor dealing them out
     /// round-robin (see `HTTPServer.AcceptMode`).
     public var acceptMode: HTTPServer.AcceptMode = .acceptorHandsOff
@@ -99,6 +102,10 @@ public final class EmulatorServer: Sendable {
 
     /// `http://127.0.0.1:PORT` (https with TLS); a wildcard host is written as loopback.
     public var baseURL: String {
+        if var url = configuration.publicURL {
+            while url.hasSuffix("/") { url.removeLast() }
+            return url
+        }
         var host = configuration.host
         if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" }
         if host == "::" { host = "::1" }

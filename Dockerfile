@@ -8,7 +8,7 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Plugins Plugins
 COPY Sources Sources
-COPY Tests/TestSupport Tests/TestSupport
+COPY Tests Tests
 COPY migrations migrations
 RUN swift build -c release --product herald --static-swift-stdlib \
     && install -D "$(swift build -c release --show-bin-path)/herald" /out/herald

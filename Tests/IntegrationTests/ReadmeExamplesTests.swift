@@ -1,0 +1,73 @@
+import Foundation
+import JSON
+import Postgres
+import Testing
+import TestSupport
+
+/// Every ```sql block of README.md runs, in order, against a fresh database; the messages it
+/// enqueues are valid and `herald work` delivers them.
+@Suite struct ReadmeExamplesTests {
+    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("README.md")
+
+    static func sqlBlocks() throws -> [String] {
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        var blocks: [String] = []
+        var current: [String]? = nil
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if current == nil, line.hasPrefix("```sql") { current = []; continue }
+            if current != nil, line.hasPrefix("```") { blocks.append(current!.joined(separator: "\n")); current = nil; continue }
+            current?.append(String(line))
+        }
+        return blocks
+    }
+
+    @Test func everySQLExampleRunsAndItsMessagesAreDelivered() throws {
+        let blocks = try Self.sqlBlocks()
+        #expect(blocks.count >= 10)
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let c = stack.connection
+        for block in blocks {
+            do {
+                try c.execute(block)
+            } catch {
+                Issue.record("README example failed: \(error)\n\(block)")
+            }
+        }
+        // The validate_message example prints what the README says it prints.
+        let validateBlock = try #require(blocks.first { $0.contains("SELECT herald.validate_message(") })
+        let lines = validateBlock.split(separator: "\n")
+        let query = String(try #require(lines.first))
+        let shown = String(try #require(lines.dropFirst().first)).replacingOccurrences(of: "-- ", with: "")
+        #expect(try c.query(query)[0, 0] == shown)
+
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'marketing' AND run_at = date_trunc('day', now()) + interval '1 day 9 hours'") == 1000,
+                "the campaign is scheduled for tomorrow 09:00")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE message->>'token' = 'device-token-2'") == 1, "the trigger enqueued")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE kind = 'send' AND cardinality(herald.validate_message(message)) > 0") == 0,
+                "every example message is valid")
+        let examples = try stack.count("SELECT count(*) FROM herald.jobs")
+
+        // Deliver everything now, the campaign included.
+        try c.query("UPDATE herald.jobs SET run_at = now()")
+        var run = try stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == examples)
+        #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+        #expect(try stack.count("SELECT count(*) FROM herald.device_groups WHERE name = 'family-7'") == 1)
+
+        // Now the group exists: the README's group send reaches both members.
+        let groupBlock = try #require(blocks.first { $0.contains("enqueue_group_op") })
+        let send = groupBlock.components(separatedBy: "\n").drop { !$0.hasPrefix("SELECT herald.enqueue(jsonb_build_object('token', notification_key") }.joined(separator: "\n")
+        try c.execute(send)
+        run = try stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(stack.emulator.deliveredMessages(token: "phone-token-7").count == 1)
+        #expect(stack.emulator.deliveredMessages(token: "tablet-token-7").count == 1)
+        // The Live Activity reached the emulator with its token.
+        let live = stack.emulator.deliveredMessages(token: "ios-device-1")
+        #expect(live.count == 3)
+        #expect(live.compactMap { try? JSONValue.parse($0.body)["message"]?["apns"]?["payload"]?["aps"]?["event"]?.stringValue }.sorted() == ["end", "start", "update"])
+    }
+}

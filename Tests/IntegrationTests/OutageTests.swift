@@ -1,0 +1,87 @@
+import Emulator
+import Foundation
+import Postgres
+import Queue
+import Testing
+import TestSupport
+
+/// Nothing is lost when FCM or PostgreSQL goes away under a running worker.
+@Suite(.serialized) struct OutageTests {
+    @Test func anFCMOutageDelaysButLosesNothing() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let port = stack.emulator.port
+        try stack.enqueue(200, prefix: "before-")
+        let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "64", "--poll-interval", "0.2"],
+                                       environment: stack.environment)
+        try worker.start()
+        defer { worker.signal(SIGKILL); worker.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 200 })
+
+        // FCM goes away; new jobs fail to connect and are retried with backoff.
+        stack.emulator.stop()
+        try stack.enqueue(300, prefix: "during-")
+        #expect(waitUntil(timeout: 60) {
+            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts >= 1 AND last_error LIKE 'CONNECTION%'")) ?? 0 > 0
+        }, "\(worker.output)")
+
+        // FCM comes back on the same address. It knows the service account but none of the
+        // access tokens the first one issued: the worker gets 401, renews once and sends again.
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1)
+        configuration.tokenLifetimeSeconds = 3600
+        let revived = EmulatorServer(configuration: configuration)
+        try revived.trustServiceAccount(json: String(contentsOfFile: stack.credentials, encoding: .utf8))
+        try revived.start()
+        defer { revived.stop() }
+        #expect(waitUntil(timeout: 120) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 500 },
+                "\(worker.output)")
+        #expect(Set(revived.deliveredMessages().map(\.target)).count == 300)
+        #expect(revived.tokensIssued >= 1, "a new access token after the 401")
+        #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+        worker.signal(SIGTERM)
+        #expect(worker.wait(timeout: 60) == 0)
+    }
+
+    @Test func aPostgreSQLRestartLosesNoOutcome() throws {
+        let directory = NSTemporaryDirectory() + "herald-outage-pg-\(UUID().uuidString)"
+        let cluster = try LocalCluster.start(directory: directory, durable: false)
+        defer { try? cluster.stop(); try? FileManager.default.removeItem(atPath: directory) }
+        let admin = try PGConnection(url: cluster.url)
+        try admin.execute("CREATE DATABASE outage")
+        let url = cluster.url(database: "outage")
+        try Migrator.migrate(try PGConnection(url: url))
+
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        configuration.latencyMilliseconds = 300
+        let emulator = EmulatorServer(configuration: configuration)
+        try emulator.start()
+        defer { emulator.stop() }
+        let credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
+        try emulator.writeServiceAccount(to: credentials, projectID: "outage")
+        defer { try? FileManager.default.removeItem(atPath: credentials) }
+
+        let jobs = try PGConnection(url: url)
+        try jobs.query("INSERT INTO herald.jobs (message) SELECT jsonb_build_object('token', 'pg-' || g) FROM generate_series(1, 2000) g")
+        let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "100", "--poll-interval", "0.2", "--drain"],
+                                       environment: ["DATABASE_URL": url, "GOOGLE_APPLICATION_CREDENTIALS": credentials,
+                                                     "HERALD_FCM_URL": emulator.baseURL])
+        try worker.start()
+        defer { worker.signal(SIGKILL); worker.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 60) { emulator.deliveredMessages().count >= 200 })
+
+        // PostgreSQL stops while requests are in flight; their answers arrive while it is down.
+        try cluster.stop()
+        _ = try LocalCluster.start(directory: directory, port: cluster.port, durable: false)
+
+        #expect(worker.wait(timeout: 180) == 0, "\(worker.output)")
+        let check = try PGConnection(url: url)
+        #expect(try check.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed'").int(0, 0) == 2000)
+        let delivered = emulator.deliveredMessages().map(\.target)
+        #expect(Set(delivered).count == 2000, "every job delivered")
+        #expect(delivered.count == 2000, "the outcomes held during the outage were recorded, not sent again")
+        // The worker held the answers that came while PostgreSQL was down and recorded them after.
+        let held = worker.output.components(separatedBy: "reconnected to PostgreSQL; ").dropFirst()
+            .compactMap { Int($0.prefix { $0.isNumber }) }
+        #expect(held.contains { $0 > 0 }, "\(worker.output)")
+    }
+}

@@ -35,14 +35,14 @@ let package = Package(
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["Worker", "Emulator", "Queue", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
 
+        // Files compiled into the binary as string constants (one tool for both plugins below)
+        .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
         // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
-        .executableTarget(name: "EmbedSQL", path: "Plugins/EmbedSQL"),
-        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedSQL"],
+        .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedMigrations"),
         // Sources/FCM/Rules/message-rules.json compiled into the FCM module (validation rules shared
         // by the Swift validator and herald.validate_message in PostgreSQL)
-        .executableTarget(name: "EmbedText", path: "Plugins/EmbedText"),
-        .plugin(name: "EmbedMessageRules", capability: .buildTool(), dependencies: ["EmbedText"],
+        .plugin(name: "EmbedMessageRules", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedMessageRules"),
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL

@@ -15,8 +15,8 @@ struct EmbedMessageRules: BuildToolPlugin {
         return [
             .buildCommand(
                 displayName: "Embedding message rules",
-                executable: try context.tool(named: "EmbedText").url,
-                arguments: [output.path, "EmbeddedMessageRules", input.path],
+                executable: try context.tool(named: "EmbedFiles").url,
+                arguments: [output.path, "EmbeddedMessageRules", "text", input.path],
                 inputFiles: [input],
                 outputFiles: [output]
             )

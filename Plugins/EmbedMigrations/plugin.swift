@@ -15,8 +15,8 @@ struct EmbedMigrations: BuildToolPlugin {
         return [
             .buildCommand(
                 displayName: "Embedding \(names.count) migrations",
-                executable: try context.tool(named: "EmbedSQL").url,
-                arguments: [output.path] + inputs.map(\.path),
+                executable: try context.tool(named: "EmbedFiles").url,
+                arguments: [output.path, "EmbeddedMigrations", "list"] + inputs.map(\.path),
                 inputFiles: inputs,
                 outputFiles: [output]
             )

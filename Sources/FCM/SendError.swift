@@ -1,4 +1,5 @@
 import struct Foundation.Date
+import HTTPClient
 import JSON
 
 /// What the worker does with one FCM answer.
@@ -77,6 +78,20 @@ public struct TransportFailure: Sendable, Equatable {
     }
 
     var code: String { kind.rawValue }
+}
+
+extension TransportFailure {
+    /// The failure of a request the HTTP client could not complete.
+    public init(_ error: HTTPClientError) {
+        let kind: Kind
+        switch error.kind {
+        case .timeout: kind = .timeout
+        case .connection: kind = .connection
+        case .tls: kind = .tls
+        case .other: kind = .other
+        }
+        self.init(kind, detail: error.message)
+    }
 }
 
 /// A failed FCM answer, decoded: the v1 error object (`error.status`, the `FcmError` detail's

@@ -1,6 +1,7 @@
 import Emulator
 import FCM
 import Foundation
+import HTTPClient
 import Postgres
 import Queue
 import Worker
@@ -88,6 +89,25 @@ final class RunEnvironment {
         try server.writeServiceAccount(to: credentialsPath, projectID: "herald-local")
         fcmBaseURL = server.baseURL
         log.info("no GOOGLE_APPLICATION_CREDENTIALS: using the local FCM emulator at \(server.baseURL) (project herald-local)")
+    }
+
+    /// One synchronous FCM connection for a command (`herald send`, `herald groups`).
+    struct FCMConnection {
+        var account: ServiceAccount
+        var auth: AccessTokenProvider
+        var client: HTTPClient
+        var endpoint: FCMEndpoint
+    }
+
+    /// Resolves FCM (see `resolveFCM`) and opens a client for it.
+    func connectFCM(_ parsed: ParsedOptions) throws -> FCMConnection {
+        try resolveFCM(parsed)
+        let account = try ServiceAccount.load(path: credentialsPath)
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = caFile
+        return FCMConnection(account: account, auth: AccessTokenProvider(account: account, caFile: caFile),
+                             client: try HTTPClient(configuration: configuration),
+                             endpoint: FCMEndpoint(baseURL: fcmBaseURL, projectID: account.projectID))
     }
 
     /// Variables a worker process needs to find the same database and FCM.

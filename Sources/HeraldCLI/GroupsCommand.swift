@@ -59,13 +59,8 @@ enum GroupsCommand {
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        try environment.resolveFCM(parsed)
-        let account = try ServiceAccount.load(path: environment.credentialsPath)
-        let auth = AccessTokenProvider(account: account, caFile: environment.caFile)
-        var configuration = HTTPClientConfiguration()
-        configuration.caFile = environment.caFile
-        let client = DeviceGroupClient(endpoint: FCMEndpoint(baseURL: environment.fcmBaseURL, projectID: account.projectID),
-                                       auth: auth, client: try HTTPClient(configuration: configuration))
+        let fcm = try environment.connectFCM(parsed)
+        let client = DeviceGroupClient(endpoint: fcm.endpoint, auth: fcm.auth, client: fcm.client)
         do {
             var key: String?
             var members = known?.members ?? []

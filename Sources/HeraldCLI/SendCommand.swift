@@ -77,13 +77,8 @@ enum SendCommand {
         }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        try environment.resolveFCM(parsed)
-        let account = try ServiceAccount.load(path: environment.credentialsPath)
-        let auth = AccessTokenProvider(account: account, caFile: environment.caFile)
-        var configuration = HTTPClientConfiguration()
-        configuration.caFile = environment.caFile
-        let client = try HTTPClient(configuration: configuration)
-        let endpoint = FCMEndpoint(baseURL: environment.fcmBaseURL, projectID: account.projectID)
+        let fcm = try environment.connectFCM(parsed)
+        let (account, auth, client, endpoint) = (fcm.account, fcm.auth, fcm.client, fcm.endpoint)
         let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: parsed.has("validate-only"))
         var reauthenticated = false
         while true {
@@ -97,7 +92,7 @@ enum SendCommand {
                 classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body,
                                                     now: Date(), redacting: secrets)
             } catch {
-                classification = SendClassification(transport: TransportFailure(kind(error.kind), detail: error.message), redacting: secrets)
+                classification = SendClassification(transport: TransportFailure(error), redacting: secrets)
             }
             if case .reauthenticate = classification, !reauthenticated {
                 reauthenticated = true
@@ -105,15 +100,6 @@ enum SendCommand {
                 continue
             }
             return report(classification, project: account.projectID)
-        }
-    }
-
-    static func kind(_ kind: HTTPClientError.Kind) -> TransportFailure.Kind {
-        switch kind {
-        case .timeout: return .timeout
-        case .connection: return .connection
-        case .tls: return .tls
-        case .other: return .other
         }
     }
 

@@ -153,8 +153,7 @@ final class Sender: @unchecked Sendable {
                 classification = SendClassification(httpStatus: response.status, headers: response.headers,
                                                     body: response.body, now: now, redacting: secrets)
             case .failure(let error):
-                classification = SendClassification(transport: TransportFailure(Self.kind(error.kind), detail: error.message),
-                                                     redacting: secrets)
+                classification = SendClassification(transport: TransportFailure(error), redacting: secrets)
             }
             if let pause = Planning.pause(for: classification, policy: configuration.retryPolicy) {
                 self.pause(until: now.timeIntervalSince1970 + pause)
@@ -183,15 +182,6 @@ final class Sender: @unchecked Sendable {
             }
         }
         outbox.put(outcomes)
-    }
-
-    static func kind(_ kind: HTTPClientError.Kind) -> TransportFailure.Kind {
-        switch kind {
-        case .timeout: return .timeout
-        case .connection: return .connection
-        case .tls: return .tls
-        case .other: return .other
-        }
     }
 
     var inFlightCount: Int { inFlight.count }

@@ -151,8 +151,6 @@ public final class Supervisor {
         return true
     }
 
-    public var childPIDs: [pid_t] { Array(children.keys) }
-
     static func executablePath() -> String {
         if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }
         return CommandLine.arguments[0]

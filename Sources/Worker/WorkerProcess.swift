@@ -76,7 +76,8 @@ public final class WorkerProcess: @unchecked Sendable {
             inbox.signal()
             _ = waitReadable(outbox.fileDescriptor, milliseconds: 100)
         }
-        log.info("stopped: \(store.recorded) outcomes recorded")
+        let c = sender.counters
+        log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
         return status
     }
 

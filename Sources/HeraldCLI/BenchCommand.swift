@@ -435,6 +435,7 @@ final class Progress: Sendable {
         let tty = isatty(2) == 1
         let started = monotonicSeconds()
         var lastLine = started
+        var lineDone = 0
         var lastDone = 0
         var lastAt = started
         var drawn = false
@@ -450,8 +451,10 @@ final class Progress: Sendable {
                 FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ".utf8))
                 drawn = true
             } else if now - lastLine >= 3 {
-                printError("herald bench: \(label): \(grouped(done)) of \(grouped(total)) delivered (\(grouped(Int(rate)))/s)")
+                let average = Double(done - lineDone) / (now - lastLine)
+                printError("herald bench: \(label): \(grouped(done)) of \(grouped(total)) delivered (\(grouped(Int(average)))/s over the last \(fixed(now - lastLine, 0)) s)")
                 lastLine = now
+                lineDone = done
             }
             lastDone = done
             lastAt = now

@@ -107,7 +107,7 @@ async def work(dsn, account, fcm_base, batch_size, out):
     stats = {"sent": 0, "failed": 0, "first": None, "last": None}
 
     connection = await asyncpg.connect(dsn)
-    qm = QueueManager(AsyncpgDriver(connection))
+    qm = QueueManager(Queries(AsyncpgDriver(connection)))
 
     @qm.entrypoint(ENTRYPOINT)
     async def send(job: Job) -> None:
@@ -130,7 +130,7 @@ async def work(dsn, account, fcm_base, batch_size, out):
 
     started = time.time()
     await qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain,
-                 dequeue_timeout=timedelta(seconds=0.5), max_concurrent_tasks=None)
+                 dequeue_timeout=timedelta(seconds=0.5), max_concurrent_tasks=2 * batch_size)
     stats["run_seconds"] = time.time() - started
     await connection.close()
     with open(out, "w", encoding="utf-8") as f:

@@ -48,12 +48,13 @@ final class RunEnvironment {
     }
 
     /// Resolves the database (starting and migrating the embedded one when none is given).
-    func resolveDatabase(_ parsed: ParsedOptions, durable: Bool = true) throws {
+    /// `folder` is the cluster's folder inside the data folder (`herald bench` keeps its own).
+    func resolveDatabase(_ parsed: ParsedOptions, durable: Bool = true, folder: String = "postgres") throws {
         if let url = parsed.string("database-url") {
             databaseURL = url
             return
         }
-        let directory = Self.dataDirectory(parsed) + "/postgres"
+        let directory = Self.dataDirectory(parsed) + "/" + folder
         log.info("no DATABASE_URL: starting a private PostgreSQL in \(directory)")
         let started = try LocalCluster.start(directory: directory, durable: durable,
                                              settings: ["shared_buffers": "256MB", "max_wal_size": "2GB"])

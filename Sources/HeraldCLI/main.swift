@@ -12,6 +12,7 @@ Commands:
   migrate    Create or update the herald schema in DATABASE_URL.
   send       Send one message now and print FCM's answer.
   groups     Manage device groups (create, add, remove, get).
+  bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
 
 Run 'herald <command> --help' for its options and environment variables.
@@ -28,6 +29,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "migrate": (MigrateCommand.help, MigrateCommand.run),
     "send": (SendCommand.help, SendCommand.run),
     "groups": (GroupsCommand.help, GroupsCommand.run),
+    "bench": (BenchCommand.help, BenchCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]
 guard let command = commands[name] else {

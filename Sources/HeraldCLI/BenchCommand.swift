@@ -1,0 +1,466 @@
+import Emulator
+import Foundation
+import JSON
+import Postgres
+import Queue
+import Worker
+
+/// `herald bench`: end-to-end throughput, latency at a steady offered load, worker memory, and
+/// the PostgreSQL ceiling of the same claim path, side by side.
+enum BenchCommand {
+    static let options: [Option] = [
+        Option(name: "jobs", value: "N", help: "Jobs of the throughput phase, and again of the PostgreSQL-ceiling phase.", defaultText: "200000"),
+        Option(name: "processes", value: "N", help: "Worker processes; also the ceiling phase's threads (one connection each).", defaultText: "one per core"),
+        Option(name: "concurrency", value: "N", help: "FCM requests in flight per worker process; jobs are claimed min(N, 256) per statement.", defaultText: "256"),
+        Option(name: "rate", value: "N", help: "Offered load of the latency phase, in jobs per second (enqueued every 10 ms).", defaultText: "2000"),
+        Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
+        Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
+    ] + connectionOptions
+
+    static let help = helpText(
+        command: "bench", summary: "Measure Herald: end-to-end throughput, latency, worker memory, and the PostgreSQL ceiling.",
+        usage: "[options]", options: options,
+        footer: """
+        Build with `swift build -c release` and run .build/release/herald bench for real figures;
+        a debug build is several times slower.
+
+        With nothing configured it uses its own private PostgreSQL under DIR/bench-postgres (fsync,
+        synchronous_commit and full_page_writes off: the data is thrown away) and the FCM emulator
+        in this process; it empties herald.jobs and herald.dead_letters there before each phase.
+        With DATABASE_URL it refuses to run unless herald.jobs is empty (run `herald migrate` first),
+        and deletes its own jobs afterwards. With GOOGLE_APPLICATION_CREDENTIALS and HERALD_FCM_URL
+        it sends to that FCM (an emulator, e.g. `herald emulator --write-service-account FILE`;
+        never point it at the real FCM: it sends to made-up tokens).
+
+        Phases:
+          1. throughput: N jobs enqueued with one INSERT ... SELECT generate_series, then
+             `herald work --drain` with the worker pool. msgs/s = N / (the last job's finished_at
+             - the first claim, seen by polling every 2 ms). Finished jobs are kept (the default
+             retention, 24h), as in production, so finished_at stays queryable.
+          2. latency: the pool without --drain; jobs enqueued at --rate for --latency-seconds;
+             enqueue-to-delivered = finished_at - created_at, i.e. from the INSERT's transaction
+             to recording the job completed after FCM's 200; p50/p99 by percentile_cont.
+          3. ceiling: N fresh jobs claimed and recorded completed with the worker's own SQL and
+             batch size (JobStore.claim/record), no HTTP, on --processes connections.
+        Peak RSS per worker is the largest ru_maxrss of any worker process (wait4), over phases 1-2.
+        Targets are printed next to the figures; nothing is asserted.
+        """)
+
+    static func run(arguments: [String]) throws -> Int32 {
+        // Before any thread starts: the supervisors take SIGTERM/SIGCHLD with sigtimedwait, and
+        // phase 2 stops its pool by sending SIGTERM to this process.
+        Supervisor.blockSignals()
+        let parsed = try parse(command: "bench", arguments: arguments, options: options)
+        let log = try RunEnvironment.logger(parsed, prefix: "herald bench")
+        let settings = try Settings(
+            jobs: parsed.int("jobs", default: 200_000, minimum: 1),
+            processes: parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1),
+            concurrency: parsed.int("concurrency", default: 256, minimum: 1),
+            rate: parsed.int("rate", default: 2000, minimum: 1),
+            latencySeconds: parsed.seconds("latency-seconds", default: 10),
+            jsonPath: parsed.string("json"),
+            workerLogLevel: parsed.string("log-level") ?? "warn")
+
+        let environment = RunEnvironment(log: log)
+        defer { environment.shutdown() }
+        try environment.resolveDatabase(parsed, durable: false, folder: "bench-postgres")
+        var emulatorConfiguration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        emulatorConfiguration.maxStoredMessages = 1000  // only counted beyond that: keeps this process small
+        try environment.resolveFCM(parsed, emulatorConfiguration: emulatorConfiguration)
+
+        let bench = try Bench(settings: settings, environment: environment, log: log)
+        let figures = try bench.runAll()
+        print(figures.table)
+        if let path = settings.jsonPath {
+            try (figures.json.serialized + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            log.info("wrote the figures to \(path)")
+        }
+        return 0
+    }
+
+    struct Settings {
+        var jobs: Int
+        var processes: Int
+        var concurrency: Int
+        var rate: Int
+        var latencySeconds: Double
+        var jsonPath: String?
+        var workerLogLevel: String
+        var batch: Int { max(1, min(concurrency, 256)) }
+    }
+}
+
+struct BenchFigures {
+    var cores = 0
+    var postgresVersion = ""
+    var build = ""
+    var database = ""
+    var fcm = ""
+    var settings: BenchCommand.Settings
+    // phase 1
+    var enqueueSeconds = 0.0
+    var deliverSeconds = 0.0
+    var poolSeconds = 0.0
+    var throughputCompleted = 0
+    var messagesPerSecond = 0.0
+    // phase 2
+    var latencyJobs = 0
+    var offeredRate = 0.0
+    var p50 = 0.0
+    var p99 = 0.0
+    var maxLatency = 0.0
+    // memory
+    var peakRSSBytes = 0
+    // phase 3
+    var ceiling = CeilingResult(jobs: 0, seconds: 0, threads: 0, batch: 0)
+    var ceilingEnqueueSeconds = 0.0
+
+    var ratio: Double { ceiling.jobsPerSecond > 0 ? messagesPerSecond / ceiling.jobsPerSecond : 0 }
+    var peakRSSMiB: Double { Double(peakRSSBytes) / 1_048_576 }
+
+    var table: String {
+        let s = settings
+        func row(_ name: String, _ value: String, _ target: String = "") -> String {
+            name.padding(toLength: 50, withPad: " ", startingAt: 0)
+                + String(repeating: " ", count: max(0, 12 - value.count)) + value
+                + (target.isEmpty ? "" : "   target " + target)
+        }
+        var lines = [
+            "",
+            "Herald bench: \(build) build, \(cores) cores, PostgreSQL \(postgresVersion)",
+            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs",
+            "  database: \(database); FCM: \(fcm)",
+            "",
+            row("figure", "measured"),
+            row("Herald end-to-end (msgs/s)", grouped(Int(messagesPerSecond.rounded())), ">= 20,000"),
+            row("enqueue-to-delivered p50 @ \(grouped(s.rate))/s (ms)", fixed(p50, 1)),
+            row("enqueue-to-delivered p99 @ \(grouped(s.rate))/s (ms)", fixed(p99, 1), "<= 50 at 2,000/s"),
+            row("peak RSS per worker process (MiB)", fixed(peakRSSMiB, 1), "<= 64"),
+            row("PostgreSQL ceiling, same SQL, no HTTP (jobs/s)", grouped(Int(ceiling.jobsPerSecond.rounded()))),
+            row("end-to-end / ceiling", fixed(ratio, 2), ">= 0.3"),
+            "",
+            "Phases:",
+            "  throughput: enqueue \(fixed(enqueueSeconds, 2)) s; first claim to last delivered \(fixed(deliverSeconds, 2)) s "
+                + "(\(grouped(throughputCompleted)) completed); pool start to exit \(fixed(poolSeconds, 2)) s",
+            "  latency:    \(grouped(latencyJobs)) jobs offered at \(grouped(Int(offeredRate.rounded())))/s over \(fixed(s.latencySeconds, 0)) s; max \(fixed(maxLatency, 1)) ms",
+            "  ceiling:    enqueue \(fixed(ceilingEnqueueSeconds, 2)) s; \(grouped(ceiling.jobs)) jobs in \(fixed(ceiling.seconds, 2)) s on \(ceiling.threads) connections",
+        ]
+        if build == "debug" { lines.append("Note: a debug build; build with `swift build -c release` for real figures.") }
+        return lines.joined(separator: "\n")
+    }
+
+    var json: JSONValue {
+        let s = settings
+        func number(_ value: Double, _ digits: Int) -> JSONValue { .number(String(format: "%.\(digits)f", value)) }
+        return [
+            "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
+            "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
+                         "jobs": JSONValue(s.jobs), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+            "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
+            "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
+                           "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
+            "latency_ms": ["offered_rate": number(offeredRate, 0), "jobs": JSONValue(latencyJobs),
+                           "p50": number(p50, 2), "p99": number(p99, 2), "max": number(maxLatency, 2)],
+            "peak_rss_per_worker_mib": number(peakRSSMiB, 1),
+            "postgresql_ceiling_jobs_per_second": number(ceiling.jobsPerSecond, 0),
+            "ceiling": ["jobs": JSONValue(ceiling.jobs), "seconds": number(ceiling.seconds, 3), "threads": JSONValue(ceiling.threads),
+                        "batch": JSONValue(ceiling.batch)],
+            "end_to_end_over_ceiling": number(ratio, 3),
+            "targets": ["msgs_per_second_min": 20000, "ratio_min": 0.3, "p99_ms_max_at_2000_per_second": 50, "rss_mib_max": 64],
+        ]
+    }
+}
+
+func grouped(_ value: Int) -> String {
+    let digits = String(abs(value))
+    var out = ""
+    for (index, character) in digits.enumerated() {
+        if index > 0 && (digits.count - index) % 3 == 0 { out.append(",") }
+        out.append(character)
+    }
+    return (value < 0 ? "-" : "") + out
+}
+
+func fixed(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
+
+func monotonicSeconds() -> Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
+
+final class Bench {
+    let settings: BenchCommand.Settings
+    let environment: RunEnvironment
+    let log: Logger
+    let connection: PGConnection
+    let ownDatabase: Bool
+    /// Jobs with an id above this are the bench's (herald.jobs was empty when it started).
+    var baseID = 0
+
+    init(settings: BenchCommand.Settings, environment: RunEnvironment, log: Logger) throws {
+        self.settings = settings
+        self.environment = environment
+        self.log = log
+        connection = try PGConnection(url: environment.databaseURL)
+        ownDatabase = environment.cluster != nil
+        let schema = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
+        guard schema else {
+            throw UsageError("herald bench: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
+        }
+        if !ownDatabase {
+            let count = try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0
+            guard count == 0 else {
+                throw UsageError("herald bench: herald.jobs at \(PGConnection.redacted(environment.databaseURL)) holds \(grouped(count)) jobs; the bench needs an empty queue (it would deliver and count them). Use an empty database, or unset DATABASE_URL to use a private one.")
+            }
+        }
+        baseID = try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0
+    }
+
+    /// Empties the queue before a phase: TRUNCATE in the bench's own database; elsewhere only
+    /// the bench's own jobs are deleted.
+    func clear() throws {
+        if ownDatabase {
+            try connection.execute("TRUNCATE herald.jobs, herald.dead_letters")
+        } else {
+            try connection.query("DELETE FROM herald.jobs WHERE id > $1 AND message->>'token' LIKE 'bench-%'", [.int(baseID)])
+            try? connection.execute("VACUUM herald.jobs")
+        }
+    }
+
+    func maxID() throws -> Int { try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0 }
+
+    var workerArguments: [String] {
+        ["work", "--concurrency", String(settings.concurrency), "--log-level", settings.workerLogLevel]
+    }
+
+    func runAll() throws -> BenchFigures {
+        var figures = BenchFigures(settings: settings)
+        figures.cores = ProcessInfo.processInfo.activeProcessorCount
+        figures.postgresVersion = try connection.query("SHOW server_version")[0, 0] ?? "?"
+        #if DEBUG
+        figures.build = "debug"
+        #else
+        figures.build = "release"
+        #endif
+        figures.database = ownDatabase ? "private (fsync off) in \(environment.cluster!.directory)" : PGConnection.redacted(environment.databaseURL)
+        figures.fcm = environment.emulator != nil ? "emulator in this process (1 thread)" : environment.fcmBaseURL
+        if figures.build == "debug" { log.warning("this is a debug build; build with `swift build -c release` for real figures") }
+
+        try throughput(&figures)
+        try latency(&figures)
+        try ceiling(&figures)
+        try clear()
+        return figures
+    }
+
+    // MARK: phase 1
+
+    func throughput(_ figures: inout BenchFigures) throws {
+        try clear()
+        let before = try maxID()
+        log.info("throughput: enqueueing \(grouped(settings.jobs)) jobs with one INSERT ... SELECT generate_series")
+        let enqueueStart = monotonicSeconds()
+        try BenchmarkJobs.enqueue(connection, count: settings.jobs)
+        figures.enqueueSeconds = monotonicSeconds() - enqueueStart
+
+        let progress = Progress(url: environment.databaseURL, afterID: before, total: settings.jobs, label: "throughput")
+        progress.start()
+        log.info("throughput: \(settings.processes) worker processes, herald work --drain")
+        let supervisor = Supervisor(processes: settings.processes, arguments: workerArguments + ["--drain"],
+                                    environment: environment.childEnvironment, drain: true, log: log)
+        let poolStart = monotonicSeconds()
+        let report = supervisor.run()
+        figures.poolSeconds = monotonicSeconds() - poolStart
+        let firstClaim = progress.stop()
+        guard report.status == 0 else { throw BenchError("the worker pool exited with status \(report.status); see the messages above") }
+        figures.peakRSSBytes = max(figures.peakRSSBytes, report.peakRSSBytes)
+
+        let result = try connection.query("""
+            SELECT count(*) FILTER (WHERE state = 'completed'), extract(epoch FROM max(finished_at))::float8
+            FROM herald.jobs WHERE id > $1
+            """, [.int(before)])
+        figures.throughputCompleted = result.int(0, 0) ?? 0
+        guard let lastFinished = result.double(0, 1), let firstClaim else {
+            throw BenchError("the throughput phase delivered nothing")
+        }
+        if figures.throughputCompleted != settings.jobs {
+            log.warning("throughput: \(settings.jobs - figures.throughputCompleted) of \(settings.jobs) jobs did not complete")
+        }
+        figures.deliverSeconds = max(0.001, lastFinished - firstClaim)
+        figures.messagesPerSecond = Double(settings.jobs) / figures.deliverSeconds
+    }
+
+    // MARK: phase 2
+
+    func latency(_ figures: inout BenchFigures) throws {
+        try clear()
+        let processes = settings.processes, arguments = workerArguments, childEnvironment = environment.childEnvironment
+        let log = self.log
+        let report = Locked<Supervisor.Report?>(nil)
+        let stopped = DispatchSemaphore(value: 0)
+        log.info("latency: \(processes) worker processes without --drain; \(grouped(settings.rate)) jobs/s for \(fixed(settings.latencySeconds, 0)) s after a 1 s warm-up")
+        let thread = Thread {
+            let supervisor = Supervisor(processes: processes, arguments: arguments, environment: childEnvironment, drain: false, log: log)
+            let result = supervisor.run()
+            report.withLock { $0 = result }
+            stopped.signal()
+        }
+        thread.name = "herald-bench-supervisor"
+        thread.start()
+
+        var token = 1
+        // Let the workers start, connect and fetch their access tokens; then warm up at the same rate.
+        Thread.sleep(forTimeInterval: 1.0)
+        token += try offer(rate: settings.rate, seconds: 1.0, firstToken: token)
+        let before = try maxID()
+        let started = monotonicSeconds()
+        let sent = try offer(rate: settings.rate, seconds: settings.latencySeconds, firstToken: token)
+        let offeredSeconds = monotonicSeconds() - started
+        figures.latencyJobs = sent
+        figures.offeredRate = Double(sent) / max(0.001, offeredSeconds)
+
+        // Wait for them all to complete (or a generous timeout), then stop the pool.
+        let deadline = monotonicSeconds() + 60 + settings.latencySeconds
+        while monotonicSeconds() < deadline {
+            let done = try connection.query("SELECT count(*) FROM herald.jobs WHERE id > $1 AND state = 'completed'", [.int(before)]).int(0, 0) ?? 0
+            if done >= sent { break }
+            if report.value != nil { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        kill(getpid(), SIGTERM)
+        stopped.wait()
+        guard let final = report.value, final.status == 0 else {
+            throw BenchError("the worker pool of the latency phase exited with status \(report.value?.status ?? -1); see the messages above")
+        }
+        figures.peakRSSBytes = max(figures.peakRSSBytes, final.peakRSSBytes)
+
+        let result = try connection.query("""
+            SELECT count(*),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
+                   max(extract(epoch FROM finished_at - created_at)) * 1000
+            FROM herald.jobs WHERE id > $1 AND state = 'completed'
+            """, [.int(before)])
+        let completed = result.int(0, 0) ?? 0
+        if completed < sent { log.warning("latency: only \(completed) of \(sent) jobs completed; the percentiles cover those") }
+        figures.p50 = result.double(0, 1) ?? 0
+        figures.p99 = result.double(0, 2) ?? 0
+        figures.maxLatency = result.double(0, 3) ?? 0
+    }
+
+    /// Enqueues `rate` jobs a second for `seconds`, one INSERT ... SELECT every 10 ms for the
+    /// jobs due by then. Returns how many.
+    func offer(rate: Int, seconds: Double, firstToken: Int) throws -> Int {
+        let total = Int((Double(rate) * seconds).rounded())
+        let start = monotonicSeconds()
+        var sent = 0
+        var tick = 0
+        while sent < total {
+            let elapsed = monotonicSeconds() - start
+            let due = min(total, Int(Double(rate) * elapsed))
+            if due > sent {
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: due - sent)
+                sent = due
+            }
+            if elapsed >= seconds {
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: total - sent)
+                sent = total
+                break
+            }
+            tick += 1
+            let next = start + Double(tick) * 0.01
+            let wait = next - monotonicSeconds()
+            if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        }
+        return sent
+    }
+
+    // MARK: phase 3
+
+    func ceiling(_ figures: inout BenchFigures) throws {
+        try clear()
+        log.info("ceiling: \(grouped(settings.jobs)) jobs, claim and record on \(settings.processes) connections, no HTTP")
+        let enqueueStart = monotonicSeconds()
+        try BenchmarkJobs.enqueue(connection, count: settings.jobs)
+        figures.ceilingEnqueueSeconds = monotonicSeconds() - enqueueStart
+        figures.ceiling = try CeilingBenchmark.run(databaseURL: environment.databaseURL, threads: settings.processes,
+                                                   batch: settings.batch, leaseSeconds: 60)
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Watches a phase over its own connection: first the moment of the first claim (polled every
+/// 2 ms, in PostgreSQL's clock), then the completed count every 200 ms, drawn on stderr.
+final class Progress: Sendable {
+    let url: String
+    let afterID: Int
+    let total: Int
+    let label: String
+    private let stopping = Locked(false)
+    private let firstClaim = Locked<Double?>(nil)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(url: String, afterID: Int, total: Int, label: String) {
+        self.url = url; self.afterID = afterID; self.total = total; self.label = label
+    }
+
+    func start() {
+        let thread = Thread { [self] in
+            defer { finished.signal() }
+            do { try watch() } catch { printError("herald bench: progress: \(error)") }
+        }
+        thread.name = "herald-bench-progress"
+        thread.start()
+    }
+
+    /// Stops watching; returns the first claim's time (seconds since 1970, PostgreSQL's clock).
+    func stop() -> Double? {
+        stopping.withLock { $0 = true }
+        finished.wait()
+        return firstClaim.value
+    }
+
+    private func watch() throws {
+        let connection = try PGConnection(url: url)
+        while !stopping.value && firstClaim.value == nil {
+            let result = try connection.query("""
+                SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE state = 'running' AND id > $1)
+                    OR EXISTS (SELECT 1 FROM herald.jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND id > $1),
+                    extract(epoch FROM clock_timestamp())::float8
+                """, [.int(afterID)])
+            if result.bool(0, 0) == true { firstClaim.withLock { $0 = result.double(0, 1) } }
+            else { usleep(2000) }
+        }
+        let tty = isatty(2) == 1
+        let started = monotonicSeconds()
+        var lastLine = started
+        var lineDone = 0
+        var lastDone = 0
+        var lastAt = started
+        var drawn = false
+        while !stopping.value {
+            let done = try connection.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND id > $1", [.int(afterID)]).int(0, 0) ?? 0
+            let now = monotonicSeconds()
+            let rate = now > lastAt ? Double(done - lastDone) / (now - lastAt) : 0
+            if tty {
+                let width = 30
+                let filled = total > 0 ? min(width, done * width / total) : 0
+                let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                let percent = total > 0 ? done * 100 / total : 0
+                FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ".utf8))
+                drawn = true
+            } else if now - lastLine >= 3 {
+                let average = Double(done - lineDone) / (now - lastLine)
+                printError("herald bench: \(label): \(grouped(done)) of \(grouped(total)) delivered (\(grouped(Int(average)))/s over the last \(fixed(now - lastLine, 0)) s)")
+                lastLine = now
+                lineDone = done
+            }
+            lastDone = done
+            lastAt = now
+            var slept = 0.0
+            while slept < 0.2 && !stopping.value { usleep(20_000); slept += 0.02 }
+        }
+        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+}

@@ -15,6 +15,7 @@ enum BenchCommand {
         Option(name: "rate", value: "N", help: "Offered load of the latency phase, in jobs per second (enqueued every 10 ms).", defaultText: "2000"),
         Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
         Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
+        Option(name: "durable", help: "Run the private PostgreSQL with fsync and synchronous_commit on, as a production server would."),
     ] + connectionOptions
 
     static let help = helpText(
@@ -59,11 +60,12 @@ enum BenchCommand {
             rate: parsed.int("rate", default: 2000, minimum: 1),
             latencySeconds: parsed.seconds("latency-seconds", default: 10),
             jsonPath: parsed.string("json"),
-            workerLogLevel: parsed.string("log-level") ?? "warn")
+            workerLogLevel: parsed.string("log-level") ?? "warn",
+            durable: parsed.has("durable"))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        try environment.resolveDatabase(parsed, durable: false, folder: "bench-postgres")
+        try environment.resolveDatabase(parsed, durable: settings.durable, folder: "bench-postgres")
         var emulatorConfiguration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         emulatorConfiguration.maxStoredMessages = 1000  // only counted beyond that: keeps this process small
         try environment.resolveFCM(parsed, emulatorConfiguration: emulatorConfiguration)
@@ -86,6 +88,7 @@ enum BenchCommand {
         var latencySeconds: Double
         var jsonPath: String?
         var workerLogLevel: String
+        var durable: Bool
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -239,7 +242,7 @@ final class Bench {
         #else
         figures.build = "release"
         #endif
-        figures.database = ownDatabase ? "private (fsync off) in \(environment.cluster!.directory)" : PGConnection.redacted(environment.databaseURL)
+        figures.database = ownDatabase ? "private (\(settings.durable ? "durable: fsync on" : "fsync off")) in \(environment.cluster!.directory)" : PGConnection.redacted(environment.databaseURL)
         figures.fcm = environment.emulator != nil ? "emulator in this process (1 thread)" : environment.fcmBaseURL
         if figures.build == "debug" { log.warning("this is a debug build; build with `swift build -c release` for real figures") }
 

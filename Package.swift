@@ -49,7 +49,7 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "Queue"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto"]),

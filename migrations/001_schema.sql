@@ -90,15 +90,18 @@ BEGIN
     IF enqueue.message IS NULL THEN
         RAISE EXCEPTION 'herald.enqueue: message must not be null';
     END IF;
-    INSERT INTO herald.jobs (message, run_at, queue, priority, max_attempts, dedupe_key)
-    VALUES (enqueue.message, coalesce(enqueue.run_at, now()), coalesce(enqueue.queue, 'default'),
-            coalesce(enqueue.priority, 0), coalesce(enqueue.max_attempts, 25), enqueue.dedupe_key)
-    ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
-    RETURNING id INTO new_id;
-    IF new_id IS NULL THEN
+    -- Insert, or find the pending job holding the key; if that one finishes in between, insert again.
+    LOOP
+        INSERT INTO herald.jobs (message, run_at, queue, priority, max_attempts, dedupe_key)
+        VALUES (enqueue.message, coalesce(enqueue.run_at, now()), coalesce(enqueue.queue, 'default'),
+                coalesce(enqueue.priority, 0), coalesce(enqueue.max_attempts, 25), enqueue.dedupe_key)
+        ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
+        RETURNING id INTO new_id;
+        EXIT WHEN new_id IS NOT NULL;
         SELECT j.id INTO new_id FROM herald.jobs j
         WHERE j.dedupe_key = enqueue.dedupe_key AND j.state IN ('available', 'running');
-    END IF;
+        EXIT WHEN new_id IS NOT NULL;
+    END LOOP;
     RETURN new_id;
 END $$;
 
@@ -135,7 +138,7 @@ DECLARE
     dead herald.dead_letters;
     new_id bigint;
 BEGIN
-    DELETE FROM herald.dead_letters d WHERE d.id = dead_letter_id RETURNING * INTO dead;
+    SELECT * INTO dead FROM herald.dead_letters d WHERE d.id = dead_letter_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.retry_dead_letter: no dead letter with id %', dead_letter_id;
     END IF;
@@ -144,9 +147,12 @@ BEGIN
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
     RETURNING id INTO new_id;
     IF new_id IS NULL THEN
-        SELECT j.id INTO new_id FROM herald.jobs j
-        WHERE j.dedupe_key = dead.dedupe_key AND j.state IN ('available', 'running');
+        -- Keep the dead letter: its message is not the pending job's, whatever the key says.
+        RAISE EXCEPTION 'herald.retry_dead_letter: job % with dedupe_key % is pending; the dead letter % is kept',
+            (SELECT j.id FROM herald.jobs j WHERE j.dedupe_key = dead.dedupe_key AND j.state IN ('available', 'running')),
+            dead.dedupe_key, dead_letter_id;
     END IF;
+    DELETE FROM herald.dead_letters d WHERE d.id = dead_letter_id;
     RETURN new_id;
 END $$;
 

@@ -58,6 +58,9 @@ final class RunEnvironment {
         log.info("no DATABASE_URL: starting a private PostgreSQL in \(directory)")
         let started = try LocalCluster.start(directory: directory, durable: durable,
                                              settings: ["shared_buffers": "256MB", "max_wal_size": "2GB"])
+        if started.directory != directory {
+            log.info("the postgres user cannot reach \(directory); the private PostgreSQL lives in \(started.directory) instead")
+        }
         cluster = started
         databaseURL = started.url
         let connection = try PGConnection(url: databaseURL)

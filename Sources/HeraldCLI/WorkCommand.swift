@@ -58,7 +58,7 @@ enum WorkCommand {
         let log = try RunEnvironment.logger(parsed, prefix: "herald work")
         let processes = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
         // Check every setting before starting anything.
-        _ = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
+        let checked = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         try environment.resolveDatabase(parsed)
@@ -80,7 +80,8 @@ enum WorkCommand {
         let drain = parsed.has("drain") || (embedded && parsed.string("sample") == nil)
         if drain && !parsed.has("drain") { childArguments.append("--drain") }
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
-                                    environment: environment.childEnvironment, drain: drain, log: log)
+                                    environment: environment.childEnvironment, drain: drain, log: log,
+                                    stopGrace: checked.shutdownTimeout + 15)
         log.info("starting \(processes) worker processes")
         let report = supervisor.run()
         if sample > 0 || embedded {

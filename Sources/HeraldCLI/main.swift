@@ -18,6 +18,10 @@ Commands:
 Run 'herald <command> --help' for its options and environment variables.
 """
 
+// A peer closing a socket must be an error return, not the end of the process (libcurl with
+// CURLOPT_NOSIGNAL, the emulator's sockets and libpq all expect this).
+signal(SIGPIPE, SIG_IGN)
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, !["--help", "-h", "help"].contains(name) else {
     print(usage)

@@ -37,21 +37,36 @@ public final class LocalCluster: @unchecked Sendable {
                              settings: [String: String] = [:]) throws(PostgresError) -> LocalCluster {
         let bin = try binaries()
         let fm = FileManager.default
-        let data = directory + "/data"
+        let asRoot = getuid() == 0
+        var directory = directory
         do {
             try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
             throw PostgresError("cannot create the PostgreSQL folder \(directory): \(error.localizedDescription)")
         }
-        let asRoot = getuid() == 0
-        if asRoot { _ = try run(["/bin/chown", "-R", "postgres", directory], asPostgres: false) }
+        if asRoot {
+            // The server runs as the postgres user, which may not reach a folder under a private
+            // parent (root's home is 0700). Then the cluster lives under /var/tmp instead.
+            if (try? run(["/usr/bin/test", "-x", directory], asPostgres: true)) == nil {
+                directory = "/var/tmp/herald-postgres-" + stableHash(directory)
+                do {
+                    try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                } catch {
+                    throw PostgresError("cannot create the PostgreSQL folder \(directory): \(error.localizedDescription)")
+                }
+            }
+            _ = try run(["/bin/chown", "-R", "postgres", directory], asPostgres: false)
+        }
+        let data = directory + "/data"
         if !fm.fileExists(atPath: data + "/PG_VERSION") {
             _ = try run([bin + "/initdb", "-D", data, "-U", "herald", "-A", "trust", "-E", "UTF8", "--no-sync"],
                         asPostgres: asRoot, log: directory + "/initdb.log")
         }
         let chosenPort: Int
         if let port { chosenPort = port } else { chosenPort = try freePort() }
-        var options = ["-p \(chosenPort)", "-k \(directory)", "-c listen_addresses=127.0.0.1", "-c max_connections=200"]
+        // A Unix socket path has a limit of 107 bytes; a deep folder uses /tmp for the socket.
+        let socketDirectory = (directory + "/.s.PGSQL.\(chosenPort)").utf8.count < 100 ? directory : "/tmp"
+        var options = ["-p \(chosenPort)", "-k \(socketDirectory)", "-c listen_addresses=127.0.0.1", "-c max_connections=200"]
         if !durable { options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"] }
         for (key, value) in settings.sorted(by: { $0.key < $1.key }) { options.append("-c \(key)=\(value)") }
         // A server left running by an earlier process in this folder is stopped first.
@@ -64,6 +79,13 @@ public final class LocalCluster: @unchecked Sendable {
     public func stop() throws(PostgresError) {
         let bin = try Self.binaries()
         _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"], asPostgres: getuid() == 0)
+    }
+
+    /// FNV-1a of a path, as 16 hex digits: the same folder maps to the same fallback folder.
+    static func stableHash(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return String(hash, radix: 16)
     }
 
     public static func freePort() throws(PostgresError) -> Int {

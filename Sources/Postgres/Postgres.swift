@@ -103,11 +103,27 @@ public final class PGConnection: @unchecked Sendable {
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
     }
 
-    /// The URL with any password replaced, for messages.
+    /// The connection string with any password replaced, for messages: the URL form's
+    /// user:password@, a ?password= parameter, and the keyword form's password=...
     public static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "***"
-        return components.string ?? url
+        var text = url
+        if var components = URLComponents(string: url), components.scheme != nil, components.password != nil {
+            components.password = "***"
+            text = components.string ?? url
+        }
+        var result = ""
+        var rest = Substring(text)
+        while let range = rest.range(of: "password=", options: .caseInsensitive) {
+            result += rest[..<range.upperBound] + "***"
+            rest = rest[range.upperBound...]
+            if rest.first == "'" {
+                rest = rest.dropFirst()
+                rest = rest.drop { $0 != "'" }.dropFirst()
+            } else {
+                rest = rest.drop { $0 != " " && $0 != "&" }
+            }
+        }
+        return result + rest
     }
 
     public var isHealthy: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }

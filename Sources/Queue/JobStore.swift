@@ -84,7 +84,7 @@ public struct RecordSummary: Sendable, Equatable {
 /// statement records a batch. One JobStore per connection.
 public final class JobStore: @unchecked Sendable {
     public let connection: PGConnection
-    /// Who holds a lease (host:pid), stored in herald.jobs.locked_by.
+    /// Who holds a lease (host:pid:random), stored in herald.jobs.locked_by.
     public let workerID: String
     /// Seconds finished jobs stay in herald.jobs; 0 deletes them when they finish.
     public let retention: Double
@@ -95,8 +95,9 @@ public final class JobStore: @unchecked Sendable {
         self.retention = retention
     }
 
+    /// `host:pid:random`: the random part keeps two containers that share a host name and a pid apart.
     public static func defaultWorkerID() -> String {
-        "\(ProcessInfo.processInfo.hostName):\(getpid())"
+        "\(ProcessInfo.processInfo.hostName):\(getpid()):\(String(UInt32.random(in: 0...UInt32.max), radix: 16))"
     }
 
     /// A text[] parameter value (PostgreSQL array literal, every element quoted).
@@ -152,7 +153,7 @@ public final class JobStore: @unchecked Sendable {
 
     static let recordSQL = """
         WITH input AS (
-            SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text)
+            SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int)
         ),
         finished AS (
             UPDATE herald.jobs j
@@ -162,12 +163,12 @@ public final class JobStore: @unchecked Sendable {
                 errors = CASE WHEN i.err IS NULL THEN j.errors
                          ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
             FROM input i
-            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND $3::float8 > 0
+            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND (i.att IS NULL OR j.attempts = i.att) AND $3::float8 > 0
             RETURNING j.id
         ),
         removed AS (
             DELETE FROM herald.jobs j USING input i
-            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND $3::float8 <= 0
+            WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND (i.att IS NULL OR j.attempts = i.att) AND $3::float8 <= 0
             RETURNING j.id
         ),
         retried AS (
@@ -176,7 +177,7 @@ public final class JobStore: @unchecked Sendable {
                 last_error = i.err,
                 errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
             FROM input i
-            WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2
+            WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2 AND (i.att IS NULL OR j.attempts = i.att)
             RETURNING j.id
         ),
         released AS (
@@ -184,12 +185,12 @@ public final class JobStore: @unchecked Sendable {
             SET state = 'available', attempts = greatest(j.attempts - 1, 0), locked_until = NULL, locked_by = NULL,
                 run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
             FROM input i
-            WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2
+            WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2 AND (i.att IS NULL OR j.attempts = i.att)
             RETURNING j.id
         ),
         dead AS (
             DELETE FROM herald.jobs j USING input i
-            WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2
+            WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND (i.att IS NULL OR j.attempts = i.att)
             RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
                 j.created_at, i.err,
                 j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
@@ -210,6 +211,18 @@ public final class JobStore: @unchecked Sendable {
                (SELECT count(*) FROM released), (SELECT count(*) FROM lettered), (SELECT count(*) FROM ledger)
         """
 
+    /// An error text as PostgreSQL can store it: no NUL (jsonb and text refuse it), no other
+    /// control characters but newline and tab, at most 2,000 characters.
+    public static func clean(_ text: String) -> String {
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars.prefix(2000) {
+            if scalar.value < 0x20 && scalar != "\n" && scalar != "\t" { scalars.append(" ") }
+            else if scalar.value == 0x7F { scalars.append(" ") }
+            else { scalars.append(scalar) }
+        }
+        return String(scalars)
+    }
+
     static let pruneHookSQL = """
         SELECT count(herald.prune_token(x.token, x.err, x.id))
         FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, token text, err text)
@@ -219,7 +232,9 @@ public final class JobStore: @unchecked Sendable {
     /// device-group changes, in one transaction. Outcomes for jobs whose lease this worker lost
     /// are ignored (another worker holds them now).
     @discardableResult
-    public func record(_ outcomes: [JobOutcome], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
+    /// `attempts` (job id to the attempt that was claimed) makes an outcome apply only to that
+    /// claim, not to a later claim of the same job by this worker.
+    public func record(_ outcomes: [JobOutcome], attempts: [Int: Int] = [:], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
         guard !outcomes.isEmpty else { return RecordSummary() }
         var rows: [JSONValue] = []
         var prunes: [JSONValue] = []
@@ -228,21 +243,22 @@ public final class JobStore: @unchecked Sendable {
         for outcome in outcomes {
             var row = JSONObject()
             row["id"] = .number(String(outcome.id))
+            if let attempt = attempts[outcome.id] { row["att"] = .number(String(attempt)) }
             switch outcome {
             case .completed(_, let name, let group):
                 row["a"] = .string("complete")
-                if let name { row["name"] = .string(name) }
+                if let name { row["name"] = .string(Self.clean(name)) }
                 if let group { groups.append(group) }
             case .retry(_, let error, let delay):
-                row["a"] = .string("retry"); row["err"] = .string(error); row["delay"] = .number(String(max(0, delay)))
+                row["a"] = .string("retry"); row["err"] = .string(Self.clean(error)); row["delay"] = .number(String(max(0, delay)))
             case .dead(_, let reason):
-                row["a"] = .string("dead"); row["err"] = .string(reason)
+                row["a"] = .string("dead"); row["err"] = .string(Self.clean(reason))
             case .discarded(_, let reason):
-                row["a"] = .string("discard"); row["err"] = .string(reason)
+                row["a"] = .string("discard"); row["err"] = .string(Self.clean(reason))
             case .pruned(let id, let token, let reason):
-                row["a"] = .string("prune"); row["err"] = .string(reason); row["token"] = .string(token)
+                row["a"] = .string("prune"); row["err"] = .string(Self.clean(reason)); row["token"] = .string(token)
                 var hook = JSONObject()
-                hook["id"] = .number(String(id)); hook["token"] = .string(token); hook["err"] = .string(reason)
+                hook["id"] = .number(String(id)); hook["token"] = .string(token); hook["err"] = .string(Self.clean(reason))
                 prunes.append(.object(hook))
             case .released(_, let delay):
                 row["a"] = .string("release"); row["delay"] = .number(String(max(0, delay)))

@@ -19,7 +19,10 @@ final class StoreLoop {
     let stop: Flag
     let log: Logger
     private(set) var recorded = 0
-    private var leader = false
+    /// When this process became the maintenance leader (nil: it is not).
+    private var leaderSince: Double?
+    /// The attempt of every job handed to the sender and not yet recorded.
+    private var attempts: [Int: Int] = [:]
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger) {
@@ -40,6 +43,7 @@ final class StoreLoop {
         var databaseDown = false
         var nextReconnect = 0.0
         var reconnectDelay = 0.5
+        var stopSeenAt: Double? = nil
         // Claim when told (NOTIFY), while claims keep finding work, and otherwise every poll interval.
         var notified = true
         var lastClaimFoundWork = true
@@ -53,10 +57,22 @@ final class StoreLoop {
             outstanding -= arrived.count
             pending += arrived
             let now = Date().timeIntervalSince1970
+            if stop.isSet {
+                if stopSeenAt == nil { stopSeenAt = now }
+                if sender.finished.isSet {
+                    // Claimed while the stop came in, never seen by the sender: back, uncounted.
+                    let unsent = inbox.take()
+                    outstanding -= unsent.count
+                    pending += unsent.map { JobOutcome.released(id: $0.id) }
+                    if let seen = stopSeenAt, databaseDown, now > seen + configuration.shutdownTimeout {
+                        log.error("PostgreSQL is still unavailable; exiting with \(pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
+                        return 1
+                    }
+                }
+            }
 
             if databaseDown {
                 if now < nextReconnect {
-                    if stop.isSet && sender.finished.isSet && now > nextReconnect + configuration.shutdownTimeout { return 1 }
                     _ = waitReadable(outbox.fileDescriptor, milliseconds: 100)
                     continue
                 }
@@ -64,7 +80,7 @@ final class StoreLoop {
                     try connection.reconnect()
                     listen()
                     databaseDown = false
-                    leader = false
+                    leaderSince = nil
                     reconnectDelay = 0.5
                     log.info("reconnected to PostgreSQL; \(pending.count) outcomes to record")
                 } catch {
@@ -77,15 +93,20 @@ final class StoreLoop {
 
             do {
                 if !pending.isEmpty {
-                    let summary = try store.record(pending) { self.log.warning($0) }
-                    if summary.stale > 0 {
-                        log.warning("\(summary.stale) outcomes were for jobs whose lease had run out (another worker took them)")
-                    }
-                    recorded += pending.count
+                    try recordAll(pending)
                     pending.removeAll(keepingCapacity: true)
                 }
-                if stop.isSet && sender.finished.isSet && outbox.count == 0 && outstanding <= 0 {
+                if stop.isSet && sender.finished.isSet && outbox.count == 0 && inbox.count == 0 && outstanding <= 0 {
                     return 0
+                }
+                if now - lastMaintenance >= max(0.5, min(configuration.leaseSeconds / 4, 15)) {
+                    lastMaintenance = now
+                    do {
+                        try maintain(now: now)
+                    } catch {
+                        if !connection.isHealthy { throw error }
+                        log.warning("maintenance failed: \(error)")
+                    }
                 }
 
                 var claimedFull = false
@@ -98,6 +119,7 @@ final class StoreLoop {
                     lastClaimFoundWork = !jobs.isEmpty
                     if jobs.isEmpty { lastEmptyClaim = now }
                     if !jobs.isEmpty {
+                        for job in jobs { attempts[job.id] = job.attempt }
                         outstanding += jobs.count
                         inbox.put(jobs)
                         claimedFull = jobs.count == limit
@@ -108,11 +130,6 @@ final class StoreLoop {
                             inbox.signal()
                         }
                     }
-                }
-
-                if now - lastMaintenance >= max(0.5, min(configuration.leaseSeconds / 4, 15)) {
-                    lastMaintenance = now
-                    try maintain()
                 }
 
                 if claimedFull && configuration.concurrency - outstanding >= threshold { continue }
@@ -128,6 +145,49 @@ final class StoreLoop {
         }
     }
 
+    /// Records a batch; the attempt each outcome belongs to guards against applying it to a
+    /// later claim of the same job. When the batch fails on a healthy connection (one outcome
+    /// the database refuses), records them one by one so one bad outcome cannot hold up the
+    /// others, and turns a refused one into a plain retry.
+    private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
+        let guards = outcomes.compactMap { outcome in attempts[outcome.id].map { (outcome.id, $0) } }
+        let attemptOf = Dictionary(guards, uniquingKeysWith: { a, _ in a })
+        do {
+            note(try store.record(outcomes, attempts: attemptOf) { self.log.warning($0) })
+        } catch {
+            guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
+            log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
+            for outcome in outcomes {
+                do {
+                    note(try store.record([outcome], attempts: attemptOf) { self.log.warning($0) })
+                } catch {
+                    guard connection.isHealthy else { throw error }
+                    let fallback = JobOutcome.retry(id: outcome.id, error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60)
+                    do {
+                        note(try store.record([fallback], attempts: attemptOf) { self.log.warning($0) })
+                        log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
+                    } catch {
+                        guard connection.isHealthy else { throw error }
+                        log.error("job \(outcome.id): cannot record any outcome (\(error)); it comes back when its lease runs out")
+                    }
+                }
+            }
+        }
+        for outcome in outcomes { attempts[outcome.id] = nil }
+        recorded += outcomes.count
+    }
+
+    private func isFallback(_ outcome: JobOutcome) -> Bool {
+        if case .retry(_, let error, _) = outcome { return error.hasPrefix("herald could not record") }
+        return false
+    }
+
+    private func note(_ summary: RecordSummary) {
+        if summary.stale > 0 {
+            log.warning("\(summary.stale) outcomes were for jobs whose lease had run out (another worker took them)")
+        }
+    }
+
     private func listen() {
         do {
             try connection.listen("herald_jobs")
@@ -136,11 +196,16 @@ final class StoreLoop {
         }
     }
 
-    private func maintain() throws(PostgresError) {
-        if !leader {
-            leader = try connection.query("SELECT pg_try_advisory_lock($1)", [.int(Self.maintenanceLockKey)]).bool(0, 0) ?? false
+    private func maintain(now: Double) throws(PostgresError) {
+        if leaderSince == nil {
+            if try connection.query("SELECT pg_try_advisory_lock($1)", [.int(Self.maintenanceLockKey)]).bool(0, 0) ?? false {
+                leaderSince = now
+            }
         }
-        guard leader else { return }
+        guard let since = leaderSince else { return }
+        // A new leader (after a start, or a PostgreSQL outage that dropped the old one) waits one
+        // lease before taking leases back, so workers that are reconnecting can record first.
+        guard now - since >= configuration.leaseSeconds else { return }
         let rescued = try store.rescueExpiredLeases()
         if rescued > 0 { log.info("took back \(rescued) jobs whose lease ran out (their worker stopped)") }
         var purged = 0

@@ -21,10 +21,15 @@ public final class Supervisor {
     let environment: [String: String]
     let drain: Bool
     let log: Logger
+    /// After SIGTERM, how long workers may take before they are killed.
+    let stopGrace: Double
     private var children: [pid_t: Int] = [:]
+    private var startedAt: [Int: Double] = [:]
 
     /// `arguments` are passed to every worker (argv[1...]); `environment` is added to ours.
-    public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger) {
+    public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger,
+                stopGrace: Double = 45) {
+        self.stopGrace = stopGrace
         self.processes = max(1, processes)
         self.arguments = arguments
         self.environment = environment
@@ -48,10 +53,15 @@ public final class Supervisor {
         return set
     }
 
-    /// In a worker process: ask for SIGTERM when the supervisor dies.
+    /// In a worker process: ask for SIGTERM when the supervisor dies (and stop at once if it
+    /// already has). The supervisor's pid comes in HERALD_SUPERVISOR_PID, so a supervisor that
+    /// is itself pid 1 (a container's entry point) is not mistaken for a dead one.
     public static func adoptParentDeathSignal() {
         _ = herald_set_parent_death_signal(SIGTERM)
-        if getppid() == 1 { kill(getpid(), SIGTERM) }
+        if let expected = ProcessInfo.processInfo.environment["HERALD_SUPERVISOR_PID"].flatMap({ pid_t($0) }),
+           getppid() != expected {
+            kill(getpid(), SIGTERM)
+        }
     }
 
     public func run() -> Report {
@@ -61,11 +71,17 @@ public final class Supervisor {
         var failures = Array(repeating: 0, count: processes)
         var restartAt: [Int: Double] = [:]
         var finalStatus: Int32 = 0
+        var killAt: Double? = nil
         for slot in 0..<processes where !spawn(slot: slot) { restartAt[slot] = Date().timeIntervalSince1970 + 5 }
         var set = Self.signalSet()
 
         while !children.isEmpty || (!stopping && !restartAt.isEmpty) {
             let now = Date().timeIntervalSince1970
+            if let deadline = killAt, now >= deadline {
+                log.error("\(children.count) worker processes did not stop within \(Int(stopGrace)) s; killing them")
+                for pid in children.keys { kill(pid, SIGKILL) }
+                killAt = nil
+            }
             for (slot, at) in restartAt where at <= now && !stopping {
                 restartAt[slot] = nil
                 restarts += 1
@@ -78,6 +94,7 @@ public final class Supervisor {
                 if !stopping { log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping \(children.count) worker processes") }
                 stopping = true
                 restartAt.removeAll()
+                if killAt == nil { killAt = now + stopGrace }
                 for pid in children.keys { kill(pid, signal) }
             }
             // Reap every child that exited (SIGCHLD may coalesce).
@@ -108,9 +125,12 @@ public final class Supervisor {
                     finalStatus = Int32(code)
                     stopping = true
                     restartAt.removeAll()
+                    if killAt == nil { killAt = Date().timeIntervalSince1970 + stopGrace }
                     for other in children.keys { kill(other, SIGTERM) }
                     continue
                 }
+                // A worker that ran healthily for a while starts its backoff afresh.
+                if Date().timeIntervalSince1970 - (startedAt[slot] ?? 0) > 60 { failures[slot] = 0 }
                 failures[slot] += 1
                 let delay = min(30, pow(2, Double(failures[slot] - 1)))
                 log.error("worker \(pid) \(exited ? "exited with status \(code)" : "was killed by signal \(status & 0x7f)"); restarting it in \(Int(delay)) s")
@@ -125,6 +145,7 @@ public final class Supervisor {
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         env["HERALD_WORKER_CHILD"] = "1"
+        env["HERALD_SUPERVISOR_PID"] = String(getpid())
         let argv = [executable] + arguments
         let envp = env.map { "\($0.key)=\($0.value)" }
         var attributes = posix_spawnattr_t()
@@ -147,6 +168,7 @@ public final class Supervisor {
             return false
         }
         children[pid] = slot
+        startedAt[slot] = Date().timeIntervalSince1970
         log.debug("started worker process \(pid)")
         return true
     }

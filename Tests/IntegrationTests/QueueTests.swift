@@ -156,6 +156,16 @@ import TestSupport
             #expect(j[0, 0] == "available" && j.int(0, 1) == 0 && j[0, 2] == "d")
             #expect(try c.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) == 0)
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.retry_dead_letter(987654)") }
+
+            // A dead letter whose dedupe_key is pending again is kept, not dropped.
+            let keyed = try c.query("SELECT herald.enqueue('{\"token\":\"k\"}', dedupe_key => 'welcome-1')").int(0, 0)!
+            let held = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            #expect(held.contains { $0.id == keyed })
+            try store.record([.dead(id: keyed, reason: "INVALID_ARGUMENT: x")])
+            let letter = try c.query("SELECT id FROM herald.dead_letters WHERE job_id = $1", [.int(keyed)]).int(0, 0)!
+            _ = try c.query("SELECT herald.enqueue('{\"token\":\"k2\"}', dedupe_key => 'welcome-1')")
+            #expect(throws: PostgresError.self) { try c.query("SELECT herald.retry_dead_letter($1)", [.int(letter)]) }
+            #expect(try c.query("SELECT count(*) FROM herald.dead_letters WHERE id = $1", [.int(letter)]).int(0, 0) == 1)
         }
     }
 
@@ -190,6 +200,25 @@ import TestSupport
             let stale = try dying.record([.completed(id: id, messageName: "late")])
             #expect(stale.stale == 1 && stale.finished == 0)
             #expect(try c.query("SELECT state, locked_by FROM herald.jobs")[0, 1] == "healthy")
+        }
+    }
+
+    @Test func anOutcomeAppliesOnlyToTheClaimItBelongsTo() throws {
+        try withDatabase { c, _ in
+            let id = try enqueue(c)
+            let store = JobStore(connection: c, workerID: "same-worker")
+            let first = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 0.2).first)
+            #expect(waitUntil(timeout: 10) { (try? store.rescueExpiredLeases()) == 1 })
+            let second = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            #expect(second.attempt == first.attempt + 1)
+            // The first claim's late answer does not settle the second claim.
+            let late = try store.record([.completed(id: id, messageName: "late")], attempts: [id: first.attempt])
+            #expect(late.stale == 1)
+            #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "running")
+            let current = try store.record([.retry(id: id, error: "INTERNAL: nul\u{0}byte", delay: 0)], attempts: [id: second.attempt])
+            #expect(current.retried == 1)
+            #expect(try c.query("SELECT last_error FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "INTERNAL: nul byte",
+                    "a NUL byte in an error cannot block recording")
         }
     }
 

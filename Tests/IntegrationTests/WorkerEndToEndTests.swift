@@ -151,7 +151,7 @@ struct WorkerStack {
         // Mid-run: some delivered, many still queued.
         #expect(waitUntil(timeout: 60) { stack.emulator.deliveredMessages().count >= 300 })
         let holder = try stack.connection.query("SELECT locked_by FROM herald.jobs WHERE state = 'running' AND locked_by IS NOT NULL LIMIT 1")
-        let pid = try #require(holder[0, 0].flatMap { Int32($0.split(separator: ":").last!) })
+        let pid = try #require(holder[0, 0].flatMap { Int32($0.split(separator: ":").dropLast().last!) })
         #expect(pid != worker.pid, "the job is held by a worker process, not the supervisor")
         kill(pid, SIGKILL)
         // The supervisor starts another worker, which takes the dead one's leases back when they expire.

@@ -19,6 +19,12 @@ public final class AccessTokenProvider: @unchecked Sendable {
         var lifetime: Double = 0
         var renewals = 0
         var client: HTTPClient?
+        /// A renewal runs on a background thread while the cached token still serves.
+        var renewing = false
+        /// After a failed fetch, callers get `lastError` at once until then (no pile-up of
+        /// blocking fetches against a token endpoint that is down).
+        var failedUntil = Date.distantPast
+        var lastError: AuthError?
     }
 
     /// `caFile` is trusted for an https `token_uri`; `now` is injectable for tests.
@@ -30,37 +36,91 @@ public final class AccessTokenProvider: @unchecked Sendable {
         self.now = now
     }
 
-    /// `Bearer <token>`, from the cache while more than 5 minutes (or 10 % of the token's
-    /// lifetime, whichever is smaller) remain, else freshly fetched.
+    /// `Bearer <token>`. From the cache while more than 5 minutes (or 10 % of the token's
+    /// lifetime, whichever is smaller) remain. Inside that window the cached token is still
+    /// returned and one renewal runs in the background; only in the last minute (or 7.5 % of the
+    /// lifetime), or with no token at all, does the caller wait for a fetch. A failed fetch is
+    /// remembered for 2 seconds, so a token endpoint that is down costs one wait, not one per job.
     public func authorizationHeader() throws(AuthError) -> String {
         let result: Result<String, AuthError> = state.withLock { state in
             let moment = now()
             if let header = state.header {
-                let margin = min(300, state.lifetime * 0.1)
-                if state.expiresAt.timeIntervalSince(moment) > margin { return .success(header) }
+                let remaining = state.expiresAt.timeIntervalSince(moment)
+                if remaining > min(300, state.lifetime * 0.1) { return .success(header) }
+                if remaining > min(60, state.lifetime * 0.075) {
+                    if !state.renewing && state.failedUntil <= moment {
+                        state.renewing = true
+                        startBackgroundRenewal()
+                    }
+                    return .success(header)
+                }
+            }
+            if state.failedUntil > moment {
+                // A fetch just failed: keep using a token that is still valid, else say why.
+                if let header = state.header, state.expiresAt.timeIntervalSince(moment) > 1 { return .success(header) }
+                if let error = state.lastError { return .failure(error) }
             }
             do throws(AuthError) {
-                if state.client == nil {
-                    var configuration = HTTPClientConfiguration()
-                    configuration.caFile = caFile
-                    configuration.maxConnections = 1
-                    do {
-                        state.client = try HTTPClient(configuration: configuration)
-                    } catch {
-                        throw AuthError("cannot create an HTTP client for the token endpoint \(account.tokenURI): \(error)")
-                    }
-                }
-                let (token, lifetime) = try fetch(client: state.client!, at: moment)
-                state.header = "Bearer " + token
-                state.lifetime = lifetime
-                state.expiresAt = moment.addingTimeInterval(lifetime)
-                state.renewals += 1
+                let (token, lifetime) = try fetch(client: try client(&state), at: moment)
+                store(&state, token: token, lifetime: lifetime, at: moment)
                 return .success("Bearer " + token)
             } catch {
+                state.failedUntil = moment.addingTimeInterval(2)
+                state.lastError = error
                 return .failure(error)
             }
         }
         return try result.get()
+    }
+
+    private func client(_ state: inout State) throws(AuthError) -> HTTPClient {
+        if let client = state.client { return client }
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = caFile
+        configuration.maxConnections = 1
+        configuration.connectTimeoutMilliseconds = 5_000
+        configuration.requestTimeoutMilliseconds = 15_000
+        do {
+            let client = try HTTPClient(configuration: configuration)
+            state.client = client
+            return client
+        } catch {
+            throw AuthError("cannot create an HTTP client for the token endpoint \(account.tokenURI): \(error)")
+        }
+    }
+
+    private func store(_ state: inout State, token: String, lifetime: Double, at moment: Date) {
+        state.header = "Bearer " + token
+        state.lifetime = lifetime
+        state.expiresAt = moment.addingTimeInterval(lifetime)
+        state.renewals += 1
+        state.failedUntil = .distantPast
+        state.lastError = nil
+    }
+
+    private func startBackgroundRenewal() {
+        let thread = Thread { [self] in
+            let moment = now()
+            let outcome: Result<(String, Double), AuthError>
+            do throws(AuthError) {
+                let client = try state.withLock { (state) throws(AuthError) -> HTTPClient in try self.client(&state) }
+                outcome = .success(try fetch(client: client, at: moment))
+            } catch {
+                outcome = .failure(error)
+            }
+            state.withLock { state in
+                state.renewing = false
+                switch outcome {
+                case .success(let (token, lifetime)):
+                    store(&state, token: token, lifetime: lifetime, at: moment)
+                case .failure(let error):
+                    state.failedUntil = moment.addingTimeInterval(2)
+                    state.lastError = error
+                }
+            }
+        }
+        thread.name = "herald-oauth2"
+        thread.start()
     }
 
     /// After a 401: forgets the cached token if it is still `header`, so concurrent 401s for the

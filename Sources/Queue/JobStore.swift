@@ -330,6 +330,18 @@ public final class JobStore: @unchecked Sendable {
         return result.affectedRows
     }
 
+    /// Extends the leases of jobs this worker still holds (a heartbeat for requests that take
+    /// long, so a healthy worker's job is never taken back). Returns how many were extended.
+    @discardableResult
+    public func extendLeases(ids: [Int], leaseSeconds: Double) throws(PostgresError) -> Int {
+        guard !ids.isEmpty else { return 0 }
+        let result = try connection.query("""
+            UPDATE herald.jobs SET locked_until = now() + make_interval(secs => $3::float8)
+            WHERE id = ANY ($1::bigint[]) AND state = 'running' AND locked_by = $2
+            """, [.text("{" + ids.map(String.init).joined(separator: ",") + "}"), .text(workerID), .double(leaseSeconds)])
+        return result.affectedRows
+    }
+
     /// Deletes up to `batch` finished jobs older than the retention period. Returns how many.
     @discardableResult
     public func deleteFinished(batch: Int = 10_000) throws(PostgresError) -> Int {

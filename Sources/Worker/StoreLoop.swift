@@ -23,6 +23,8 @@ final class StoreLoop {
     private var leaderSince: Double?
     /// The attempt of every job handed to the sender and not yet recorded.
     private var attempts: [Int: Int] = [:]
+    /// When each of those was claimed (or its lease last extended).
+    private var leasedAt: [Int: Double] = [:]
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger) {
@@ -101,6 +103,12 @@ final class StoreLoop {
                 }
                 if now - lastMaintenance >= max(0.5, min(configuration.leaseSeconds / 4, 15)) {
                     lastMaintenance = now
+                    // Jobs held for a third of their lease (a slow FCM, a long token renewal) keep it.
+                    let old = leasedAt.filter { now - $0.value >= configuration.leaseSeconds / 3 }.map(\.key)
+                    if !old.isEmpty {
+                        try store.extendLeases(ids: old, leaseSeconds: configuration.leaseSeconds)
+                        for id in old { leasedAt[id] = now }
+                    }
                     do {
                         try maintain(now: now)
                     } catch {
@@ -119,7 +127,10 @@ final class StoreLoop {
                     lastClaimFoundWork = !jobs.isEmpty
                     if jobs.isEmpty { lastEmptyClaim = now }
                     if !jobs.isEmpty {
-                        for job in jobs { attempts[job.id] = job.attempt }
+                        for job in jobs {
+                            attempts[job.id] = job.attempt
+                            leasedAt[job.id] = now
+                        }
                         outstanding += jobs.count
                         inbox.put(jobs)
                         claimedFull = jobs.count == limit
@@ -173,7 +184,10 @@ final class StoreLoop {
                 }
             }
         }
-        for outcome in outcomes { attempts[outcome.id] = nil }
+        for outcome in outcomes {
+            attempts[outcome.id] = nil
+            leasedAt[outcome.id] = nil
+        }
         recorded += outcomes.count
     }
 

@@ -181,6 +181,18 @@ struct WorkerStack {
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts = 0") == 500 - completed)
     }
 
+    @Test func slowAnswersKeepTheirLeaseAndAreNotSentTwice() throws {
+        // Each answer takes longer than the lease: the worker extends the leases it holds.
+        let stack = try WorkerStack(latencyMilliseconds: 3000)
+        defer { stack.close() }
+        try stack.enqueue(50, prefix: "slow-")
+        let run = try stack.work(["--drain", "--processes", "2", "--lease", "2", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND attempts = 1") == 50)
+        #expect(stack.emulator.deliveredMessages().count == 50, "no lease ran out, so nothing was sent twice")
+        #expect(!run.output.contains("took back"))
+    }
+
     @Test func badCredentialsStopStartUpNamingTheFile() throws {
         let stack = try WorkerStack()
         defer { stack.close() }

@@ -89,7 +89,13 @@ public final class JobStore: @unchecked Sendable {
     /// Seconds finished jobs stay in herald.jobs; 0 deletes them when they finish.
     public let retention: Double
 
-    public init(connection: PGConnection, workerID: String = JobStore.defaultWorkerID(), retention: Double = 86_400) {
+    /// The FCM project this worker sends for: claims wait while herald.sender_pauses holds it
+    /// back (nil: no such check, e.g. the PostgreSQL ceiling benchmark).
+    public var projectID: String?
+
+    public init(connection: PGConnection, workerID: String = JobStore.defaultWorkerID(), retention: Double = 86_400,
+                projectID: String? = nil) {
+        self.projectID = projectID
         self.connection = connection
         self.workerID = workerID
         self.retention = retention
@@ -112,6 +118,8 @@ public final class JobStore: @unchecked Sendable {
         WITH picked AS (
             SELECT id FROM herald.jobs
             WHERE state = 'available' AND run_at <= now() AND ($1::text[] IS NULL OR queue = ANY ($1::text[]))
+              AND ($5::text IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM herald.sender_pauses p WHERE p.project_id = $5::text AND p.paused_until > now()))
             ORDER BY priority, run_at, id
             LIMIT $2
             FOR UPDATE SKIP LOCKED
@@ -134,7 +142,7 @@ public final class JobStore: @unchecked Sendable {
     /// run_at, into `running` under a lease of `leaseSeconds`.
     public func claim(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> [ClaimedJob] {
         let result = try connection.query(Self.claimSQL, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
-                                                          .double(leaseSeconds), .text(workerID)])
+                                                          .double(leaseSeconds), .text(workerID), projectID.map { .text($0) }])
         var jobs: [ClaimedJob] = []
         jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
@@ -328,6 +336,16 @@ public final class JobStore: @unchecked Sendable {
             WHERE state = 'running' AND locked_until < now()
             """)
         return result.affectedRows
+    }
+
+    /// Holds back every worker of `projectID` for `seconds` (a project or topic quota answer).
+    public func pauseProject(_ projectID: String, seconds: Double, reason: String) throws(PostgresError) {
+        try connection.query("""
+            INSERT INTO herald.sender_pauses (project_id, paused_until, reason)
+            VALUES ($1, now() + make_interval(secs => $2::float8), $3)
+            ON CONFLICT (project_id) DO UPDATE
+            SET paused_until = greatest(herald.sender_pauses.paused_until, excluded.paused_until), reason = excluded.reason
+            """, [.text(projectID), .double(seconds), .text(Self.clean(reason))])
     }
 
     /// Extends the leases of jobs this worker still holds (a heartbeat for requests that take

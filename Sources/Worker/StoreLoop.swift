@@ -27,10 +27,10 @@ final class StoreLoop {
     private var leasedAt: [Int: Double] = [:]
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger) {
+         outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger, projectID: String) {
         self.configuration = configuration
         self.connection = connection
-        self.store = JobStore(connection: connection, retention: configuration.retentionSeconds)
+        self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
         self.inbox = inbox
         self.outbox = outbox
         self.sender = sender
@@ -46,6 +46,7 @@ final class StoreLoop {
         var nextReconnect = 0.0
         var reconnectDelay = 0.5
         var stopSeenAt: Double? = nil
+        var sharedPause = 0.0
         // Claim when told (NOTIFY), while claims keep finding work, and otherwise every poll interval.
         var notified = true
         var lastClaimFoundWork = true
@@ -97,6 +98,12 @@ final class StoreLoop {
                 if !pending.isEmpty {
                     try recordAll(pending)
                     pending.removeAll(keepingCapacity: true)
+                }
+                // A quota answer holds back every worker of the project, through the database.
+                let pausedUntil = sender.pausedUntil
+                if pausedUntil > sharedPause + 0.5 && pausedUntil > now, let project = store.projectID {
+                    try store.pauseProject(project, seconds: pausedUntil - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
+                    sharedPause = pausedUntil
                 }
                 if stop.isSet && sender.finished.isSet && outbox.count == 0 && inbox.count == 0 && outstanding <= 0 {
                     return 0

@@ -63,7 +63,7 @@ public final class WorkerProcess: @unchecked Sendable {
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
                             inbox: inbox, outbox: outbox, stop: stop, log: log)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              sender: sender, stop: stop, log: log)
+                              sender: sender, stop: stop, log: log, projectID: account.projectID)
         log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let senderThread = Thread { sender.run() }
         senderThread.name = "herald-sender"

@@ -222,6 +222,20 @@ import TestSupport
         }
     }
 
+    @Test func aQuotaPauseHoldsBackEveryWorkerOfTheProject() throws {
+        try withDatabase { c, _ in
+            _ = try enqueue(c)
+            let other = JobStore(connection: c, workerID: "b", projectID: "project-a")
+            try JobStore(connection: c, workerID: "a", projectID: "project-a").pauseProject("project-a", seconds: 60, reason: "QUOTA_EXCEEDED")
+            #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the whole project waits")
+            #expect(try JobStore(connection: c, workerID: "c", projectID: "project-b").claim(queues: [], limit: 10, leaseSeconds: 60).count == 1,
+                    "another project's workers do not")
+            try c.query("UPDATE herald.sender_pauses SET paused_until = now() - interval '1 second'")
+            _ = try enqueue(c)
+            #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).count == 1, "and it ends")
+        }
+    }
+
     @Test func retentionZeroDeletesAtOnceAndOldFinishedJobsArePurged() throws {
         try withDatabase { c, _ in
             let a = try enqueue(c), b = try enqueue(c)

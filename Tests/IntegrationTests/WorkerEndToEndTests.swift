@@ -12,10 +12,11 @@ struct WorkerStack {
     let emulator: EmulatorServer
     let credentials: String
 
-    init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600) throws {
+    init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600, scenario: Scenario = Scenario()) throws {
         database = try TestDatabase.fresh()
         connection = try database.connect()
         var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        configuration.scenario = scenario
         configuration.latencyMilliseconds = latencyMilliseconds
         configuration.tokenLifetimeSeconds = tokenLifetimeSeconds
         emulator = EmulatorServer(configuration: configuration)
@@ -179,6 +180,22 @@ struct WorkerStack {
         #expect(completed > 0 && completed <= 100, "the requests in flight finished; nothing new was claimed")
         #expect(completed == stack.emulator.deliveredMessages().count)
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts = 0") == 500 - completed)
+    }
+
+    @Test func aProjectQuotaSlowsEveryWorkerAndLosesNothing() throws {
+        var scenario = Scenario()
+        scenario.quota = Scenario.Quota(perMinute: 6000, burst: 100)
+        let stack = try WorkerStack(scenario: scenario)
+        defer { stack.close() }
+        try stack.enqueue(300, prefix: "quota-")
+        let run = try stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2"], timeout: 240)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 300)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND last_error LIKE 'QUOTA_EXCEEDED%'") > 0,
+                "the quota was hit and retried")
+        #expect(try stack.count("SELECT count(*) FROM herald.sender_pauses WHERE project_id = 'e2e-project'") == 1,
+                "the pause was shared with the other worker")
+        #expect(Set(stack.emulator.deliveredMessages().map(\.target)).count == 300)
     }
 
     @Test func slowAnswersKeepTheirLeaseAndAreNotSentTwice() throws {

@@ -11,7 +11,8 @@ public enum Migrator {
 
     public static var migrations: [(name: String, sql: String)] { EmbeddedMigrations.all.map { ($0.name, $0.text) } }
 
-    /// Returns the names of the migrations it applied (empty when the database was current).
+    /// Returns the names of the migrations it applied (empty when the database was current);
+    /// `log` hears warnings (a migration whose recorded text differs from the embedded one).
     @discardableResult
     public static func migrate(_ connection: PGConnection, log: (String) -> Void = { _ in }) throws(PostgresError) -> [String] {
         try connection.query("SELECT pg_advisory_lock($1)", [.int(lockKey)])
@@ -46,7 +47,6 @@ public enum Migrator {
                 try? connection.execute("ROLLBACK")
                 throw PostgresError("migration \(migration.name) failed: \(error.message)", sqlState: error.sqlState)
             }
-            log("applied migration \(migration.name)")
             applied.append(migration.name)
         }
         try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])

@@ -71,6 +71,11 @@ struct WorkerStack {
         #expect(try stack.connection.query("SELECT fcm_message_name FROM herald.jobs WHERE message->>'token' = $1", [.text(token)])[0, 0] == sample.name)
         #expect((stack.emulator.statistics["http2_requests"]?.intValue ?? 0) >= 10_000, "sent over HTTP/2")
         #expect(stack.emulator.statistics["http1_requests"]?.intValue == 0)
+        // Multiplexed: many streams share a connection, never more than about 100 on one.
+        let perConnection = stack.emulator.statistics["peak_streams_per_connection"]?.intValue ?? 0
+        #expect(perConnection > 10 && perConnection <= 100, "peak streams per connection: \(perConnection)")
+        #expect((stack.emulator.statistics["connections_accepted"]?.intValue ?? 0) <= 4 * 3 + 4,
+                "a few connections per process (256 in flight / 100 streams), plus token requests")
     }
 
     @Test func everyOutcomeOfTheErrorTable() throws {

@@ -3,15 +3,15 @@ import Testing
 import FCM
 import JSON
 import Queue
+import TestSupport
 
 /// The Swift MessageValidator and herald.validate_message in PostgreSQL give the same answers:
 /// same descriptions, same order, for every case of the validation table, every seed example and
 /// a few thousand generated messages.
 ///
-/// Until the Queue branch's Migrator and the Postgres module land, this test talks to the
-/// database through `psql` (migrations applied with `-f`, JSON fed through `\set` from files, so
+/// This test talks to the database through `psql`, as an application's own tooling would (migrations applied with `-f`, JSON fed through `\set` from files, so
 /// no value is ever pasted into SQL text).
-@Suite(.enabled(if: AgreementDatabase.url != nil, "set HERALD_TEST_DATABASE_URL (see .ci/pg)"))
+@Suite(.enabled(if: AgreementDatabase.url != nil, "no PostgreSQL to test against (set HERALD_TEST_DATABASE_URL, see .ci/pg)"))
 struct ValidationAgreementTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -97,7 +97,8 @@ struct ValidationAgreementTests {
 
 /// A throwaway database holding migrations 001 and 020 and the embedded rules.
 struct AgreementDatabase {
-    static var url: String? { ProcessInfo.processInfo.environment["HERALD_TEST_DATABASE_URL"] }
+    /// HERALD_TEST_DATABASE_URL, or the private cluster the tests start when it is not set.
+    static var url: String? { try? TestDatabase.adminURL() }
 
     let adminURL: String
     let url: String

@@ -360,11 +360,21 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// `http://host:port` of a cleartext URL (lowercased), nil for anything else.
     static func cleartextOrigin(_ url: String) -> String? {
-        let lowered = url.lowercased()
-        guard lowered.hasPrefix("http://") else { return nil }
-        let rest = lowered.dropFirst("http://".count)
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return "http://" + authority
+        // Called for every request: bytes, not Characters, and no copy of the whole URL.
+        let bytes = url.utf8
+        let scheme = Array("http://".utf8)
+        guard bytes.count > scheme.count else { return nil }
+        var index = bytes.startIndex
+        for expected in scheme {
+            let byte = bytes[index]
+            guard byte == expected || (expected >= 0x61 && expected <= 0x7A && byte == expected - 0x20) else { return nil }
+            index = bytes.index(after: index)
+        }
+        var end = index
+        while end != bytes.endIndex, bytes[end] != UInt8(ascii: "/"), bytes[end] != UInt8(ascii: "?"), bytes[end] != UInt8(ascii: "#") {
+            end = bytes.index(after: end)
+        }
+        return "http://" + String(decoding: bytes[index..<end], as: UTF8.self).lowercased()
     }
 
     static func monotonicMilliseconds() -> UInt64 {

@@ -222,6 +222,11 @@ public final class JobStore: @unchecked Sendable {
     /// An error text as PostgreSQL can store it: no NUL (jsonb and text refuse it), no other
     /// control characters but newline and tab, at most 2,000 characters.
     public static func clean(_ text: String) -> String {
+        // Nearly every text is already fine (message names, FCM's messages): check bytes first.
+        let bytes = text.utf8
+        if bytes.count <= 2000 && !bytes.contains(where: { ($0 < 0x20 && $0 != 0x0A && $0 != 0x09) || $0 == 0x7F }) {
+            return text
+        }
         var scalars = String.UnicodeScalarView()
         for scalar in text.unicodeScalars.prefix(2000) {
             if scalar.value < 0x20 && scalar != "\n" && scalar != "\t" { scalars.append(" ") }
@@ -244,39 +249,47 @@ public final class JobStore: @unchecked Sendable {
     /// claim, not to a later claim of the same job by this worker.
     public func record(_ outcomes: [JobOutcome], attempts: [Int: Int] = [:], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
         guard !outcomes.isEmpty else { return RecordSummary() }
-        var rows: [JSONValue] = []
+        // The rows as JSON text, written directly: this runs for every job.
+        var rows = "["
+        rows.reserveCapacity(outcomes.count * 72)
         var prunes: [JSONValue] = []
         var groups: [GroupChange] = []
-        rows.reserveCapacity(outcomes.count)
-        for outcome in outcomes {
-            var row = JSONObject()
-            row["id"] = .number(String(outcome.id))
-            if let attempt = attempts[outcome.id] { row["att"] = .number(String(attempt)) }
+        func field(_ key: String, _ text: String) { rows += ",\"" + key + "\":" + JSONValue.quoted(Self.clean(text)) }
+        for (index, outcome) in outcomes.enumerated() {
+            if index > 0 { rows += "," }
+            rows += "{\"id\":" + String(outcome.id)
+            if let attempt = attempts[outcome.id] { rows += ",\"att\":" + String(attempt) }
             switch outcome {
             case .completed(_, let name, let group):
-                row["a"] = .string("complete")
-                if let name { row["name"] = .string(Self.clean(name)) }
+                rows += ",\"a\":\"complete\""
+                if let name { field("name", name) }
                 if let group { groups.append(group) }
             case .retry(_, let error, let delay):
-                row["a"] = .string("retry"); row["err"] = .string(Self.clean(error)); row["delay"] = .number(String(max(0, delay)))
+                rows += ",\"a\":\"retry\",\"delay\":" + String(max(0, delay))
+                field("err", error)
             case .dead(_, let reason):
-                row["a"] = .string("dead"); row["err"] = .string(Self.clean(reason))
+                rows += ",\"a\":\"dead\""
+                field("err", reason)
             case .discarded(_, let reason):
-                row["a"] = .string("discard"); row["err"] = .string(Self.clean(reason))
+                rows += ",\"a\":\"discard\""
+                field("err", reason)
             case .pruned(let id, let token, let reason):
-                row["a"] = .string("prune"); row["err"] = .string(Self.clean(reason)); row["token"] = .string(token)
+                rows += ",\"a\":\"prune\""
+                field("err", reason)
+                field("token", token)
                 var hook = JSONObject()
                 hook["id"] = .number(String(id)); hook["token"] = .string(token); hook["err"] = .string(Self.clean(reason))
                 prunes.append(.object(hook))
             case .released(_, let delay):
-                row["a"] = .string("release"); row["delay"] = .number(String(max(0, delay)))
+                rows += ",\"a\":\"release\",\"delay\":" + String(max(0, delay))
             }
-            rows.append(.object(row))
+            rows += "}"
         }
+        rows += "]"
         var summary = RecordSummary()
         try connection.execute("BEGIN")
         do {
-            let result = try connection.query(Self.recordSQL, [.text(JSONValue.array(rows).serialized), .text(workerID),
+            let result = try connection.query(Self.recordSQL, [.text(rows), .text(workerID),
                                                                .double(retention)])
             summary.finished = result.int(0, 0) ?? 0
             summary.retried = result.int(0, 1) ?? 0

@@ -203,31 +203,25 @@ final class Bench {
         self.log = log
         connection = try PGConnection(url: environment.databaseURL)
         ownDatabase = environment.cluster != nil
-        let schema = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
-        guard schema else {
+        guard try Administration.isMigrated(connection) else {
             throw UsageError("herald bench: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
         }
         if !ownDatabase {
-            let count = try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0
+            let count = try BenchmarkJobs.count(connection)
             guard count == 0 else {
                 throw UsageError("herald bench: herald.jobs at \(PGConnection.redacted(environment.databaseURL)) holds \(grouped(count)) jobs; the bench needs an empty queue (it would deliver and count them). Use an empty database, or unset DATABASE_URL to use a private one.")
             }
         }
-        baseID = try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0
+        baseID = try BenchmarkJobs.maxID(connection)
     }
 
     /// Empties the queue before a phase: TRUNCATE in the bench's own database; elsewhere only
     /// the bench's own jobs are deleted.
     func clear() throws {
-        if ownDatabase {
-            try connection.execute("TRUNCATE herald.jobs, herald.dead_letters")
-        } else {
-            try connection.query("DELETE FROM herald.jobs WHERE id > $1 AND message->>'token' LIKE 'bench-%'", [.int(baseID)])
-            try? connection.execute("VACUUM herald.jobs")
-        }
+        try BenchmarkJobs.clear(connection, ownDatabase: ownDatabase, afterID: baseID)
     }
 
-    func maxID() throws -> Int { try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0 }
+    func maxID() throws -> Int { try BenchmarkJobs.maxID(connection) }
 
     var workerArguments: [String] {
         ["work", "--concurrency", String(settings.concurrency), "--log-level", settings.workerLogLevel]
@@ -236,7 +230,7 @@ final class Bench {
     func runAll() throws -> BenchFigures {
         var figures = BenchFigures(settings: settings)
         figures.cores = ProcessInfo.processInfo.activeProcessorCount
-        figures.postgresVersion = try connection.query("SHOW server_version")[0, 0] ?? "?"
+        figures.postgresVersion = try BenchmarkJobs.serverVersion(connection)
         #if DEBUG
         figures.build = "debug"
         #else
@@ -275,12 +269,9 @@ final class Bench {
         guard report.status == 0 else { throw BenchError("the worker pool exited with status \(report.status); see the messages above") }
         figures.peakRSSBytes = max(figures.peakRSSBytes, report.peakRSSBytes)
 
-        let result = try connection.query("""
-            SELECT count(*) FILTER (WHERE state = 'completed'), extract(epoch FROM max(finished_at))::float8
-            FROM herald.jobs WHERE id > $1
-            """, [.int(before)])
-        figures.throughputCompleted = result.int(0, 0) ?? 0
-        guard let lastFinished = result.double(0, 1), let firstClaim else {
+        let result = try BenchmarkJobs.throughput(connection, afterID: before)
+        figures.throughputCompleted = result.completed
+        guard let lastFinished = result.lastFinished, let firstClaim else {
             throw BenchError("the throughput phase delivered nothing")
         }
         if figures.throughputCompleted != settings.jobs {
@@ -309,8 +300,14 @@ final class Bench {
         thread.start()
 
         var token = 1
-        // Let the workers start, connect and fetch their access tokens; then warm up at the same rate.
-        Thread.sleep(forTimeInterval: 1.0)
+        // Wait until every worker has started, connected and fetched its access token; then warm up at the same rate.
+        let readyBy = monotonicSeconds() + 30
+        while try Administration.connectedWorkers(connection) < processes {
+            if monotonicSeconds() > readyBy || report.value != nil {
+                throw BenchError("the worker pool of the latency phase did not start within 30 s; see the messages above")
+            }
+            Thread.sleep(forTimeInterval: 0.02)
+        }
         token += try offer(rate: settings.rate, seconds: 1.0, firstToken: token)
         let before = try maxID()
         let started = monotonicSeconds()
@@ -322,7 +319,7 @@ final class Bench {
         // Wait for them all to complete (or a generous timeout), then stop the pool.
         let deadline = monotonicSeconds() + 60 + settings.latencySeconds
         while monotonicSeconds() < deadline {
-            let done = try connection.query("SELECT count(*) FROM herald.jobs WHERE id > $1 AND state = 'completed'", [.int(before)]).int(0, 0) ?? 0
+            let done = try BenchmarkJobs.completed(connection, afterID: before)
             if done >= sent { break }
             if report.value != nil { break }
             Thread.sleep(forTimeInterval: 0.05)
@@ -334,18 +331,12 @@ final class Bench {
         }
         figures.peakRSSBytes = max(figures.peakRSSBytes, final.peakRSSBytes)
 
-        let result = try connection.query("""
-            SELECT count(*),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
-                   max(extract(epoch FROM finished_at - created_at)) * 1000
-            FROM herald.jobs WHERE id > $1 AND state = 'completed'
-            """, [.int(before)])
-        let completed = result.int(0, 0) ?? 0
+        let result = try BenchmarkJobs.latency(connection, afterID: before)
+        let completed = result.count
         if completed < sent { log.warning("latency: only \(completed) of \(sent) jobs completed; the percentiles cover those") }
-        figures.p50 = result.double(0, 1) ?? 0
-        figures.p99 = result.double(0, 2) ?? 0
-        figures.maxLatency = result.double(0, 3) ?? 0
+        figures.p50 = result.p50
+        figures.p99 = result.p99
+        figures.maxLatency = result.max
     }
 
     /// Enqueues `rate` jobs a second for `seconds`, one INSERT ... SELECT every 10 ms for the
@@ -427,12 +418,8 @@ final class Progress: Sendable {
     private func watch() throws {
         let connection = try PGConnection(url: url)
         while !stopping.value && firstClaim.value == nil {
-            let result = try connection.query("""
-                SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE state = 'running' AND id > $1)
-                    OR EXISTS (SELECT 1 FROM herald.jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND id > $1),
-                    extract(epoch FROM clock_timestamp())::float8
-                """, [.int(afterID)])
-            if result.bool(0, 0) == true { firstClaim.withLock { $0 = result.double(0, 1) } }
+            let result = try BenchmarkJobs.firstActivity(connection, afterID: afterID)
+            if result.claimed { firstClaim.withLock { $0 = result.now } }
             else { usleep(2000) }
         }
         let tty = isatty(2) == 1
@@ -443,7 +430,7 @@ final class Progress: Sendable {
         var lastAt = started
         var drawn = false
         while !stopping.value {
-            let done = try connection.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND id > $1", [.int(afterID)]).int(0, 0) ?? 0
+            let done = try BenchmarkJobs.completed(connection, afterID: afterID)
             let now = monotonicSeconds()
             let rate = now > lastAt ? Double(done - lastDone) / (now - lastAt) : 0
             if tty {

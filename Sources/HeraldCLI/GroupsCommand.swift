@@ -42,12 +42,8 @@ enum GroupsCommand {
             do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
         }
         var known: (key: String, members: [String])? = nil
-        if let connection {
-            let row = try connection.query("SELECT notification_key, array_to_json(members)::text FROM herald.device_groups WHERE name = $1", [.text(name)])
-            if row.rowCount == 1 {
-                let members = (try? JSONValue.parse(row[0, 1] ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? []
-                known = (row[0, 0]!, members)
-            }
+        if let connection, let group = try Administration.deviceGroup(connection, name: name) {
+            known = (group.notificationKey, group.members)
         }
         // The 20-member limit, before FCM is called.
         if operation == "create" && tokens.count > deviceGroupMemberLimit {
@@ -91,17 +87,8 @@ enum GroupsCommand {
                 if key?.isEmpty ?? true { key = current }
             }
             if let connection, operation != "get", let key {
-                let store = JobStore(connection: connection)
-                try connection.execute("BEGIN")
-                do {
-                    try store.apply(GroupChange(operation: operation, name: name, key: key, tokens: tokens))
-                    try connection.execute("COMMIT")
-                } catch {
-                    try? connection.execute("ROLLBACK")
-                    throw error
-                }
-                let row = try connection.query("SELECT array_to_json(members)::text FROM herald.device_groups WHERE name = $1", [.text(name)])
-                members = row.rowCount == 0 ? [] : ((try? JSONValue.parse(row[0, 0] ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? [])
+                let after = try Administration.recordGroupChange(connection, GroupChange(operation: operation, name: name, key: key, tokens: tokens))
+                members = after?.members ?? []
             }
             var output = JSONObject()
             output["name"] = .string(name)

@@ -66,13 +66,12 @@ enum WorkCommand {
         let embedded = environment.cluster != nil && environment.emulator != nil
         let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
         let connection = try PGConnection(url: environment.databaseURL)
-        let schema = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
-        guard schema else {
+        guard try Administration.isMigrated(connection) else {
             throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
         }
         let started = Date()
         if sample > 0 {
-            let added = try enqueueSampleBatch(connection, count: sample)
+            let added = try Administration.enqueueSampleBatch(connection, count: sample)
             log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
         }
         // Embedded with nothing else to do: show the sample delivered, then stop.
@@ -117,13 +116,11 @@ enum WorkCommand {
 
     static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {
         let elapsed = Date().timeIntervalSince(since)
-        let states = try connection.query("SELECT state, count(*) FROM herald.jobs GROUP BY state ORDER BY state")
+        let summary = try Administration.summary(connection)
         var lines = ["", "Delivered in \(String(format: "%.1f", elapsed)) s:"]
-        for row in 0..<states.rowCount { lines.append("  \(states[row, 0]!.padding(toLength: 10, withPad: " ", startingAt: 0)) \(states[row, 1]!)") }
-        let dead = try connection.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) ?? 0
-        let pruned = try connection.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) ?? 0
-        lines.append("  dead       \(dead)   (SELECT * FROM herald.dead_letters)")
-        lines.append("  pruned     \(pruned) tokens (SELECT * FROM herald.pruned_tokens)")
+        for (state, count) in summary.states { lines.append("  \(state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(count)") }
+        lines.append("  dead       \(summary.deadLetters)   (SELECT * FROM herald.dead_letters)")
+        lines.append("  pruned     \(summary.prunedTokens) tokens (SELECT * FROM herald.pruned_tokens)")
         if let emulator = environment.emulator {
             lines.append("The emulator received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
         }

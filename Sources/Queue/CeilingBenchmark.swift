@@ -20,6 +20,65 @@ public enum BenchmarkJobs {
         guard count > 0 else { return 0 }
         return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
     }
+    /// Jobs in herald.jobs.
+    public static func count(_ connection: PGConnection) throws(PostgresError) -> Int {
+        try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0
+    }
+
+    /// The highest job id so far (0 for none): the bench's jobs are those above it.
+    public static func maxID(_ connection: PGConnection) throws(PostgresError) -> Int {
+        try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0
+    }
+
+    /// Empties the queue: TRUNCATE in a database of the bench's own; elsewhere only its own jobs.
+    public static func clear(_ connection: PGConnection, ownDatabase: Bool, afterID: Int) throws(PostgresError) {
+        if ownDatabase {
+            try connection.execute("TRUNCATE herald.jobs, herald.dead_letters")
+        } else {
+            try connection.query("DELETE FROM herald.jobs WHERE id > $1 AND message->>'token' LIKE 'bench-%'", [.int(afterID)])
+            try? connection.execute("VACUUM herald.jobs")
+        }
+    }
+
+    /// Completed jobs above `afterID`.
+    public static func completed(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> Int {
+        try connection.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND id > $1", [.int(afterID)]).int(0, 0) ?? 0
+    }
+
+    /// Completed jobs above `afterID` and the last finished_at (seconds since 1970).
+    public static func throughput(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (completed: Int, lastFinished: Double?) {
+        let result = try connection.query("""
+            SELECT count(*) FILTER (WHERE state = 'completed'), extract(epoch FROM max(finished_at))::float8
+            FROM herald.jobs WHERE id > $1
+            """, [.int(afterID)])
+        return (result.int(0, 0) ?? 0, result.double(0, 1))
+    }
+
+    /// Enqueue-to-delivered (finished_at - created_at) of the completed jobs above `afterID`, in ms.
+    public static func latency(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (count: Int, p50: Double, p99: Double, max: Double) {
+        let result = try connection.query("""
+            SELECT count(*),
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
+                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
+                   max(extract(epoch FROM finished_at - created_at)) * 1000
+            FROM herald.jobs WHERE id > $1 AND state = 'completed'
+            """, [.int(afterID)])
+        return (result.int(0, 0) ?? 0, result.double(0, 1) ?? 0, result.double(0, 2) ?? 0, result.double(0, 3) ?? 0)
+    }
+
+    /// Whether any job above `afterID` has been claimed yet, and the server's clock now.
+    public static func firstActivity(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (claimed: Bool, now: Double?) {
+        let result = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE state = 'running' AND id > $1)
+                OR EXISTS (SELECT 1 FROM herald.jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND id > $1),
+                extract(epoch FROM clock_timestamp())::float8
+            """, [.int(afterID)])
+        return (result.bool(0, 0) == true, result.double(0, 1))
+    }
+
+    public static func serverVersion(_ connection: PGConnection) throws(PostgresError) -> String {
+        try connection.query("SHOW server_version")[0, 0] ?? "?"
+    }
 }
 
 /// A value shared between threads behind a mutex (a class, so escaping closures can capture it).

@@ -351,6 +351,15 @@ public final class JobStore: @unchecked Sendable {
         return result.affectedRows
     }
 
+    /// pg_try_advisory_lock key of the maintenance leader: "heraldm" in ASCII.
+    public static let maintenanceLockKey = 0x68_6572_616c_646d
+
+    /// Tries to become the maintenance leader (lease rescue, retention) for as long as this
+    /// connection lives; true when this connection holds the lock.
+    public func tryMaintenanceLock() throws(PostgresError) -> Bool {
+        try connection.query("SELECT pg_try_advisory_lock($1)", [.int(Self.maintenanceLockKey)]).bool(0, 0) ?? false
+    }
+
     /// Holds back every worker of `projectID` for `seconds` (a project or topic quota answer).
     public func pauseProject(_ projectID: String, seconds: Double, reason: String) throws(PostgresError) {
         try connection.query("""

@@ -7,9 +7,6 @@ import Queue
 /// one process that holds the maintenance lock — takes back expired leases and purges finished
 /// jobs past their retention.
 final class StoreLoop {
-    /// pg_try_advisory_lock key of the maintenance leader: "heraldm" in ASCII.
-    static let maintenanceLockKey = 0x68_6572_616c_646d
-
     let configuration: WorkerConfiguration
     var connection: PGConnection
     var store: JobStore
@@ -219,7 +216,7 @@ final class StoreLoop {
 
     private func maintain(now: Double) throws(PostgresError) {
         if leaderSince == nil {
-            if try connection.query("SELECT pg_try_advisory_lock($1)", [.int(Self.maintenanceLockKey)]).bool(0, 0) ?? false {
+            if try store.tryMaintenanceLock() {
                 leaderSince = now
             }
         }

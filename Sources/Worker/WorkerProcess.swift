@@ -39,8 +39,7 @@ public final class WorkerProcess: @unchecked Sendable {
         } catch {
             throw WorkerStartupError("DATABASE_URL: \(error)")
         }
-        let present = try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
-        guard present else {
+        guard try Administration.isMigrated(connection) else {
             throw WorkerStartupError("the database has no herald schema yet; run `herald migrate` first (DATABASE_URL \(PGConnection.redacted(configuration.databaseURL)))")
         }
         var clientConfiguration = HTTPClientConfiguration()
@@ -58,6 +57,8 @@ public final class WorkerProcess: @unchecked Sendable {
             throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
         }
 
+        // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
+        try Administration.identifyAsWorker(connection)
         let inbox = Mailbox<ClaimedJob>()
         let outbox = Mailbox<JobOutcome>()
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,

@@ -203,6 +203,24 @@ struct WorkerStack {
         #expect(Set(stack.emulator.deliveredMessages().map(\.target)).count == 300)
     }
 
+    @Test func aFlakyFCMDeliversEveryJobExactlyOnce() throws {
+        // A tenth of all answers fail at random (503 or 500); four processes retry through it.
+        var scenario = Scenario()
+        scenario.seed = 7
+        scenario.errorRate = 0.1
+        scenario.randomErrors = [ErrorAnswer(code: .unavailable), ErrorAnswer(code: .internal)]
+        let stack = try WorkerStack(scenario: scenario)
+        defer { stack.close() }
+        try stack.enqueue(1_000, prefix: "flaky-")
+        let run = try stack.work(["--drain", "--processes", "4", "--poll-interval", "0.2"], timeout: 240)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 1_000)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE attempts > 1") > 30, "many jobs needed a retry")
+        #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+        let delivered = stack.emulator.deliveredMessages().map(\.target)
+        #expect(delivered.count == 1_000 && Set(delivered).count == 1_000, "each delivered once")
+    }
+
     @Test func slowAnswersKeepTheirLeaseAndAreNotSentTwice() throws {
         // Each answer takes longer than the lease: the worker extends the leases it holds.
         let stack = try WorkerStack(latencyMilliseconds: 3000)

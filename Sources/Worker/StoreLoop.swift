@@ -22,6 +22,10 @@ final class StoreLoop {
     private var attempts: [Int: Int] = [:]
     /// When each of those was claimed (or its lease last extended).
     private var leasedAt: [Int: Double] = [:]
+    /// Outcomes since the last activity line in the log.
+    private var window = Window()
+    private var windowStart = Date().timeIntervalSince1970
+    private struct Window { var delivered = 0; var retried = 0; var dead = 0; var discarded = 0 }
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger, projectID: String) {
@@ -104,6 +108,14 @@ final class StoreLoop {
                 }
                 if stop.isSet && sender.finished.isSet && outbox.count == 0 && inbox.count == 0 && outstanding <= 0 {
                     return 0
+                }
+                if now - windowStart >= 60 {
+                    let w = window
+                    if w.delivered + w.retried + w.dead + w.discarded > 0 {
+                        log.info("last \(Int(now - windowStart)) s: \(w.delivered) delivered, \(w.retried) to retry, \(w.dead) dead-lettered, \(w.discarded) discarded; \(outstanding) in hand")
+                    }
+                    window = Window()
+                    windowStart = now
                 }
                 if now - lastMaintenance >= max(0.5, min(configuration.leaseSeconds / 4, 15)) {
                     lastMaintenance = now
@@ -193,6 +205,15 @@ final class StoreLoop {
             leasedAt[outcome.id] = nil
         }
         recorded += outcomes.count
+        for outcome in outcomes {
+            switch outcome {
+            case .completed: window.delivered += 1
+            case .retry: window.retried += 1
+            case .dead: window.dead += 1
+            case .discarded, .pruned: window.discarded += 1
+            case .released: break
+            }
+        }
     }
 
     private func isFallback(_ outcome: JobOutcome) -> Bool {

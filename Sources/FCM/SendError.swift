@@ -24,10 +24,12 @@ public enum SendClassification: Sendable, Equatable {
     /// anything that looks like a bearer token, a Google access token or a JWT.
     public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
                 redacting secrets: [String] = []) {
-        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, now: now, redacting: secrets) {
+        // One parse of the body serves both the failure and the success reading.
+        let json = try? JSONValue.parse(body)
+        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, json: json, now: now, redacting: secrets) {
             self = failure.classification
         } else {
-            self = .delivered(name: FCMFailure.successName(body))
+            self = .delivered(name: FCMFailure.successName(json))
         }
     }
 
@@ -126,6 +128,12 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// `SendClassification.init(httpStatus:headers:body:now:redacting:)` for `redacting`.
     public init?(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
                  redacting secrets: [String] = []) {
+        self.init(httpStatus: httpStatus, headers: headers, body: body, json: try? JSONValue.parse(body), now: now, redacting: secrets)
+    }
+
+    /// `body` already parsed as `json` (nil when it is not JSON).
+    init?(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], json: JSONValue?, now: Date,
+          redacting secrets: [String]) {
         self.httpStatus = httpStatus
         fieldViolations = []
         message = ""
@@ -133,7 +141,6 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         for header in headers where header.name.utf8.count == 11 && header.name.lowercased() == "retry-after" {
             retryAfter = RetryAfter.parse(header.value, now: now)
         }
-        let json = try? JSONValue.parse(body)
         if case .object(let error)? = json?["error"] {
             status = error["status"]?.stringValue
             message = error["message"]?.stringValue ?? ""
@@ -301,8 +308,8 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         return name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
     }
 
-    static func successName(_ body: [UInt8]) -> String {
-        guard let json = try? JSONValue.parse(body) else { return "" }
+    static func successName(_ json: JSONValue?) -> String {
+        guard let json else { return "" }
         return json["name"]?.stringValue ?? json["notification_key"]?.stringValue
             ?? json["message_id"].map { $0.stringValue ?? $0.serialized } ?? ""
     }

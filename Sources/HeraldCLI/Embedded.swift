@@ -28,6 +28,8 @@ final class RunEnvironment {
     var credentialsPath = ""
     var fcmBaseURL = "https://fcm.googleapis.com"
     var caFile: String?
+    /// The service account of `credentialsPath`, once `resolveFCM` has read it.
+    var account: ServiceAccount?
     var cluster: LocalCluster?
     var emulator: EmulatorServer?
     let log: Logger
@@ -74,7 +76,7 @@ final class RunEnvironment {
             credentialsPath = path
             if let url = parsed.string("fcm-url") { fcmBaseURL = url }
             // Fail now, naming the file, rather than in every worker.
-            do { _ = try ServiceAccount.load(path: path) } catch {
+            do { account = try ServiceAccount.load(path: path) } catch {
                 throw UsageError("herald \(parsed.command): \(parsed.lookup("credentials")!.source): \(error)")
             }
             return
@@ -91,6 +93,7 @@ final class RunEnvironment {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         credentialsPath = directory + "/emulator-service-account.json"
         try server.writeServiceAccount(to: credentialsPath, projectID: "herald-local")
+        account = try ServiceAccount.load(path: credentialsPath)
         fcmBaseURL = server.baseURL
         log.info("no GOOGLE_APPLICATION_CREDENTIALS: using the local FCM emulator at \(server.baseURL) (project herald-local)")
     }
@@ -106,7 +109,7 @@ final class RunEnvironment {
     /// Resolves FCM (see `resolveFCM`) and opens a client for it.
     func connectFCM(_ parsed: ParsedOptions) throws -> FCMConnection {
         try resolveFCM(parsed)
-        let account = try ServiceAccount.load(path: credentialsPath)
+        guard let account else { throw UsageError("herald \(parsed.command): no service account was read") }
         var configuration = HTTPClientConfiguration()
         configuration.caFile = caFile
         return FCMConnection(account: account, auth: AccessTokenProvider(account: account, caFile: caFile),

@@ -65,8 +65,7 @@ public enum Administration {
         let row = try connection.query("SELECT notification_key, array_to_json(members)::text FROM herald.device_groups WHERE name = $1",
                                        [.text(name)])
         guard row.rowCount == 1, let key = row[0, 0] else { return nil }
-        let members = (try? JSONValue.parse(row[0, 1] ?? "[]"))?.arrayValue?.compactMap(\.stringValue) ?? []
-        return DeviceGroup(notificationKey: key, members: members)
+        return DeviceGroup(notificationKey: key, members: JobStore.members(fromJSON: row[0, 1]))
     }
 
     /// Applies a change FCM confirmed (from `herald groups`) in its own transaction; returns the group after it.

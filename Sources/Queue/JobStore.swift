@@ -146,17 +146,19 @@ public final class JobStore: @unchecked Sendable {
         var jobs: [ClaimedJob] = []
         jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            var members: [String] = []
-            if let text = result[row, 10], case .array(let items)? = try? JSONValue.parse(text) {
-                members = items.compactMap { if case .string(let s) = $0 { return s } else { return nil } }
-            }
             jobs.append(ClaimedJob(
                 id: result.int(row, 0)!, queue: result[row, 1]!, kind: JobKind(rawValue: result[row, 2]!) ?? .send,
                 message: result.bytes(row, 3)!, attempt: result.int(row, 4)!, maxAttempts: result.int(row, 5)!,
                 tokenPruned: result.bool(row, 6) ?? false, lastError: result[row, 7],
-                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: members))
+                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: Self.members(fromJSON: result[row, 10])))
         }
         return jobs.sorted { $0.id < $1.id }
+    }
+
+    /// The members of a device group from `array_to_json(members)::text` (none for NULL).
+    static func members(fromJSON text: String?) -> [String] {
+        guard let text, let items = (try? JSONValue.parse(text))?.arrayValue else { return [] }
+        return items.compactMap(\.stringValue)
     }
 
     static let recordSQL = """

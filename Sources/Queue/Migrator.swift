@@ -9,7 +9,7 @@ public enum Migrator {
     /// pg_advisory_lock key: "herald" in ASCII.
     public static let lockKey = 0x6865_7261_6c64
 
-    public static var migrations: [(name: String, sql: String)] { EmbeddedMigrations.all.map { ($0.name, $0.text) } }
+    public static let migrations: [(name: String, sql: String)] = EmbeddedMigrations.all.map { ($0.name, $0.text) }
 
     /// Returns the names of the migrations it applied (empty when the database was current);
     /// `log` hears warnings (a migration whose recorded text differs from the embedded one).

@@ -140,20 +140,26 @@ final class Sender: @unchecked Sendable {
         counters.sent += 1
     }
 
+    /// What must never appear in a kept error text: our access token and the job's registration token.
+    private static func secrets(of entry: InFlight) -> [String] {
+        var secrets = [String(entry.authorization.dropFirst("Bearer ".count))]
+        if case .send(_, let token?) = entry.preparation { secrets.append(token) }
+        return secrets
+    }
+
     private func handle(_ completions: [HTTPCompletion]) {
         var outcomes: [JobOutcome] = []
         let now = Date()
         for completion in completions {
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
-            var secrets = [String(entry.authorization.dropFirst("Bearer ".count))]
-            if case .send(_, let token?) = entry.preparation { secrets.append(token) }
             let classification: SendClassification
             switch completion.result {
             case .success(let response):
-                classification = SendClassification(httpStatus: response.status, headers: response.headers,
-                                                    body: response.body, now: now, redacting: secrets)
+                // A 2xx answer keeps no text, so there is nothing to redact.
+                classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body, now: now,
+                                                    redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
             case .failure(let error):
-                classification = SendClassification(transport: TransportFailure(error), redacting: secrets)
+                classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
             }
             if let pause = Planning.pause(for: classification, policy: configuration.retryPolicy) {
                 self.pause(until: now.timeIntervalSince1970 + pause)
@@ -184,5 +190,4 @@ final class Sender: @unchecked Sendable {
         outbox.put(outcomes)
     }
 
-    var inFlightCount: Int { inFlight.count }
 }

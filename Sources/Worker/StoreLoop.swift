@@ -177,21 +177,19 @@ final class StoreLoop {
     /// the database refuses), records them one by one so one bad outcome cannot hold up the
     /// others, and turns a refused one into a plain retry.
     private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
-        let guards = outcomes.compactMap { outcome in attempts[outcome.id].map { (outcome.id, $0) } }
-        let attemptOf = Dictionary(guards, uniquingKeysWith: { a, _ in a })
         do {
-            note(try store.record(outcomes, attempts: attemptOf) { self.log.warning($0) })
+            note(try store.record(outcomes, attempts: attempts) { self.log.warning($0) })
         } catch {
             guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
             log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
             for outcome in outcomes {
                 do {
-                    note(try store.record([outcome], attempts: attemptOf) { self.log.warning($0) })
+                    note(try store.record([outcome], attempts: attempts) { self.log.warning($0) })
                 } catch {
                     guard connection.isHealthy else { throw error }
                     let fallback = JobOutcome.retry(id: outcome.id, error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60)
                     do {
-                        note(try store.record([fallback], attempts: attemptOf) { self.log.warning($0) })
+                        note(try store.record([fallback], attempts: attempts) { self.log.warning($0) })
                         log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
                     } catch {
                         guard connection.isHealthy else { throw error }

@@ -70,13 +70,8 @@ public final class WorkerProcess: @unchecked Sendable {
         senderThread.name = "herald-sender"
         senderThread.stackSize = 1 << 20
         senderThread.start()
+        // The store thread returns only once the sender thread has finished.
         let status = store.run()
-        inbox.signal()
-        while !sender.finished.isSet {
-            stop.set()
-            inbox.signal()
-            _ = waitReadable(outbox.fileDescriptor, milliseconds: 100)
-        }
         let c = sender.counters
         log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
         return status

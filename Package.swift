@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
-                plugins: [.plugin(name: "EmbedMigrations")]),
+                exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON", "CEpoll"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
@@ -40,6 +40,9 @@ let package = Package(
         // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedMigrations"),
+        // Sources/Queue/SQL/*.sql, one named statement per file, compiled into the Queue module
+        .plugin(name: "EmbedQueries", capability: .buildTool(), dependencies: ["EmbedFiles"],
+                path: "Plugins/EmbedQueries"),
         // Sources/FCM/Rules/message-rules.json compiled into the FCM module (validation rules shared
         // by the Swift validator and herald.validate_message in PostgreSQL)
         .plugin(name: "EmbedMessageRules", capability: .buildTool(), dependencies: ["EmbedFiles"],

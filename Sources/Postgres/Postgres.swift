@@ -70,6 +70,14 @@ public final class PGResult: @unchecked Sendable {
     public func double(_ row: Int, _ column: Int) -> Double? { self[row, column].flatMap { Double($0) } }
     public func bool(_ row: Int, _ column: Int) -> Bool? { self[row, column].map { $0 == "t" } }
     public func columnName(_ column: Int) -> String { String(cString: PQfname(handle, Int32(column))) }
+    /// The position of the column called `name`, so results are read by name, not by position.
+    public func column(_ name: String) throws(PostgresError) -> Int {
+        let index = Int(PQfnumber(handle, "\"" + name + "\""))
+        guard index >= 0 else {
+            throw PostgresError("the result has no column \(name) (it has \((0..<columnCount).map(columnName).joined(separator: ", ")))")
+        }
+        return index
+    }
 }
 
 public struct PGNotification: Sendable, Equatable {
@@ -185,7 +193,7 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// Runs `body` inside BEGIN/COMMIT; rolls back when it throws.
-    public func transaction<T>(_ body: () throws -> T) throws -> T {
+    public func transaction<T>(_ body: () throws(PostgresError) -> T) throws(PostgresError) -> T {
         try execute("BEGIN")
         do {
             let value = try body()
@@ -193,6 +201,19 @@ public final class PGConnection: @unchecked Sendable {
             return value
         } catch {
             try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs `body` inside a savepoint of the current transaction: when it throws, only its own
+    /// changes are rolled back and the transaction goes on.
+    public func savepoint(_ name: String, _ body: () throws(PostgresError) -> Void) throws(PostgresError) {
+        try execute("SAVEPOINT \(Self.quoteIdentifier(name))")
+        do {
+            try body()
+            try execute("RELEASE SAVEPOINT \(Self.quoteIdentifier(name))")
+        } catch {
+            try execute("ROLLBACK TO SAVEPOINT \(Self.quoteIdentifier(name))")
             throw error
         }
     }

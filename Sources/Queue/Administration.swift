@@ -70,14 +70,7 @@ public enum Administration {
 
     /// Applies a change FCM confirmed (from `herald groups`) in its own transaction; returns the group after it.
     public static func recordGroupChange(_ connection: PGConnection, _ change: GroupChange) throws(PostgresError) -> DeviceGroup? {
-        try connection.execute("BEGIN")
-        do {
-            try JobStore(connection: connection).apply(change)
-            try connection.execute("COMMIT")
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
+        try connection.transaction { () throws(PostgresError) in try JobStore(connection: connection).apply(change) }
         return try deviceGroup(connection, name: change.name)
     }
 }

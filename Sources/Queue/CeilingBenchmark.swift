@@ -141,7 +141,7 @@ public enum CeilingBenchmark {
                     while true {
                         let jobs = try store.claim(queues: [], limit: batch, leaseSeconds: leaseSeconds)
                         if jobs.isEmpty { break }
-                        let summary = try store.record(jobs.map { .completed(id: $0.id, messageName: "projects/p/messages/1") })
+                        let summary = try store.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) })
                         mine += summary.finished
                     }
                 } catch {

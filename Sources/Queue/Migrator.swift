@@ -38,13 +38,12 @@ public enum Migrator {
                 continue
             }
             do {
-                try connection.execute("BEGIN")
-                try connection.execute(migration.sql)
-                try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
-                                     [.text(migration.name), .text(checksum)])
-                try connection.execute("COMMIT")
+                try connection.transaction { () throws(PostgresError) in
+                    try connection.execute(migration.sql)
+                    try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
+                                         [.text(migration.name), .text(checksum)])
+                }
             } catch {
-                try? connection.execute("ROLLBACK")
                 throw PostgresError("migration \(migration.name) failed: \(error.message)", sqlState: error.sqlState)
             }
             applied.append(migration.name)

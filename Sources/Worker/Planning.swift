@@ -22,13 +22,13 @@ public enum Planning {
     public static func prepare(_ job: ClaimedJob) -> Preparation {
         if job.attempt > job.maxAttempts {
             let last = job.lastError.map { "; last error: \($0)" } ?? ""
-            return .settled(.dead(id: job.id, reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)"))
+            return .settled(job.outcome(.dead(reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)")))
         }
         let message: JSONValue
         do {
             message = try JSONValue.parse(job.message)
         } catch {
-            return .settled(.dead(id: job.id, reason: "message: not valid JSON (\(error))"))
+            return .settled(job.outcome(.dead(reason: "message: not valid JSON (\(error))")))
         }
         switch job.kind {
         case .group:
@@ -37,11 +37,11 @@ public enum Planning {
             // Not an object, no target or two targets, and every other rule: the validator says which.
             let issues = MessageValidator.validate(message)
             if !issues.isEmpty {
-                return .settled(.dead(id: job.id, reason: issues.map(\.description).joined(separator: "; ")))
+                return .settled(job.outcome(.dead(reason: issues.map(\.description).joined(separator: "; "))))
             }
             let token = message["token"]?.stringValue
             if job.tokenPruned, let token {
-                return .settled(.discarded(id: job.id, reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent"))
+                return .settled(job.outcome(.discarded(reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent")))
             }
             return .send(body: FCMEndpoint.sendBody(messageJSON: job.message), token: token)
         }
@@ -50,30 +50,30 @@ public enum Planning {
     static func prepareGroup(_ job: ClaimedJob, _ message: JSONValue) -> Preparation {
         let operation = message["operation"]?.stringValue ?? ""
         guard ["create", "add", "remove"].contains(operation) else {
-            return .settled(.dead(id: job.id, reason: "message.operation: must be create, add or remove"))
+            return .settled(job.outcome(.dead(reason: "message.operation: must be create, add or remove")))
         }
         guard let name = message["notification_key_name"]?.stringValue, !name.isEmpty else {
-            return .settled(.dead(id: job.id, reason: "message.notification_key_name: a device group needs a name"))
+            return .settled(job.outcome(.dead(reason: "message.notification_key_name: a device group needs a name")))
         }
         let tokens = (message["registration_ids"]?.arrayValue ?? []).compactMap(\.stringValue)
         guard !tokens.isEmpty else {
-            return .settled(.dead(id: job.id, reason: "message.registration_ids: needs at least one registration token"))
+            return .settled(job.outcome(.dead(reason: "message.registration_ids: needs at least one registration token")))
         }
         let key = message["notification_key"]?.stringValue ?? job.groupKey
         switch operation {
         case "create":
             let distinct = Set(tokens).count
             if distinct > deviceGroupMemberLimit {
-                return .settled(.dead(id: job.id, reason: "device group \(name): \(distinct) members is over FCM's limit of \(deviceGroupMemberLimit) per group"))
+                return .settled(job.outcome(.dead(reason: "device group \(name): \(distinct) members is over FCM's limit of \(deviceGroupMemberLimit) per group")))
             }
         default:
             guard key != nil else {
-                return .settled(.dead(id: job.id, reason: "device group \(name): not in herald.device_groups; create it first (or give message.notification_key)"))
+                return .settled(job.outcome(.dead(reason: "device group \(name): not in herald.device_groups; create it first (or give message.notification_key)")))
             }
             if operation == "add" {
                 let total = Set(job.groupMembers + tokens).count
                 if total > deviceGroupMemberLimit {
-                    return .settled(.dead(id: job.id, reason: "device group \(name): adding would make \(total) members, over FCM's limit of \(deviceGroupMemberLimit) per group"))
+                    return .settled(job.outcome(.dead(reason: "device group \(name): adding would make \(total) members, over FCM's limit of \(deviceGroupMemberLimit) per group")))
                 }
             }
         }
@@ -93,17 +93,17 @@ public enum Planning {
         case .delivered(let name):
             if case .group(let operation, let groupName, let key, let tokens) = preparation {
                 let newKey = name.isEmpty ? (key ?? "") : name
-                return .outcome(.completed(id: job.id, messageName: nil,
-                                           group: GroupChange(operation: operation, name: groupName, key: newKey, tokens: tokens)))
+                return .outcome(job.outcome(.completed(messageName: nil,
+                                           group: GroupChange(operation: operation, name: groupName, key: newKey, tokens: tokens))))
             }
-            return .outcome(.completed(id: job.id, messageName: name.isEmpty ? nil : name))
+            return .outcome(job.outcome(.completed(messageName: name.isEmpty ? nil : name)))
         case .pruneToken(let code, let message):
             if case .send(_, let token?) = preparation {
-                return .outcome(.pruned(id: job.id, token: token, reason: "\(code): \(message)"))
+                return .outcome(job.outcome(.pruned(token: token, reason: "\(code): \(message)")))
             }
-            return .outcome(.dead(id: job.id, reason: "\(code): \(message)"))
+            return .outcome(job.outcome(.dead(reason: "\(code): \(message)")))
         case .deadLetter(let code, let message):
-            return .outcome(.dead(id: job.id, reason: "\(code): \(message)"))
+            return .outcome(job.outcome(.dead(reason: "\(code): \(message)")))
         case .reauthenticate(let message):
             if !reauthenticated { return .reauthenticate }
             return retry(job: job, reason: "UNAUTHENTICATED: \(message)", retryAfter: nil, quota: false, policy: policy, random: random)
@@ -115,10 +115,10 @@ public enum Planning {
 
     static func retry(job: ClaimedJob, reason: String, retryAfter: Double?, quota: Bool, policy: RetryPolicy, random: Double) -> Decision {
         if job.attempt >= job.maxAttempts {
-            return .outcome(.dead(id: job.id, reason: "gave up after \(job.attempt) attempts (max_attempts); last error: \(reason)"))
+            return .outcome(job.outcome(.dead(reason: "gave up after \(job.attempt) attempts (max_attempts); last error: \(reason)")))
         }
         let delay = policy.delay(attempt: job.attempt, retryAfter: retryAfter, quota: quota, random: random)
-        return .outcome(.retry(id: job.id, error: reason, delay: delay))
+        return .outcome(job.outcome(.retry(error: reason, delay: delay)))
     }
 
     /// How long the whole sender holds back after a project or topic quota answer.

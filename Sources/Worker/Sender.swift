@@ -20,21 +20,20 @@ final class Sender: @unchecked Sendable {
     let endpoint: FCMEndpoint
     let groups: DeviceGroupClient
     let inbox: Mailbox<ClaimedJob>
-    let outbox: Mailbox<JobOutcome>
+    let outbox: Mailbox<SenderEvent>
     let stop: Flag
-    let finished = Flag()
     let log: Logger
     private var inFlight: [UInt64: InFlight] = [:]
     private var nextTag: UInt64 = 1
     private var random = SystemRandomNumberGenerator()
-    private let pauseLock = NSLock()
-    private var pausedUntilStorage: Double = 0
+    /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
+    private var pausedUntil: Double = 0
     private(set) var counters = Counters()
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
     init(configuration: WorkerConfiguration, client: HTTPClient, auth: AccessTokenProvider, endpoint: FCMEndpoint,
-         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<JobOutcome>, stop: Flag, log: Logger) {
+         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger) {
         self.configuration = configuration
         self.client = client
         self.auth = auth
@@ -46,15 +45,16 @@ final class Sender: @unchecked Sendable {
         self.log = log
     }
 
-    /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
-    var pausedUntil: Double {
-        pauseLock.lock(); defer { pauseLock.unlock() }
-        return pausedUntilStorage
+    /// Hands settled jobs to the store thread.
+    private func hand(_ outcomes: [JobOutcome]) {
+        if !outcomes.isEmpty { outbox.put(.outcomes(outcomes)) }
     }
+
+    /// Holds back new sends, and tells the store thread, which holds back the whole project.
     private func pause(until: Double) {
-        pauseLock.lock()
-        pausedUntilStorage = max(pausedUntilStorage, until)
-        pauseLock.unlock()
+        guard until > pausedUntil else { return }
+        pausedUntil = until
+        outbox.put(.paused(until: until))
     }
 
     func run() {
@@ -68,13 +68,13 @@ final class Sender: @unchecked Sendable {
                     log.info("stopping: \(inFlight.count) requests in flight, waiting up to \(Int(configuration.shutdownTimeout)) s")
                 }
                 // Not sent yet: back to available, the attempt not counted.
-                outbox.put(arrived.map { JobOutcome.released(id: $0.id) })
+                hand(arrived.map { $0.outcome(.released()) })
             } else {
                 let pausedFor = pausedUntil - now
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
                     if pausedFor > 0 {
-                        outcomes.append(.released(id: job.id, delay: pausedFor))
+                        outcomes.append(job.outcome(.released(delay: pausedFor)))
                         continue
                     }
                     let preparation = Planning.prepare(job)
@@ -84,18 +84,17 @@ final class Sender: @unchecked Sendable {
                         submit(job, preparation, reauthenticated: false, into: &outcomes)
                     }
                 }
-                outbox.put(outcomes)
+                hand(outcomes)
             }
             if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
                 if !inFlight.isEmpty {
                     log.warning("shutdown timeout: \(inFlight.count) requests got no answer; they will be retried")
-                    outbox.put(inFlight.values.map {
-                        .retry(id: $0.job.id, error: "shutdown: no answer within the shutdown timeout", delay: 0)
+                    hand(inFlight.values.map {
+                        $0.job.outcome(.retry(error: "shutdown: no answer within the shutdown timeout", delay: 0))
                     })
                     inFlight.removeAll()
                 }
-                finished.set()
-                outbox.signal()
+                outbox.put(.finished)
                 return
             }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
@@ -126,7 +125,7 @@ final class Sender: @unchecked Sendable {
             do {
                 request = try groups.request(operation: operation, name: name, key: key, tokens: tokens)
             } catch {
-                outcomes.append(.dead(id: job.id, reason: error.message))
+                outcomes.append(job.outcome(.dead(reason: error.message)))
                 return
             }
         case .settled(let outcome):
@@ -174,20 +173,19 @@ final class Sender: @unchecked Sendable {
                 log.info("FCM refused the access token (401); renewing it and sending job \(entry.job.id) again")
                 submit(entry.job, entry.preparation, reauthenticated: true, into: &outcomes)
             case .outcome(let outcome):
-                switch outcome {
+                switch outcome.action {
                 case .completed: counters.delivered += 1
                 case .retry: counters.retried += 1
                 default: counters.failed += 1
                 }
-                if case .retry(_, let reason, let delay) = outcome {
+                if case .retry(let reason, let delay) = outcome.action {
                     log.debug("job \(entry.job.id) attempt \(entry.job.attempt): \(reason); retry in \(String(format: "%.1f", delay)) s")
-                } else if case .dead(_, let reason) = outcome {
+                } else if case .dead(let reason) = outcome.action {
                     log.info("job \(entry.job.id) dead-lettered: \(reason)")
                 }
                 outcomes.append(outcome)
             }
         }
-        outbox.put(outcomes)
+        hand(outcomes)
     }
-
 }

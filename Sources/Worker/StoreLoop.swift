@@ -2,194 +2,153 @@ import Foundation
 import Postgres
 import Queue
 
-/// The store thread: claims batches while the sender has room, records outcomes in batches,
-/// listens for herald_jobs notifications (and polls, so a lost one only delays), and — in the
-/// one process that holds the maintenance lock — takes back expired leases and purges finished
-/// jobs past their retention.
+/// The store thread: carries out what `StoreMachine` decides, on one PostgreSQL connection.
+/// It claims batches for the sender, records the outcomes the sender hands back, promotes due
+/// scheduled jobs, LISTENs for `herald_jobs`, extends leases, and (in the leader) runs
+/// maintenance. Every decision is the machine's; this type only performs and reports.
 final class StoreLoop {
     let configuration: WorkerConfiguration
-    var connection: PGConnection
-    var store: JobStore
+    let connection: PGConnection
+    let store: JobStore
     let inbox: Mailbox<ClaimedJob>
-    let outbox: Mailbox<JobOutcome>
-    let sender: Sender
+    let outbox: Mailbox<SenderEvent>
     let stop: Flag
     let log: Logger
+    let maintenance: Maintenance
+    private(set) var machine: StoreMachine
     private(set) var recorded = 0
-    /// When this process became the maintenance leader (nil: it is not).
-    private var leaderSince: Double?
-    /// The attempt of every job handed to the sender and not yet recorded.
-    private var attempts: [Int: Int] = [:]
-    /// When each of those was claimed (or its lease last extended).
-    private var leasedAt: [Int: Double] = [:]
-    /// Outcomes since the last activity line in the log.
-    private var window = Window()
-    private var windowStart = Date().timeIntervalSince1970
-    private struct Window { var delivered = 0; var retried = 0; var dead = 0; var discarded = 0 }
+    private var activity = ActivityWindow()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<JobOutcome>, sender: Sender, stop: Flag, log: Logger, projectID: String) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, projectID: String) {
         self.configuration = configuration
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
         self.inbox = inbox
         self.outbox = outbox
-        self.sender = sender
         self.stop = stop
         self.log = log
+        maintenance = Maintenance(grace: configuration.leaseSeconds)
+        machine = StoreMachine(settings: StoreMachine.Settings(
+            concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
+            leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
+            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain), now: Self.clock())
     }
 
+    static func clock() -> Double { Date().timeIntervalSince1970 }
+
+    /// Runs until the machine exits; returns the process exit status.
     func run() -> Int32 {
-        var pending: [JobOutcome] = []
-        var outstanding = 0
-        var lastMaintenance = 0.0
-        var databaseDown = false
-        var nextReconnect = 0.0
-        var reconnectDelay = 0.5
-        var stopSeenAt: Double? = nil
-        var sharedPause = 0.0
-        // Claim when told (NOTIFY), while claims keep finding work, and otherwise every poll interval.
-        var notified = true
-        var lastClaimFoundWork = true
-        var lastEmptyClaim = 0.0
         listen()
-        let batch = configuration.effectiveClaimBatch
-        let threshold = max(1, min(batch, configuration.concurrency) / 4)
-
         while true {
-            let arrived = outbox.take()
-            outstanding -= arrived.count
-            pending += arrived
-            let now = Date().timeIntervalSince1970
-            if stop.isSet {
-                if stopSeenAt == nil { stopSeenAt = now }
-                if sender.finished.isSet {
-                    // Claimed while the stop came in, never seen by the sender: back, uncounted.
-                    let unsent = inbox.take()
-                    outstanding -= unsent.count
-                    pending += unsent.map { JobOutcome.released(id: $0.id) }
-                    if let seen = stopSeenAt, databaseDown, now > seen + configuration.shutdownTimeout {
-                        log.error("PostgreSQL is still unavailable; exiting with \(pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
-                        return 1
-                    }
+            takeEvents()
+            let now = Self.clock()
+            if stop.isSet { machine.stopRequested(now: now) }
+            let action = machine.next(now: now)
+            if case .exit(let status) = action {
+                if status != 0 {
+                    log.error("PostgreSQL is still unavailable; exiting with \(machine.pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
                 }
+                return status
             }
+            perform(action, now: now)
+        }
+    }
 
-            if databaseDown {
-                if now < nextReconnect {
-                    _ = waitReadable(outbox.fileDescriptor, milliseconds: 100)
-                    continue
-                }
+    /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
+    /// took go back unsent.
+    private func takeEvents() {
+        let events = outbox.take()
+        guard !events.isEmpty else { return }
+        let now = Self.clock()
+        machine.received(events, now: now)
+        if events.contains(.finished) { machine.unsent(inbox.take()) }
+    }
+
+    private func perform(_ action: StoreMachine.Action, now: Double) {
+        do {
+            switch action {
+            case .reconnect:
                 do {
                     try connection.reconnect()
+                    maintenance.connectionLost()
                     listen()
-                    databaseDown = false
-                    leaderSince = nil
-                    reconnectDelay = 0.5
-                    log.info("reconnected to PostgreSQL; \(pending.count) outcomes to record")
+                    machine.reconnected(now: now)
+                    log.info("reconnected to PostgreSQL; \(machine.pending.count) outcomes to record")
                 } catch {
-                    nextReconnect = now + reconnectDelay
-                    reconnectDelay = min(reconnectDelay * 2, 10)
-                    log.warning("PostgreSQL unavailable (\(error)); trying again in \(reconnectDelay) s")
-                    continue
+                    machine.reconnectFailed(now: now)
+                    log.warning("PostgreSQL unavailable (\(error)); trying again")
                 }
-            }
-
-            do {
-                if !pending.isEmpty {
-                    try recordAll(pending)
-                    pending.removeAll(keepingCapacity: true)
-                }
+            case .record(let outcomes):
+                try recordAll(outcomes)
+                machine.recorded(count: outcomes.count)
+                logActivity(now: now)
+            case .publishPause(let until):
                 // A quota answer holds back every worker of the project, through the database.
-                let pausedUntil = sender.pausedUntil
-                if pausedUntil > sharedPause + 0.5 && pausedUntil > now, let project = store.projectID {
-                    try store.pauseProject(project, seconds: pausedUntil - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
-                    sharedPause = pausedUntil
+                if let project = store.projectID {
+                    try store.pauseProject(project, seconds: until - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
                 }
-                if stop.isSet && sender.finished.isSet && outbox.count == 0 && inbox.count == 0 && outstanding <= 0 {
-                    return 0
+                machine.pausePublished(until: until)
+            case .extendLeases(let ids):
+                try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
+                machine.leasesExtended(ids, now: now)
+            case .maintain:
+                do {
+                    let report = try maintenance.run(store, now: now)
+                    if report.rescued > 0 { log.info("took back \(report.rescued) jobs whose lease ran out (their worker stopped)") }
+                    if report.purged > 0 { log.debug("purged \(report.purged) finished jobs past retention") }
+                } catch {
+                    if !connection.isHealthy { throw error }
+                    log.warning("maintenance failed: \(error)")
                 }
-                if now - windowStart >= 60 {
-                    let w = window
-                    if w.delivered + w.retried + w.dead + w.discarded > 0 {
-                        log.info("last \(Int(now - windowStart)) s: \(w.delivered) delivered, \(w.retried) to retry, \(w.dead) dead-lettered, \(w.discarded) discarded; \(outstanding) in hand")
-                    }
-                    window = Window()
-                    windowStart = now
-                }
-                if now - lastMaintenance >= max(0.5, min(configuration.leaseSeconds / 4, 15)) {
-                    lastMaintenance = now
-                    // Jobs held for a third of their lease (a slow FCM, a long token renewal) keep it.
-                    let old = leasedAt.filter { now - $0.value >= configuration.leaseSeconds / 3 }.map(\.key)
-                    if !old.isEmpty {
-                        try store.extendLeases(ids: old, leaseSeconds: configuration.leaseSeconds)
-                        for id in old { leasedAt[id] = now }
-                    }
-                    do {
-                        try maintain(now: now)
-                    } catch {
-                        if !connection.isHealthy { throw error }
-                        log.warning("maintenance failed: \(error)")
-                    }
-                }
-
-                var claimedFull = false
-                let capacity = configuration.concurrency - outstanding
-                let due = notified || lastClaimFoundWork || now - lastEmptyClaim >= configuration.pollInterval
-                if due && !stop.isSet && now >= sender.pausedUntil && (capacity >= threshold || (outstanding == 0 && capacity > 0)) {
-                    let limit = min(capacity, batch)
-                    notified = false
-                    let jobs = try store.claim(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
-                    lastClaimFoundWork = !jobs.isEmpty
-                    if jobs.isEmpty { lastEmptyClaim = now }
-                    if !jobs.isEmpty {
-                        for job in jobs {
-                            attempts[job.id] = job.attempt
-                            leasedAt[job.id] = now
-                        }
-                        outstanding += jobs.count
-                        inbox.put(jobs)
-                        claimedFull = jobs.count == limit
-                    } else if configuration.drain && outstanding == 0 && pending.isEmpty {
-                        if try !store.hasPendingWork(queues: configuration.queues) {
-                            log.info("drained: no available, scheduled or running job left")
-                            stop.set()
-                            inbox.signal()
-                        }
-                    }
-                }
-
-                if claimedFull && configuration.concurrency - outstanding >= threshold { continue }
-                if waitForWork() { notified = true }
-            } catch {
-                log.warning("PostgreSQL error: \(error)")
-                if !connection.isHealthy {
-                    databaseDown = true
-                    nextReconnect = now + reconnectDelay
-                }
-                else { _ = waitReadable(outbox.fileDescriptor, milliseconds: 200) }
+                machine.maintained(now: now)
+            case .promote(let limit):
+                machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
+            case .claim(let limit):
+                let jobs = try store.claim(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                machine.claimed(jobs, limit: limit, now: now)
+                inbox.put(jobs)
+            case .checkDrained:
+                let workLeft = try store.hasPendingWork(queues: configuration.queues)
+                machine.drainChecked(workLeft: workLeft, now: now)
+            case .stopSender:
+                log.info("drained: no scheduled, available or running job left")
+                stop.set()
+                inbox.signal()
+                machine.senderStopRequested(now: now)
+            case .wait(let until):
+                waitForEvents(until: until)
+            case .exit:
+                break
+            }
+        } catch {
+            log.warning("PostgreSQL error: \(error)")
+            if connection.isHealthy {
+                machine.statementFailed(now: now)
+            } else {
+                machine.connectionLost(now: now)
             }
         }
     }
 
-    /// Records a batch; the attempt each outcome belongs to guards against applying it to a
-    /// later claim of the same job. When the batch fails on a healthy connection (one outcome
-    /// the database refuses), records them one by one so one bad outcome cannot hold up the
-    /// others, and turns a refused one into a plain retry.
+    /// Records a batch. When it fails on a healthy connection (one outcome the database
+    /// refuses), records them one by one so one bad outcome cannot hold up the others, and turns
+    /// a refused one into a plain retry.
     private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
         do {
-            note(try store.record(outcomes, attempts: attempts) { self.log.warning($0) })
+            note(try store.record(outcomes) { self.log.warning($0) })
         } catch {
             guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
             log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
             for outcome in outcomes {
                 do {
-                    note(try store.record([outcome], attempts: attempts) { self.log.warning($0) })
+                    note(try store.record([outcome]) { self.log.warning($0) })
                 } catch {
                     guard connection.isHealthy else { throw error }
-                    let fallback = JobOutcome.retry(id: outcome.id, error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60)
+                    let fallback = JobOutcome(id: outcome.id, attempt: outcome.attempt, .retry(
+                        error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60))
                     do {
-                        note(try store.record([fallback], attempts: attempts) { self.log.warning($0) })
+                        note(try store.record([fallback]) { self.log.warning($0) })
                         log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
                     } catch {
                         guard connection.isHealthy else { throw error }
@@ -198,24 +157,12 @@ final class StoreLoop {
                 }
             }
         }
-        for outcome in outcomes {
-            attempts[outcome.id] = nil
-            leasedAt[outcome.id] = nil
-        }
         recorded += outcomes.count
-        for outcome in outcomes {
-            switch outcome {
-            case .completed: window.delivered += 1
-            case .retry: window.retried += 1
-            case .dead: window.dead += 1
-            case .discarded, .pruned: window.discarded += 1
-            case .released: break
-            }
-        }
+        activity.count(outcomes)
     }
 
     private func isFallback(_ outcome: JobOutcome) -> Bool {
-        if case .retry(_, let error, _) = outcome { return error.hasPrefix("herald could not record") }
+        if case .retry(let error, _) = outcome.action { return error.hasPrefix("herald could not record") }
         return false
     }
 
@@ -233,34 +180,54 @@ final class StoreLoop {
         }
     }
 
-    private func maintain(now: Double) throws(PostgresError) {
-        if leaderSince == nil {
-            if try store.tryMaintenanceLock() {
-                leaderSince = now
-            }
-        }
-        guard let since = leaderSince else { return }
-        // A new leader (after a start, or a PostgreSQL outage that dropped the old one) waits one
-        // lease before taking leases back, so workers that are reconnecting can record first.
-        guard now - since >= configuration.leaseSeconds else { return }
-        let rescued = try store.rescueExpiredLeases()
-        if rescued > 0 { log.info("took back \(rescued) jobs whose lease ran out (their worker stopped)") }
-        var purged = 0
-        for _ in 0..<10 {
-            let deleted = try store.deleteFinished(batch: 5_000)
-            purged += deleted
-            if deleted < 5_000 { break }
-        }
-        if purged > 0 { log.debug("purged \(purged) finished jobs past retention") }
+    /// A line a minute while there is work: what was delivered, retried, dead-lettered, discarded.
+    private func logActivity(now: Double) {
+        guard let line = activity.line(now: now, inHand: machine.outstanding) else { return }
+        log.info(line)
     }
 
-    /// Waits for an outcome, a notification, or a quarter second; returns whether a notification came.
-    private func waitForWork() -> Bool {
+    /// Waits for the sender's events or a notification, until `until` at the latest (and at most
+    /// a quarter second, so a stop request is seen promptly).
+    private func waitForEvents(until: Double) {
+        let milliseconds = Int32(max(0, min(250, ((until - Self.clock()) * 1000).rounded(.up))))
         var descriptors = [pollfd(fd: outbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)]
-        let timeout = Int32(min(configuration.pollInterval, 0.25) * 1000)
-        _ = poll(&descriptors, descriptors[1].fd >= 0 ? 2 : 1, timeout)
-        if descriptors[1].revents != 0 { return !((try? connection.notifications()) ?? []).isEmpty }
-        return false
+        let count = descriptors[1].fd >= 0 ? 2 : 1
+        guard milliseconds > 0 else { return }
+        _ = poll(&descriptors, nfds_t(count), milliseconds)
+        if count == 2 && descriptors[1].revents != 0 {
+            do {
+                if !(try connection.notifications()).isEmpty { machine.notified(now: Self.clock()) }
+            } catch {
+                log.warning("PostgreSQL error: \(error)")
+                machine.connectionLost(now: Self.clock())
+            }
+        }
+    }
+}
+
+/// Outcomes counted for the activity line the store thread logs once a minute.
+struct ActivityWindow {
+    var delivered = 0, retried = 0, dead = 0, discarded = 0
+    var start = Date().timeIntervalSince1970
+
+    mutating func count(_ outcomes: [JobOutcome]) {
+        for outcome in outcomes {
+            switch outcome.action {
+            case .completed: delivered += 1
+            case .retry: retried += 1
+            case .dead: dead += 1
+            case .discarded, .pruned: discarded += 1
+            case .released: break
+            }
+        }
+    }
+
+    /// The line to log when a minute has passed and something happened; resets the window.
+    mutating func line(now: Double, inHand: Int) -> String? {
+        guard now - start >= 60 else { return nil }
+        defer { self = ActivityWindow(start: now) }
+        guard delivered + retried + dead + discarded > 0 else { return nil }
+        return "last \(Int(now - start)) s: \(delivered) delivered, \(retried) to retry, \(dead) dead-lettered, \(discarded) discarded; \(inHand) in hand"
     }
 }

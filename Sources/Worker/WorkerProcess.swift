@@ -60,11 +60,11 @@ public final class WorkerProcess: @unchecked Sendable {
         // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
         try Administration.identifyAsWorker(connection)
         let inbox = Mailbox<ClaimedJob>()
-        let outbox = Mailbox<JobOutcome>()
+        let outbox = Mailbox<SenderEvent>()
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
                             inbox: inbox, outbox: outbox, stop: stop, log: log)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              sender: sender, stop: stop, log: log, projectID: account.projectID)
+                              stop: stop, log: log, projectID: account.projectID)
         log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let senderThread = Thread { sender.run() }
         senderThread.name = "herald-sender"

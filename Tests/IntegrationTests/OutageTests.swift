@@ -22,7 +22,7 @@ import TestSupport
         stack.emulator.stop()
         try stack.enqueue(300, prefix: "during-")
         #expect(waitUntil(timeout: 60) {
-            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts >= 1 AND last_error LIKE 'CONNECTION%'")) ?? 0 > 0
+            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state IN ('scheduled', 'available') AND attempts >= 1 AND last_error LIKE 'CONNECTION%'")) ?? 0 > 0
         }, "\(worker.output)")
 
         // FCM comes back on the same address. It knows the service account but none of the

@@ -64,7 +64,7 @@ import TestSupport
             let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(claimed.map(\.id) == [first])
             #expect(try c.query(sql).int(0, 0) == first, "a running job is still pending")
-            try store.record([.completed(id: first, messageName: "projects/p/messages/1")])
+            try store.record([JobOutcome(id: first, attempt: 1, .completed(messageName: "projects/p/messages/1"))])
             let second = try c.query(sql).int(0, 0)!
             #expect(second != first, "a finished job no longer holds the key")
         }
@@ -100,7 +100,7 @@ import TestSupport
                     let store = JobStore(connection: conn, workerID: "w\(worker)")
                     while let batch = try? store.claim(queues: [], limit: 50, leaseSeconds: 60), !batch.isEmpty {
                         seen.mutate { $0 += batch.map(\.id) }
-                        _ = try? store.record(batch.map { .completed(id: $0.id, messageName: nil) })
+                        _ = try? store.record(batch.map { $0.outcome(.completed(messageName: nil)) })
                     }
                 }
             }
@@ -123,17 +123,17 @@ import TestSupport
             let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(claimed.count == 5)
             let summary = try store.record([
-                .completed(id: ok, messageName: "projects/p/messages/42"),
-                .retry(id: retry, error: "UNAVAILABLE: try later", delay: 120),
-                .dead(id: dead, reason: "INVALID_ARGUMENT: message.android.ttl is bad"),
-                .pruned(id: prune, token: "gone", reason: "UNREGISTERED: not registered"),
-                .released(id: release),
+                JobOutcome(id: ok, attempt: 1, .completed(messageName: "projects/p/messages/42")),
+                JobOutcome(id: retry, attempt: 1, .retry(error: "UNAVAILABLE: try later", delay: 120)),
+                JobOutcome(id: dead, attempt: 1, .dead(reason: "INVALID_ARGUMENT: message.android.ttl is bad")),
+                JobOutcome(id: prune, attempt: 1, .pruned(token: "gone", reason: "UNREGISTERED: not registered")),
+                JobOutcome(id: release, attempt: 1, .released()),
             ])
             #expect(summary.finished == 2 && summary.retried == 1 && summary.dead == 1 && summary.released == 1 && summary.stale == 0)
             let row = try c.query("SELECT state, fcm_message_name, finished_at IS NOT NULL FROM herald.jobs WHERE id = $1", [.int(ok)])
             #expect(row[0, 0] == "completed" && row[0, 1] == "projects/p/messages/42" && row.bool(0, 2) == true)
             let r = try c.query("SELECT state, attempts, run_at > now() + interval '100 seconds', last_error, jsonb_array_length(errors) FROM herald.jobs WHERE id = $1", [.int(retry)])
-            #expect(r[0, 0] == "available" && r.int(0, 1) == 1 && r.bool(0, 2) == true && r[0, 3] == "UNAVAILABLE: try later" && r.int(0, 4) == 1)
+            #expect(r[0, 0] == "scheduled" && r.int(0, 1) == 1 && r.bool(0, 2) == true && r[0, 3] == "UNAVAILABLE: try later" && r.int(0, 4) == 1)
             #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE id = $1", [.int(dead)]).int(0, 0) == 0)
             let d = try c.query("SELECT id, reason, attempts, message->>'token' FROM herald.dead_letters WHERE job_id = $1", [.int(dead)])
             #expect(d.rowCount == 1 && d[0, 1] == "INVALID_ARGUMENT: message.android.ttl is bad" && d.int(0, 2) == 1 && d[0, 3] == "d")
@@ -161,7 +161,7 @@ import TestSupport
             let keyed = try c.query("SELECT herald.enqueue('{\"token\":\"k\"}', dedupe_key => 'welcome-1')").int(0, 0)!
             let held = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(held.contains { $0.id == keyed })
-            try store.record([.dead(id: keyed, reason: "INVALID_ARGUMENT: x")])
+            try store.record([JobOutcome(id: keyed, attempt: 1, .dead(reason: "INVALID_ARGUMENT: x"))])
             let letter = try c.query("SELECT id FROM herald.dead_letters WHERE job_id = $1", [.int(keyed)]).int(0, 0)!
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"k2\"}', dedupe_key => 'welcome-1')")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.retry_dead_letter($1)", [.int(letter)]) }
@@ -179,7 +179,7 @@ import TestSupport
             let store = JobStore(connection: c)
             _ = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
             var logged: [String] = []
-            try store.record([.pruned(id: id, token: "gone", reason: "UNREGISTERED")], log: { logged.append($0) })
+            try store.record([JobOutcome(id: id, attempt: 1, .pruned(token: "gone", reason: "UNREGISTERED"))], log: { logged.append($0) })
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "discarded")
             #expect(try c.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) == 1)
             #expect(logged.contains { $0.contains("my table is gone") })
@@ -197,7 +197,7 @@ import TestSupport
             let again = try healthy.claim(queues: [], limit: 1, leaseSeconds: 60)
             #expect(again.map(\.id) == [id] && again.first?.attempt == 2)
             #expect(again.first?.lastError?.contains("lease expired") == true)
-            let stale = try dying.record([.completed(id: id, messageName: "late")])
+            let stale = try dying.record([JobOutcome(id: id, attempt: 1, .completed(messageName: "late"))])
             #expect(stale.stale == 1 && stale.finished == 0)
             #expect(try c.query("SELECT state, locked_by FROM herald.jobs")[0, 1] == "healthy")
         }
@@ -212,10 +212,10 @@ import TestSupport
             let second = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(second.attempt == first.attempt + 1)
             // The first claim's late answer does not settle the second claim.
-            let late = try store.record([.completed(id: id, messageName: "late")], attempts: [id: first.attempt])
+            let late = try store.record([first.outcome(.completed(messageName: "late"))])
             #expect(late.stale == 1)
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "running")
-            let current = try store.record([.retry(id: id, error: "INTERNAL: nul\u{0}byte", delay: 0)], attempts: [id: second.attempt])
+            let current = try store.record([second.outcome(.retry(error: "INTERNAL: nul\u{0}byte", delay: 0))])
             #expect(current.retried == 1)
             #expect(try c.query("SELECT last_error FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "INTERNAL: nul byte",
                     "a NUL byte in an error cannot block recording")
@@ -241,11 +241,11 @@ import TestSupport
             let a = try enqueue(c), b = try enqueue(c)
             let immediate = JobStore(connection: c, retention: 0)
             _ = try immediate.claim(queues: [], limit: 1, leaseSeconds: 60)
-            try immediate.record([.completed(id: a, messageName: nil)])
+            try immediate.record([JobOutcome(id: a, attempt: 1, .completed(messageName: nil))])
             #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE id = $1", [.int(a)]).int(0, 0) == 0)
             let kept = JobStore(connection: c, retention: 3600)
             _ = try kept.claim(queues: [], limit: 1, leaseSeconds: 60)
-            try kept.record([.completed(id: b, messageName: nil)])
+            try kept.record([JobOutcome(id: b, attempt: 1, .completed(messageName: nil))])
             #expect(try kept.deleteFinished() == 0)
             try c.query("UPDATE herald.jobs SET finished_at = now() - interval '2 hours' WHERE id = $1", [.int(b)])
             #expect(try kept.deleteFinished() == 1)
@@ -286,13 +286,13 @@ import TestSupport
             let store = JobStore(connection: c)
             let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(job.id == id && job.kind == .group && job.groupKey == nil)
-            try store.record([.completed(id: id, messageName: nil, group: GroupChange(operation: "create", name: "user-7", key: "KEY1", tokens: ["t1", "t2"]))])
+            try store.record([job.outcome(.completed(messageName: nil, group: GroupChange(operation: "create", name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             let g = try c.query("SELECT notification_key, array_to_string(members, ',') FROM herald.device_groups WHERE name = 'user-7'")
             #expect(g[0, 0] == "KEY1" && g[0, 1] == "t1,t2")
             _ = try c.query("SELECT herald.enqueue_group_op('remove', 'user-7', ARRAY['t1', 't2'])")
             let removal = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(removal.groupKey == "KEY1" && removal.groupMembers == ["t1", "t2"])
-            try store.record([.completed(id: removal.id, messageName: nil, group: GroupChange(operation: "remove", name: "user-7", key: "KEY1", tokens: ["t1", "t2"]))])
+            try store.record([removal.outcome(.completed(messageName: nil, group: GroupChange(operation: "remove", name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             #expect(try c.query("SELECT count(*) FROM herald.device_groups").int(0, 0) == 0, "removing every member deletes the group")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.enqueue_group_op('rename', 'x', ARRAY['t'])") }
         }

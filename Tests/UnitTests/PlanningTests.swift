@@ -20,17 +20,17 @@ import Worker
     }
 
     @Test func invalidInputIsSettledWithoutARequest() {
-        #expect(Planning.prepare(job("not json")) == .settled(.dead(id: 7, reason: "message: not valid JSON (" + reasonOfParse("not json") + ")")))
-        guard case .settled(.dead(_, let reason)) = Planning.prepare(job(#"{"token":"a","topic":"b"}"#)) else {
+        #expect(Planning.prepare(job("not json")) == .settled(JobOutcome(id: 7, attempt: 1, .dead(reason: "message: not valid JSON (" + reasonOfParse("not json") + ")"))))
+        guard case .settled(let outcome) = Planning.prepare(job(#"{"token":"a","topic":"b"}"#)), case .dead(let reason) = outcome.action else {
             Issue.record("two targets must be dead-lettered"); return
         }
         #expect(reason.hasPrefix("message"))
-        guard case .settled(.discarded(_, let why)) = Planning.prepare(job(#"{"token":"abc"}"#, pruned: true)) else {
+        guard case .settled(let outcome) = Planning.prepare(job(#"{"token":"abc"}"#, pruned: true)), case .discarded(let why) = outcome.action else {
             Issue.record("a pruned token's job is discarded"); return
         }
         #expect(why.contains("pruned earlier"))
         #expect(Planning.prepare(job(#"{"token":"abc"}"#, attempt: 26, maxAttempts: 25))
-                == .settled(.dead(id: 7, reason: "gave up after 25 attempts (max_attempts); last error: UNAVAILABLE: down")))
+                == .settled(JobOutcome(id: 7, attempt: 26, .dead(reason: "gave up after 25 attempts (max_attempts); last error: UNAVAILABLE: down"))))
     }
 
     func reasonOfParse(_ text: String) -> String {
@@ -40,11 +40,11 @@ import Worker
     @Test func groupLimitsAreCheckedBeforeFCM() {
         let tokens = (1...21).map { "\"t\($0)\"" }.joined(separator: ",")
         let create = job(#"{"operation":"create","notification_key_name":"g","registration_ids":[\#(tokens)]}"#, kind: .group)
-        guard case .settled(.dead(_, let reason)) = Planning.prepare(create) else { Issue.record("21 members refused"); return }
+        guard case .settled(let outcome) = Planning.prepare(create), case .dead(let reason) = outcome.action else { Issue.record("21 members refused"); return }
         #expect(reason.contains("limit of 20"))
         let add = job(#"{"operation":"add","notification_key_name":"g","registration_ids":["new"]}"#, kind: .group,
                       groupKey: "K", members: (1...20).map { "m\($0)" })
-        guard case .settled(.dead(_, let addReason)) = Planning.prepare(add) else { Issue.record("21st member refused"); return }
+        guard case .settled(let addOutcome) = Planning.prepare(add), case .dead(let addReason) = addOutcome.action else { Issue.record("21st member refused"); return }
         #expect(addReason.contains("21 members"))
         let remove = job(#"{"operation":"remove","notification_key_name":"g","registration_ids":["m1"]}"#, kind: .group, groupKey: "K")
         #expect(Planning.prepare(remove) == .group(operation: "remove", name: "g", key: "K", tokens: ["m1"]))
@@ -56,25 +56,25 @@ import Worker
         func decide(_ c: SendClassification, reauthenticated: Bool = false, random: Double = 0) -> Planning.Decision {
             Planning.decide(job: j, preparation: send, classification: c, reauthenticated: reauthenticated, policy: policy, random: random)
         }
-        #expect(decide(.delivered(name: "projects/p/messages/1")) == .outcome(.completed(id: 7, messageName: "projects/p/messages/1")))
-        #expect(decide(.pruneToken(code: "UNREGISTERED", message: "gone")) == .outcome(.pruned(id: 7, token: "t1", reason: "UNREGISTERED: gone")))
-        #expect(decide(.deadLetter(code: "SENDER_ID_MISMATCH", message: "m")) == .outcome(.dead(id: 7, reason: "SENDER_ID_MISMATCH: m")))
+        #expect(decide(.delivered(name: "projects/p/messages/1")) == .outcome(JobOutcome(id: 7, attempt: 3, .completed(messageName: "projects/p/messages/1"))))
+        #expect(decide(.pruneToken(code: "UNREGISTERED", message: "gone")) == .outcome(JobOutcome(id: 7, attempt: 3, .pruned(token: "t1", reason: "UNREGISTERED: gone"))))
+        #expect(decide(.deadLetter(code: "SENDER_ID_MISMATCH", message: "m")) == .outcome(JobOutcome(id: 7, attempt: 3, .dead(reason: "SENDER_ID_MISMATCH: m"))))
         // Attempt 3 without Retry-After: 4 s, plus jitter up to half.
         #expect(decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: nil, slowSender: false), random: 0.5)
-                == .outcome(.retry(id: 7, error: "UNAVAILABLE: m", delay: 5)))
+                == .outcome(JobOutcome(id: 7, attempt: 3, .retry(error: "UNAVAILABLE: m", delay: 5))))
         // Never sooner than Retry-After.
-        guard case .outcome(.retry(_, _, let delay)) = decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: 120, slowSender: false)) else {
+        guard case .outcome(let outcome) = decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: 120, slowSender: false)), case .retry(_, let delay) = outcome.action else {
             Issue.record("retry expected"); return
         }
         #expect(delay >= 120)
         #expect(decide(.reauthenticate(message: "expired")) == .reauthenticate)
-        guard case .outcome(.retry) = decide(.reauthenticate(message: "expired"), reauthenticated: true) else {
+        guard case .outcome(let again) = decide(.reauthenticate(message: "expired"), reauthenticated: true), case .retry = again.action else {
             Issue.record("a second 401 is retried with backoff"); return
         }
         let last = job(#"{"token":"t1"}"#, attempt: 25, maxAttempts: 25)
         let final = Planning.decide(job: last, preparation: send, classification: .retry(code: "INTERNAL", message: "m", retryAfter: nil, slowSender: false),
                                     reauthenticated: false, policy: policy, random: 0)
-        #expect(final == .outcome(.dead(id: 7, reason: "gave up after 25 attempts (max_attempts); last error: INTERNAL: m")))
+        #expect(final == .outcome(JobOutcome(id: 7, attempt: 25, .dead(reason: "gave up after 25 attempts (max_attempts); last error: INTERNAL: m"))))
     }
 
     @Test func quotaSlowsTheWholeSender() {

@@ -1,0 +1,67 @@
+-- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token}) of jobs
+-- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
+-- Every outcome applies only while the job is still running under this worker's lease for the
+-- attempt it belongs to (`att`), so a late answer never settles a later claim. Returns how many
+-- rows each kind of outcome changed.
+WITH input AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int)
+),
+finished AS (
+    UPDATE herald.jobs j
+    SET state = CASE WHEN i.a = 'complete' THEN 'completed' ELSE 'discarded' END,
+        finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
+        last_error = coalesce(i.err, j.last_error),
+        errors = CASE WHEN i.err IS NULL THEN j.errors
+                 ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
+    FROM input i
+    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
+    RETURNING j.id
+),
+removed AS (
+    DELETE FROM herald.jobs j USING input i
+    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
+    RETURNING j.id
+),
+retried AS (
+    UPDATE herald.jobs j
+    SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
+        run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
+        last_error = i.err,
+        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
+    FROM input i
+    WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    RETURNING j.id
+),
+released AS (
+    UPDATE herald.jobs j
+    SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
+        attempts = greatest(j.attempts - 1, 0), locked_until = NULL, locked_by = NULL,
+        run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
+    FROM input i
+    WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    RETURNING j.id
+),
+dead AS (
+    DELETE FROM herald.jobs j USING input i
+    WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
+        j.created_at, i.err,
+        j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
+),
+lettered AS (
+    INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
+                                     reason, errors, created_at)
+    SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at FROM dead
+    RETURNING 1
+),
+ledger AS (
+    INSERT INTO herald.pruned_tokens (token, reason, job_id)
+    SELECT token, err, id FROM input WHERE a = 'prune' AND token IS NOT NULL
+    ON CONFLICT (token) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed) AS finished,
+       (SELECT count(*) FROM retried) AS retried,
+       (SELECT count(*) FROM released) AS released,
+       (SELECT count(*) FROM lettered) AS dead,
+       (SELECT count(*) FROM ledger) AS pruned

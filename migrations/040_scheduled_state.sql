@@ -29,6 +29,13 @@ CREATE TRIGGER jobs_schedule BEFORE INSERT OR UPDATE OF state, run_at ON herald.
 
 UPDATE herald.jobs SET state = 'scheduled' WHERE state = 'available' AND run_at > now();
 
+-- The lease index covers rows that hold a lease, not rows whose state is 'running'. A partial
+-- index on state = 'running' invited the planner, whenever statistics said few jobs were
+-- running, to walk it for every outcome recorded (a nested loop over all running jobs: 580 ms
+-- for a batch of 256 beside a million scheduled rows, instead of 5 ms through the primary key).
+DROP INDEX herald.jobs_lease;
+CREATE INDEX jobs_lease ON herald.jobs (locked_until) WHERE locked_until IS NOT NULL;
+
 -- A dedupe key is taken by any job not yet finished, scheduled ones included.
 DROP INDEX herald.jobs_dedupe;
 CREATE UNIQUE INDEX jobs_dedupe ON herald.jobs (dedupe_key)

@@ -16,7 +16,8 @@ public enum SenderEvent: Sendable, Equatable {
 /// in, so unit tests drive it with a clock of their own, no database and no sleep.
 ///
 /// Wake-up rules (what makes the worker claim):
-/// - a NOTIFY on `herald_jobs` (a statement inserted jobs, or another worker promoted some);
+/// - a NOTIFY on `herald_jobs` (a statement inserted jobs, or another worker promoted some):
+///   promote (which also reports when the next scheduled job is due), then claim;
 /// - the earliest due time it knows of: the next scheduled job the database reported after its
 ///   last promotion, and the retries and releases it recorded itself. Then it promotes the due
 ///   scheduled jobs to available and claims;
@@ -211,8 +212,11 @@ struct StoreMachine: Sendable {
         pending += jobs.map { $0.outcome(.released()) }
     }
 
+    /// A NOTIFY: jobs were inserted (maybe due later: promoting also learns the next due time)
+    /// or another worker promoted some.
     mutating func notified(now: Double) {
         claimWanted = true
+        promoteWanted = true
     }
 
     mutating func stopRequested(now: Double) {

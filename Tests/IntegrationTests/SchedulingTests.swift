@@ -1,0 +1,147 @@
+import Emulator
+import Foundation
+import Postgres
+import Queue
+import Testing
+import TestSupport
+
+/// Time as FCM sees it: when jobs reach the emulator compared with when they were due. Every
+/// figure is measured at the emulator's side (its receive time of each request), not in run_at.
+@Suite(.serialized) struct SchedulingTests {
+    /// Starts a pool and waits until its workers are connected and past their start-up checks.
+    func startPool(_ stack: WorkerStack, processes: Int, extra: [String] = []) throws -> HeraldProcess {
+        let pool = try HeraldProcess(["work", "--processes", String(processes)] + extra, environment: stack.environment)
+        try pool.start()
+        let ready = waitUntil(timeout: 60) { ((try? Administration.connectedWorkers(stack.connection)) ?? 0) >= processes }
+        if !ready { throw TestFailure("the pool did not start: \(pool.output)") }
+        return pool
+    }
+
+    func stopPool(_ pool: HeraldProcess) {
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0, "\(pool.output)")
+    }
+
+    /// Milliseconds since 1970 of a timestamptz column, per token.
+    func millisecondsByToken(_ stack: WorkerStack, _ sql: String) throws -> [String: Double] {
+        let result = try stack.connection.query(sql)
+        var values: [String: Double] = [:]
+        for row in 0..<result.rowCount { values[result[row, 0]!] = result.double(row, 1)! }
+        return values
+    }
+
+    @Test func retriesOfJobsThatFailedTogetherReachFCMSpreadOverTheirJitterWindow() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let pool = try startPool(stack, processes: 2)
+        // 500 INTERNAL without Retry-After on the first attempt, then success.
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message)
+            SELECT jsonb_build_object('token', 'fail-internal-1-spread-' || g, 'data', jsonb_build_object('n', g::text))
+            FROM generate_series(1, 400) AS g
+            """)
+        let done = waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 400 }
+        stopPool(pool)
+        #expect(done, "\(pool.output)")
+
+        // When each first failure was recorded (run_at = that moment + the delay, same clock).
+        let failedAt = try millisecondsByToken(stack, """
+            SELECT message->>'token', extract(epoch FROM (errors->0->>'at')::timestamptz) * 1000 FROM herald.jobs
+            """)
+        let delivered = stack.emulator.deliveredMessages().filter { $0.token?.hasPrefix("fail-internal-1-spread-") == true }
+        #expect(delivered.count == 400, "each job delivered once")
+        var early = 0
+        for message in delivered {
+            guard let token = message.token, let failed = failedAt[token] else { continue }
+            // The backoff floor of a first retry is 1 s; the emulator's clock has whole milliseconds.
+            if Double(message.receivedAtMilliseconds) < (failed + 1000).rounded(.down) { early += 1 }
+        }
+        #expect(early == 0, "no retry reached FCM before its backoff floor")
+
+        let times = delivered.map(\.receivedAtMilliseconds).sorted()
+        var busiest = 0
+        var start = 0
+        for end in times.indices {
+            while times[end] - times[start] >= 50 { start += 1 }
+            busiest = max(busiest, end - start + 1)
+        }
+        #expect(busiest <= 100, "the busiest 50 ms window held \(busiest) of 400 retries (at most 25 % allowed)")
+        let spread = (times.last ?? 0) - (times.first ?? 0)
+        #expect(spread >= 300, "retries spread over \(spread) ms (the jitter window is 500 ms)")
+    }
+
+    @Test func scheduledJobsReachFCMWithinAHundredMillisecondsOfRunAtAndNeverBefore() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let pool = try startPool(stack, processes: 2)
+        // 300 jobs due over 3 s, starting a second from now.
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, run_at)
+            SELECT jsonb_build_object('token', 'scheduled-' || g, 'data', jsonb_build_object('n', g::text)),
+                   clock_timestamp() + make_interval(secs => 1 + g * 0.01)
+            FROM generate_series(1, 300) AS g
+            """)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled'") == 300,
+                "jobs due later wait as scheduled, outside the claim index")
+        let done = waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 300 }
+        stopPool(pool)
+        #expect(done, "\(pool.output)")
+
+        let due = try millisecondsByToken(stack, "SELECT message->>'token', extract(epoch FROM run_at) * 1000 FROM herald.jobs")
+        let delivered = stack.emulator.deliveredMessages()
+        #expect(delivered.count == 300)
+        var lateness: [Double] = []
+        for message in delivered {
+            guard let token = message.token, let runAt = due[token] else { continue }
+            lateness.append(Double(message.receivedAtMilliseconds) - runAt.rounded(.down))
+        }
+        lateness.sort()
+        #expect(lateness.count == 300)
+        let p50 = lateness[lateness.count / 2], p99 = lateness[lateness.count * 99 / 100]
+        #expect((lateness.first ?? -1) >= 0, "a job reached FCM \(-(lateness.first ?? 0)) ms before its run_at")
+        #expect(p99 <= 100, "late by \(p50) ms at the median and \(p99) ms at p99 (at most 100 ms allowed)")
+    }
+
+    /// The rate at which a pool drains `due` jobs that are due now, measured at the emulator:
+    /// messages per second between the first and the last arrival.
+    func drainRate(futureJobs: Int, due: Int = 20_000) throws -> Double {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        if futureJobs > 0 {
+            // Urgent jobs for tomorrow: more urgent than today's, so a claim that walked them
+            // would meet every one of them first.
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, run_at, priority)
+                SELECT jsonb_build_object('token', 'tomorrow-' || g), now() + interval '1 day', -1
+                FROM generate_series(1, $1::int) AS g
+                """, [.int(futureJobs)])
+            // Settle the bulk insert first, so the run measures the claim, not autovacuum.
+            try stack.connection.execute("VACUUM ANALYZE herald.jobs")
+        }
+        let pool = try startPool(stack, processes: 2)
+        try stack.enqueue(due, prefix: "today-")
+        // Watch the emulator, not the table: counting a table of a million rows every few
+        // milliseconds would itself slow the run being measured.
+        let done = waitUntil(timeout: 120, interval: 0.1) { stack.emulator.deliveredMessages().count >= due }
+        stopPool(pool)
+        #expect(done, "\(pool.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == due)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled'") == futureJobs)
+        let times = stack.emulator.deliveredMessages().map(\.receivedAtMilliseconds)
+        #expect(times.count == due)
+        let span = Double((times.max() ?? 0) - (times.min() ?? 0)) / 1000
+        return Double(due) / max(span, 0.001)
+    }
+
+    @Test func aMillionJobsScheduledForTomorrowDoNotSlowTodaysWork() throws {
+        // Alternate the two runs so a busy moment of the machine does not land on one side only.
+        var without: [Double] = [], with: [Double] = []
+        for _ in 0..<2 {
+            without.append(try drainRate(futureJobs: 0))
+            with.append(try drainRate(futureJobs: 1_000_000))
+        }
+        let ratio = (with.max() ?? 0) / (without.max() ?? 1)
+        print("drain rate of 20,000 due jobs: \(without.map { Int($0) }) msgs/s alone, \(with.map { Int($0) }) msgs/s beside 1,000,000 urgent jobs for tomorrow; ratio \(String(format: "%.2f", ratio))")
+        #expect(ratio >= 0.8, "with 1,000,000 jobs for tomorrow today's jobs drained at \(ratio) of the rate without them")
+    }
+}

@@ -270,6 +270,47 @@ import TestSupport
         }
     }
 
+    @Test func jobsDueLaterWaitAsScheduledUntilAWorkerPromotesThem() throws {
+        try withDatabase { c, _ in
+            let later = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() + interval '1 hour')").int(0, 0)!
+            try c.query("INSERT INTO herald.jobs (message, run_at) VALUES ('{\"token\":\"b\"}', now() + interval '2 hours')")
+            let due = try enqueue(c)
+            let states = try c.query("SELECT state, count(*) FROM herald.jobs GROUP BY state ORDER BY state")
+            #expect((0..<states.rowCount).map { "\(states[$0, 0]!)=\(states[$0, 1]!)" } == ["available=1", "scheduled=2"],
+                    "an INSERT or enqueue with a future run_at makes a scheduled job")
+            let store = JobStore(connection: c)
+            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [due], "scheduled jobs are not claimed")
+            let ahead = try store.promoteDueJobs()
+            #expect(ahead.promoted == 0)
+            #expect(abs((ahead.nextDueIn ?? 0) - 3600) < 60, "the next one is due in an hour, not \(String(describing: ahead.nextDueIn))")
+
+            // Its time comes: promoted, then claimed; the other one stays.
+            try c.query("UPDATE herald.jobs SET run_at = now() - interval '1 second' WHERE id = $1", [.int(later)])
+            #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(later)])[0, 0] == "scheduled")
+            let promotion = try store.promoteDueJobs()
+            #expect(promotion.promoted == 1)
+            #expect(abs((promotion.nextDueIn ?? 0) - 7200) < 60)
+            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [later])
+
+            // Moving an available job's run_at ahead makes it scheduled again.
+            let moved = try enqueue(c, token: "m")
+            try c.query("UPDATE herald.jobs SET run_at = now() + interval '5 minutes' WHERE id = $1", [.int(moved)])
+            #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(moved)])[0, 0] == "scheduled")
+            #expect(try store.hasPendingWork(queues: []))
+        }
+    }
+
+    @Test func aScheduledJobHoldsItsDedupeKey() throws {
+        try withDatabase { c, _ in
+            let sql = "SELECT herald.enqueue('{\"token\":\"a\"}', run_at => now() + interval '1 day', dedupe_key => 'reminder-9')"
+            let first = try c.query(sql).int(0, 0)!
+            #expect(try c.query(sql).int(0, 0) == first)
+            #expect(throws: PostgresError.self, "a plain INSERT of the same pending key fails on the unique index") {
+                try c.query("INSERT INTO herald.jobs (message, dedupe_key) VALUES ('{\"token\":\"b\"}', 'reminder-9')")
+            }
+        }
+    }
+
     @Test func queueStatsShowsCountsAndOldestAge() throws {
         try withDatabase { c, _ in
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() - interval '10 minutes')")
@@ -277,6 +318,9 @@ import TestSupport
             let stats = try c.query("SELECT count, extract(epoch FROM oldest_available_age) FROM herald.queue_stats WHERE queue = 'default' AND state = 'available'")
             #expect(stats.int(0, 0) == 1)
             #expect((stats.double(0, 1) ?? 0) >= 590)
+            _ = try c.query("SELECT herald.enqueue('{\"token\":\"c\"}', now() + interval '1 day')")
+            let scheduled = try c.query("SELECT count, scheduled FROM herald.queue_stats WHERE queue = 'default' AND state = 'scheduled'")
+            #expect(scheduled.int(0, 0) == 1 && scheduled.int(0, 1) == 1)
         }
     }
 

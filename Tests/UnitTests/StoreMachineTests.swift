@@ -1,0 +1,284 @@
+import Queue
+import Testing
+@testable import Worker
+
+/// The store thread's decisions, driven with a clock of the test's own: no database, no sleep.
+@Suite struct StoreMachineTests {
+    static let settings = StoreMachine.Settings(concurrency: 100, batch: 40, leaseSeconds: 60, pollInterval: 1,
+                                                shutdownTimeout: 30, drain: false)
+    let t0 = 1_000_000.0
+
+    func jobs(_ ids: ClosedRange<Int>, attempt: Int = 1) -> [ClaimedJob] {
+        ids.map { ClaimedJob(id: $0, message: Array(#"{"token":"t"}"#.utf8), attempt: attempt) }
+    }
+
+    /// A machine past its start-up: first maintenance pass done, first promotion done (nothing
+    /// scheduled), first claim done (empty), now waiting.
+    func idle(_ settings: StoreMachine.Settings = StoreMachineTests.settings) -> StoreMachine {
+        var machine = StoreMachine(settings: settings, now: t0)
+        #expect(machine.next(now: t0) == .maintain)
+        machine.maintained(now: t0)
+        #expect(machine.next(now: t0) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        #expect(machine.next(now: t0) == .claim(limit: 40))
+        machine.claimed([], limit: 40, now: t0)
+        return machine
+    }
+
+    // MARK: Running
+
+    @Test func startsByMaintainingPromotingAndClaimingThenWaitsForThePoll() {
+        var machine = idle()
+        #expect(machine.next(now: t0) == .wait(until: t0 + 1), "nothing to do until the poll interval")
+        #expect(machine.next(now: t0 + 1) == .promote(limit: 10_000), "the poll promotes, then claims")
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .claim(limit: 40))
+    }
+
+    @Test func aFullClaimIsFollowedByAnotherWhileTheSenderHasRoom() {
+        var machine = idle()
+        machine.notified(now: t0)
+        #expect(machine.next(now: t0) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        #expect(machine.next(now: t0) == .claim(limit: 40))
+        machine.claimed(jobs(1...40), limit: 40, now: t0)
+        #expect(machine.next(now: t0) == .claim(limit: 40), "a full batch: probably more")
+        machine.claimed(jobs(41...80), limit: 40, now: t0)
+        #expect(machine.next(now: t0) == .claim(limit: 20), "only the room left")
+        machine.claimed(jobs(81...100), limit: 20, now: t0)
+        guard case .wait = machine.next(now: t0) else { Issue.record("no room: wait"); return }
+        // Five answers back: still less room than a quarter batch, so no claim of five jobs.
+        machine.received([.outcomes((1...5).map { JobOutcome(id: $0, attempt: 1, .completed(messageName: "n")) })], now: t0)
+        #expect(machine.next(now: t0) == .record((1...5).map { JobOutcome(id: $0, attempt: 1, .completed(messageName: "n")) }))
+        machine.recorded(count: 5)
+        guard case .wait = machine.next(now: t0) else { Issue.record("five free of 100: wait for more room"); return }
+        machine.received([.outcomes((6...10).map { JobOutcome(id: $0, attempt: 1, .completed(messageName: "n")) })], now: t0)
+        _ = machine.next(now: t0)
+        machine.recorded(count: 5)
+        #expect(machine.next(now: t0) == .claim(limit: 10), "ten free is a quarter batch")
+    }
+
+    @Test func aPartialClaimWaitsForANotification() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0)
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0)
+        machine.claimed(jobs(1...3), limit: 40, now: t0)
+        #expect(machine.next(now: t0 + 0.1) == .wait(until: t0 + 1))
+        machine.notified(now: t0 + 0.2)
+        #expect(machine.next(now: t0 + 0.2) == .promote(limit: 10_000), "jobs were inserted: promote, then claim")
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 0.2)
+        #expect(machine.next(now: t0 + 0.2) == .claim(limit: 40))
+    }
+
+    @Test func outcomesAreRecordedAndTheirLeasesLetGo() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...2), limit: 40, now: t0)
+        #expect(machine.outstanding == 2 && machine.leases.count == 2)
+        let outcomes = [JobOutcome(id: 1, attempt: 1, .completed(messageName: "a")), JobOutcome(id: 2, attempt: 1, .dead(reason: "x"))]
+        machine.received([.outcomes(outcomes)], now: t0 + 0.01)
+        #expect(machine.next(now: t0 + 0.01) == .record(outcomes))
+        // Not recorded yet (say PostgreSQL failed): asked again, nothing lost.
+        #expect(machine.next(now: t0 + 0.02) == .record(outcomes))
+        machine.recorded(count: 2)
+        #expect(machine.outstanding == 0 && machine.leases.count == 0 && machine.pending.isEmpty)
+    }
+
+    // MARK: Time
+
+    @Test func aRetryIsADueTimeTheWorkerKnowsWithoutAsking() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...1), limit: 40, now: t0)
+        machine.received([.outcomes([JobOutcome(id: 1, attempt: 1, .retry(error: "INTERNAL", delay: 0.3))])], now: t0 + 0.01)
+        _ = machine.next(now: t0 + 0.01)
+        machine.recorded(count: 1)
+        #expect(machine.next(now: t0 + 0.02) == .wait(until: t0 + 0.31), "wakes when the retry is due, not at the poll")
+        #expect(machine.next(now: t0 + 0.31) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 1, nextDueIn: nil), now: t0 + 0.31)
+        #expect(machine.next(now: t0 + 0.31) == .claim(limit: 40))
+    }
+
+    @Test func theNextScheduledJobTheDatabaseReportsSetsTheTimer() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0)
+        machine.promoted(Promotion(promoted: 0, nextDueIn: 0.25), now: t0)
+        _ = machine.next(now: t0); machine.claimed([], limit: 40, now: t0)
+        #expect(machine.next(now: t0) == .wait(until: t0 + 0.25))
+        #expect(machine.next(now: t0 + 0.25) == .promote(limit: 10_000))
+        // Far ahead: the poll comes first.
+        machine.promoted(Promotion(promoted: 1, nextDueIn: 86_400), now: t0 + 0.25)
+        _ = machine.next(now: t0 + 0.25); machine.claimed(jobs(1...1), limit: 40, now: t0 + 0.25)
+        #expect(machine.next(now: t0 + 0.3) == .wait(until: t0 + 1.25))
+    }
+
+    @Test func aPromotionThatHitItsLimitPromotesAgainAtOnce() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0)
+        machine.promoted(Promotion(promoted: 10_000, nextDueIn: nil), now: t0)
+        #expect(machine.next(now: t0) == .promote(limit: 10_000))
+    }
+
+    // MARK: Leases and maintenance
+
+    @Test func leasesHeldForAThirdOfTheirLengthAreExtended() {
+        var settings = Self.settings
+        settings.pollInterval = 1000  // keep the poll out of the way
+        var machine = idle(settings)
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...3), limit: 40, now: t0)
+        // Heartbeat every 15 s (a quarter lease); a lease is extended after 20 s (a third).
+        #expect(machine.next(now: t0 + 15) == .maintain)
+        machine.maintained(now: t0 + 15)
+        guard case .wait = machine.next(now: t0 + 15) else { Issue.record("15 s: nothing to extend yet"); return }
+        _ = machine.next(now: t0 + 30) // maintenance again
+        machine.maintained(now: t0 + 30)
+        #expect(machine.next(now: t0 + 30) == .extendLeases([1, 2, 3]))
+        machine.leasesExtended([1, 2, 3], now: t0 + 30)
+        #expect(machine.leases.due(now: t0 + 31).isEmpty)
+    }
+
+    @Test func leadershipWaitsOneLeaseBeforeRescuingAndIsLostWithTheConnection() {
+        var leadership = Leadership(grace: 60)
+        #expect(!leadership.mayRescue(now: t0))
+        leadership.acquired(now: t0)
+        #expect(!leadership.mayRescue(now: t0 + 59))
+        #expect(leadership.mayRescue(now: t0 + 60))
+        leadership.acquired(now: t0 + 100)
+        #expect(leadership.since == t0, "holding the lock again does not restart the grace")
+        leadership.lost()
+        leadership.acquired(now: t0 + 200)
+        #expect(!leadership.mayRescue(now: t0 + 230), "a new leader after an outage waits again")
+    }
+
+    @Test func heartbeatForgetsSettledJobs() {
+        var heartbeat = LeaseHeartbeat(leaseSeconds: 30)
+        heartbeat.claimed([1, 2], now: t0)
+        heartbeat.settled([1])
+        #expect(heartbeat.due(now: t0 + 10) == [2])
+        heartbeat.extended([1, 2], now: t0 + 10)
+        #expect(heartbeat.count == 1 && heartbeat.due(now: t0 + 19).isEmpty)
+    }
+
+    // MARK: Quota pause
+
+    @Test func aQuotaPauseIsPublishedOnceAndHoldsBackClaims() {
+        var machine = idle()
+        machine.received([.paused(until: t0 + 60)], now: t0)
+        #expect(machine.next(now: t0) == .publishPause(until: t0 + 60))
+        machine.pausePublished(until: t0 + 60)
+        machine.notified(now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .wait(until: t0 + 2), "no claim while paused")
+        machine.received([.paused(until: t0 + 60.2)], now: t0 + 1.5)
+        guard case .wait = machine.next(now: t0 + 1.5) else { Issue.record("a pause barely longer is not published again"); return }
+        #expect(machine.next(now: t0 + 60.3) == .maintain)
+        machine.maintained(now: t0 + 60.3)
+        #expect(machine.next(now: t0 + 60.3) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 60.3)
+        #expect(machine.next(now: t0 + 60.3) == .claim(limit: 40), "claims resume when the pause ends")
+    }
+
+    // MARK: Stopping
+
+    @Test func aStopRecordsWhatComesBackAndExitsOnceTheSenderHasFinished() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...4), limit: 40, now: t0)
+        machine.stopRequested(now: t0 + 1)
+        #expect(machine.phase == .stopping(since: t0 + 1))
+        machine.notified(now: t0 + 1)
+        guard case .wait = machine.next(now: t0 + 1) else { Issue.record("no claim, no promotion while stopping"); return }
+        machine.received([.outcomes([JobOutcome(id: 1, attempt: 1, .completed(messageName: "a"))]), .finished], now: t0 + 2)
+        // Jobs 2 and 3 were handed over but never taken by the sender: back, uncounted.
+        machine.unsent(jobs(2...3))
+        #expect(machine.next(now: t0 + 2) == .record([JobOutcome(id: 1, attempt: 1, .completed(messageName: "a")),
+                                                      JobOutcome(id: 2, attempt: 1, .released()),
+                                                      JobOutcome(id: 3, attempt: 1, .released())]))
+        machine.recorded(count: 3)
+        guard case .wait = machine.next(now: t0 + 2) else { Issue.record("job 4 is still out"); return }
+        machine.received([.outcomes([JobOutcome(id: 4, attempt: 1, .released())])], now: t0 + 3)
+        _ = machine.next(now: t0 + 3)
+        machine.recorded(count: 1)
+        #expect(machine.next(now: t0 + 3) == .exit(status: 0))
+        #expect(machine.next(now: t0 + 4) == .exit(status: 0))
+    }
+
+    @Test func aDrainStopsOnceNothingIsLeftAnywhere() {
+        var settings = Self.settings
+        settings.drain = true
+        var machine = StoreMachine(settings: settings, now: t0)
+        _ = machine.next(now: t0); machine.maintained(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed([], limit: 40, now: t0)
+        #expect(machine.next(now: t0) == .checkDrained)
+        machine.drainChecked(workLeft: true, now: t0)
+        #expect(machine.next(now: t0) == .wait(until: t0 + 1), "scheduled jobs are left: keep going")
+        _ = machine.next(now: t0 + 1); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 1)
+        _ = machine.next(now: t0 + 1); machine.claimed([], limit: 40, now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .checkDrained)
+        machine.drainChecked(workLeft: false, now: t0 + 1)
+        #expect(machine.phase == .drained)
+        #expect(machine.next(now: t0 + 1) == .stopSender)
+        machine.senderStopRequested(now: t0 + 1)
+        machine.received([.finished], now: t0 + 1.1)
+        #expect(machine.next(now: t0 + 1.1) == .exit(status: 0))
+    }
+
+    // MARK: The database
+
+    @Test func aLostConnectionIsRetriedWithGrowingDelaysAndResumesWork() {
+        var machine = idle()
+        machine.connectionLost(now: t0)
+        #expect(machine.next(now: t0) == .wait(until: t0 + 0.5))
+        #expect(machine.next(now: t0 + 0.5) == .reconnect)
+        machine.reconnectFailed(now: t0 + 0.5)
+        #expect(machine.next(now: t0 + 0.6) == .wait(until: t0 + 1.5))
+        var now = t0 + 1.5
+        for _ in 0..<6 {
+            _ = machine.next(now: now)
+            machine.reconnectFailed(now: now)
+            guard case .down(let retryAt, let delay) = machine.database else { Issue.record("still down"); return }
+            #expect(delay <= 10)
+            now = retryAt
+        }
+        #expect(machine.database == .down(retryAt: now, delay: 10), "the delay stops growing at 10 s")
+        // Outcomes that arrive meanwhile wait for the database.
+        machine.received([.outcomes([JobOutcome(id: 9, attempt: 2, .completed(messageName: "z"))])], now: now)
+        #expect(machine.next(now: now) == .reconnect)
+        machine.reconnected(now: now)
+        #expect(machine.next(now: now) == .record([JobOutcome(id: 9, attempt: 2, .completed(messageName: "z"))]))
+        machine.recorded(count: 1)
+        #expect(machine.next(now: now) == .maintain, "a new connection runs maintenance (and may lead) again")
+        machine.maintained(now: now)
+        #expect(machine.next(now: now) == .promote(limit: 10_000))
+    }
+
+    @Test func stoppingWithTheDatabaseDownGivesUpAfterTheShutdownTimeout() {
+        var machine = idle()
+        machine.received([.outcomes([JobOutcome(id: 1, attempt: 1, .completed(messageName: "a"))])], now: t0)
+        machine.connectionLost(now: t0)
+        machine.stopRequested(now: t0)
+        machine.received([.finished], now: t0)
+        #expect(machine.next(now: t0 + 0.5) == .reconnect)
+        machine.reconnectFailed(now: t0 + 0.5)
+        #expect(machine.next(now: t0 + 30) == .exit(status: 1), "the outcomes cannot be recorded; their leases bring the jobs back")
+    }
+
+    @Test func aStatementThatFailsOnAHealthyConnectionPausesClaimsBriefly() {
+        var machine = idle()
+        machine.notified(now: t0)
+        machine.statementFailed(now: t0)
+        #expect(machine.next(now: t0) == .wait(until: t0 + 0.2))
+        #expect(machine.next(now: t0 + 0.2) == .promote(limit: 10_000))
+    }
+}

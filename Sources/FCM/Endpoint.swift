@@ -62,72 +62,93 @@ public struct DeviceGroupClient {
         self.client = client
     }
 
+    /// Carries out a planned change; returns the group's `notification_key`.
+    public func perform(_ plan: DeviceGroupPlan) throws(DeviceGroupError) -> String {
+        try send(.change(plan.operation), name: plan.name, key: plan.key, tokens: plan.tokens)
+    }
+
     /// Creates the group `name` with `tokens`; returns its `notification_key`.
     public func create(name: String, tokens: [String]) throws(DeviceGroupError) -> String {
-        try send(operation: "create", name: name, key: nil, tokens: tokens)
+        try send(.change(.create), name: name, key: nil, tokens: tokens)
     }
 
     /// Adds `tokens` to the group (at most 20 members in all).
     public func add(name: String, key: String, tokens: [String]) throws(DeviceGroupError) -> String {
-        try send(operation: "add", name: name, key: key, tokens: tokens)
+        try send(.change(.add), name: name, key: key, tokens: tokens)
     }
 
     /// Removes `tokens`; removing every member deletes the group.
     public func remove(name: String, key: String, tokens: [String]) throws(DeviceGroupError) -> String {
-        try send(operation: "remove", name: name, key: key, tokens: tokens)
+        try send(.change(.remove), name: name, key: key, tokens: tokens)
     }
 
     /// The group's `notification_key`, or nil when there is no group of that name.
     public func get(name: String) throws(DeviceGroupError) -> String? {
         do {
-            return try send(operation: "get", name: name, key: nil, tokens: [])
+            return try send(.get, name: name, key: nil, tokens: [])
         } catch {
             if error.httpStatus == 404 { return nil }
             throw error
         }
     }
 
-    /// The request for one operation: `create`, `add`, `remove` (POST) or `get` (GET by name).
-    public func request(operation: String, name: String, key: String?, tokens: [String]) throws(DeviceGroupError) -> HTTPRequest {
+    /// What a request does: look a group up by name, or change it.
+    public enum Request: Sendable, Equatable {
+        case get
+        case change(DeviceGroupOperation)
+
+        var name: String {
+            switch self {
+            case .get: return "get"
+            case .change(let operation): return operation.rawValue
+            }
+        }
+    }
+
+    /// The request for a planned change (POST).
+    public func request(_ plan: DeviceGroupPlan) throws(DeviceGroupError) -> HTTPRequest {
+        try request(.change(plan.operation), name: plan.name, key: plan.key, tokens: plan.tokens)
+    }
+
+    /// The request for one operation: a change (POST) or `get` (GET by name).
+    public func request(_ kind: Request, name: String, key: String?, tokens: [String]) throws(DeviceGroupError) -> HTTPRequest {
         let authorization: String
         do {
             authorization = try auth.authorizationHeader()
         } catch {
-            throw DeviceGroupError(classification: nil, message: "device group \(operation) \(name): \(error)")
+            throw DeviceGroupError(classification: nil, message: "device group \(kind.name) \(name): \(error)")
         }
         let headers = ["Content-Type: application/json", "access_token_auth: true",
                        "Authorization: \(authorization)", "project_id: \(endpoint.projectID)"]
-        switch operation {
-        case "get":
+        switch kind {
+        case .get:
             var allowed = CharacterSet.alphanumerics
             allowed.insert(charactersIn: "-._~")
             let encoded = name.addingPercentEncoding(withAllowedCharacters: allowed) ?? name
             return HTTPRequest(method: "GET", url: endpoint.deviceGroupURL + "?notification_key_name=" + encoded, headers: headers)
-        case "create", "add", "remove":
+        case .change(let operation):
             var body = JSONObject()
-            body["operation"] = .string(operation)
+            body["operation"] = .string(operation.rawValue)
             body["notification_key_name"] = .string(name)
-            if operation != "create" {
+            if operation != .create {
                 guard let key, !key.isEmpty else {
-                    throw DeviceGroupError(classification: nil, message: "device group \(operation) \(name): a notification_key is required")
+                    throw DeviceGroupError(classification: nil, message: "device group \(operation.rawValue) \(name): a notification_key is required")
                 }
                 body["notification_key"] = .string(key)
             }
             body["registration_ids"] = .array(tokens.map { .string($0) })
             return HTTPRequest(method: "POST", url: endpoint.deviceGroupURL, headers: headers,
                                body: Array(JSONValue.object(body).serialized.utf8))
-        default:
-            throw DeviceGroupError(classification: nil,
-                                   message: #"device group operation "\#(operation)" is not one of create, add, remove, get"#)
         }
     }
 
     /// Sends one operation; on a refused access token renews it once and tries again.
-    private func send(operation: String, name: String, key: String?, tokens: [String]) throws(DeviceGroupError) -> String {
+    private func send(_ kind: Request, name: String, key: String?, tokens: [String]) throws(DeviceGroupError) -> String {
+        let operation = kind.name
         var attempt = 0
         while true {
             attempt += 1
-            let request = try self.request(operation: operation, name: name, key: key, tokens: tokens)
+            let request = try self.request(kind, name: name, key: key, tokens: tokens)
             let authorization = request.headers.first { $0.hasPrefix("Authorization: ") }.map { String($0.dropFirst("Authorization: ".count)) } ?? ""
             let response: HTTPResponse
             do {

@@ -41,16 +41,18 @@ enum GroupsCommand {
         let connection: PGConnection? = try parsed.string("database-url").map { url throws -> PGConnection in
             do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
         }
-        var known: (key: String, members: [String])? = nil
-        if let connection, let group = try Administration.deviceGroup(connection, name: name) {
-            known = (group.notificationKey, group.members)
+        let known = try connection.flatMap { connection throws -> Administration.DeviceGroup? in
+            try Administration.deviceGroup(connection, name: name)
         }
-        // The 20-member limit, before FCM is called.
-        if operation == "create" && tokens.count > deviceGroupMemberLimit {
-            throw UsageError("herald groups create: \(tokens.count) tokens is over FCM's limit of \(deviceGroupMemberLimit) members per group; create it with 20 and use more groups")
-        }
-        if operation == "add", let known, Set(known.members + tokens).count > deviceGroupMemberLimit {
-            throw UsageError("herald groups add: \(name) has \(known.members.count) members; adding \(tokens.count) would make \(Set(known.members + tokens).count), over FCM's limit of \(deviceGroupMemberLimit)")
+        // FCM's rules (the 20-member limit), checked before FCM is called, as the worker checks them.
+        var plan: DeviceGroupPlan?
+        if let change = DeviceGroupOperation(rawValue: operation) {
+            do {
+                plan = try DeviceGroupPlan.make(operation: change, name: name, tokens: tokens,
+                                                key: parsed.string("key") ?? known?.notificationKey, members: known?.members ?? [])
+            } catch {
+                throw UsageError("herald groups \(operation): \(error.message)")
+            }
         }
 
         let environment = RunEnvironment(log: log)
@@ -60,35 +62,25 @@ enum GroupsCommand {
         do {
             var key: String?
             var members = known?.members ?? []
-            switch operation {
-            case "create":
-                key = try client.create(name: name, tokens: tokens)
-                members = tokens
-            case "get":
+            if var plan {
+                if plan.operation != .create && plan.key == nil { plan.key = try client.get(name: name) }
+                if plan.operation != .create && plan.key == nil {
+                    printError("herald groups \(operation): FCM has no device group named \(name); create it first")
+                    return 1
+                }
+                let answered = try client.perform(plan)
+                key = answered.isEmpty ? plan.key : answered
+                members = plan.members(after: members)
+                if let connection, let key {
+                    let after = try Administration.recordGroupChange(connection, GroupChange(operation: plan.operation, name: name, key: key, tokens: plan.tokens))
+                    members = after?.members ?? []
+                }
+            } else {
                 key = try client.get(name: name)
                 guard key != nil else {
                     printError("herald groups get: FCM has no device group named \(name)")
                     return 1
                 }
-            default:
-                var current = parsed.string("key") ?? known?.key
-                if current == nil { current = try client.get(name: name) }
-                guard let current else {
-                    printError("herald groups \(operation): FCM has no device group named \(name); create it first")
-                    return 1
-                }
-                if operation == "add" {
-                    key = try client.add(name: name, key: current, tokens: tokens)
-                    members = Array(Set(members + tokens)).sorted()
-                } else {
-                    key = try client.remove(name: name, key: current, tokens: tokens)
-                    members = members.filter { !tokens.contains($0) }
-                }
-                if key?.isEmpty ?? true { key = current }
-            }
-            if let connection, operation != "get", let key {
-                let after = try Administration.recordGroupChange(connection, GroupChange(operation: operation, name: name, key: key, tokens: tokens))
-                members = after?.members ?? []
             }
             var output = JSONObject()
             output["name"] = .string(name)

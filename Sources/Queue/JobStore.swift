@@ -1,3 +1,4 @@
+import FCM
 import Foundation
 import JSON
 import Postgres
@@ -65,11 +66,11 @@ public struct ClaimedJob: Sendable {
 
 /// A device-group change FCM confirmed, applied to herald.device_groups with the job's outcome.
 public struct GroupChange: Sendable, Equatable {
-    public var operation: String   // create, add, remove
+    public var operation: DeviceGroupOperation
     public var name: String
     public var key: String
     public var tokens: [String]
-    public init(operation: String, name: String, key: String, tokens: [String]) {
+    public init(operation: DeviceGroupOperation, name: String, key: String, tokens: [String]) {
         self.operation = operation; self.name = name; self.key = key; self.tokens = tokens
     }
 }
@@ -298,9 +299,9 @@ public final class JobStore: @unchecked Sendable {
     /// Applies a confirmed device-group change to herald.device_groups (inside the caller's transaction).
     public func apply(_ change: GroupChange) throws(PostgresError) {
         switch change.operation {
-        case "create", "add":
+        case .create, .add:
             try connection.query(SQL.addGroupMembers, [.text(change.name), .text(change.key), Self.textArray(change.tokens)])
-        default:
+        case .remove:
             try connection.query(SQL.removeGroupMembers, [.text(change.name), Self.textArray(change.tokens)])
             try connection.query(SQL.deleteEmptyGroup, [.text(change.name)])
         }

@@ -7,14 +7,11 @@ import Queue
 public enum Preparation: Sendable, Equatable {
     /// A v1 send: the request body and the registration token (nil for topic/condition targets).
     case send(body: [UInt8], token: String?)
-    /// A device-group operation for /fcm/notification.
-    case group(operation: String, name: String, key: String?, tokens: [String])
+    /// A device-group change for /fcm/notification.
+    case group(DeviceGroupPlan)
     /// Settled without a request (invalid message, pruned token, attempts exhausted).
     case settled(JobOutcome)
 }
-
-/// FCM's limit on members of one device group.
-public let deviceGroupMemberLimit = 20
 
 public enum Planning {
     /// Checks a claimed job and builds what to send. Invalid input never costs a request: it is
@@ -48,36 +45,22 @@ public enum Planning {
     }
 
     static func prepareGroup(_ job: ClaimedJob, _ message: JSONValue) -> Preparation {
-        let operation = message["operation"]?.stringValue ?? ""
-        guard ["create", "add", "remove"].contains(operation) else {
+        guard let operation = message["operation"]?.stringValue.flatMap(DeviceGroupOperation.init(rawValue:)) else {
             return .settled(job.outcome(.dead(reason: "message.operation: must be create, add or remove")))
         }
-        guard let name = message["notification_key_name"]?.stringValue, !name.isEmpty else {
-            return .settled(job.outcome(.dead(reason: "message.notification_key_name: a device group needs a name")))
-        }
+        let name = message["notification_key_name"]?.stringValue ?? ""
         let tokens = (message["registration_ids"]?.arrayValue ?? []).compactMap(\.stringValue)
-        guard !tokens.isEmpty else {
-            return .settled(job.outcome(.dead(reason: "message.registration_ids: needs at least one registration token")))
+        let plan: DeviceGroupPlan
+        do {
+            plan = try DeviceGroupPlan.make(operation: operation, name: name, tokens: tokens,
+                                            key: message["notification_key"]?.stringValue ?? job.groupKey, members: job.groupMembers)
+        } catch {
+            return .settled(job.outcome(.dead(reason: error.message.hasPrefix("device group") ? error.message : "message." + error.message)))
         }
-        let key = message["notification_key"]?.stringValue ?? job.groupKey
-        switch operation {
-        case "create":
-            let distinct = Set(tokens).count
-            if distinct > deviceGroupMemberLimit {
-                return .settled(job.outcome(.dead(reason: "device group \(name): \(distinct) members is over FCM's limit of \(deviceGroupMemberLimit) per group")))
-            }
-        default:
-            guard key != nil else {
-                return .settled(job.outcome(.dead(reason: "device group \(name): not in herald.device_groups; create it first (or give message.notification_key)")))
-            }
-            if operation == "add" {
-                let total = Set(job.groupMembers + tokens).count
-                if total > deviceGroupMemberLimit {
-                    return .settled(job.outcome(.dead(reason: "device group \(name): adding would make \(total) members, over FCM's limit of \(deviceGroupMemberLimit) per group")))
-                }
-            }
+        if operation != .create && plan.key == nil {
+            return .settled(job.outcome(.dead(reason: "device group \(name): not in herald.device_groups; create it first (or give message.notification_key)")))
         }
-        return .group(operation: operation, name: name, key: key, tokens: tokens)
+        return .group(plan)
     }
 
     /// What to do after FCM's answer (or a transport failure) for a job.
@@ -91,10 +74,10 @@ public enum Planning {
                               reauthenticated: Bool, policy: RetryPolicy, random: Double) -> Decision {
         switch classification {
         case .delivered(let name):
-            if case .group(let operation, let groupName, let key, let tokens) = preparation {
-                let newKey = name.isEmpty ? (key ?? "") : name
+            if case .group(let plan) = preparation {
+                let newKey = name.isEmpty ? (plan.key ?? "") : name
                 return .outcome(job.outcome(.completed(messageName: nil,
-                                           group: GroupChange(operation: operation, name: groupName, key: newKey, tokens: tokens))))
+                                           group: GroupChange(operation: plan.operation, name: plan.name, key: newKey, tokens: plan.tokens))))
             }
             return .outcome(job.outcome(.completed(messageName: name.isEmpty ? nil : name)))
         case .pruneToken(let code, let message):

@@ -121,9 +121,9 @@ final class Sender: @unchecked Sendable {
         case .send(let body, _):
             request = HTTPRequest(method: "POST", url: endpoint.sendURL,
                                   headers: ["Authorization: \(authorization)", "Content-Type: application/json"], body: body)
-        case .group(let operation, let name, let key, let tokens):
+        case .group(let plan):
             do {
-                request = try groups.request(operation: operation, name: name, key: key, tokens: tokens)
+                request = try groups.request(plan)
             } catch {
                 outcomes.append(job.outcome(.dead(reason: error.message)))
                 return

@@ -188,10 +188,12 @@ func temporaryFile(_ name: String, contents: String?) throws -> String {
         _ = try groups.remove(name: "user-1", key: key, tokens: ["c"])
         #expect(try groups.get(name: "user-1") == nil)  // no members left: the group is gone
 
-        let request = try groups.request(operation: "add", name: "n", key: "k", tokens: ["t"])
+        let request = try groups.request(.change(.add), name: "n", key: "k", tokens: ["t"])
         #expect(request.method == "POST")
         #expect(request.headers.contains("access_token_auth: true"))
         #expect(request.headers.contains("project_id: herald-test"))
-        #expect(throws: DeviceGroupError.self) { try groups.request(operation: "delete", name: "n", key: nil, tokens: []) }
+        #expect(throws: DeviceGroupError.self, "add needs the group's notification_key") {
+            try groups.request(.change(.add), name: "n", key: nil, tokens: ["t"])
+        }
     }
 }

@@ -330,13 +330,13 @@ import TestSupport
             let store = JobStore(connection: c)
             let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(job.id == id && job.kind == .group && job.groupKey == nil)
-            try store.record([job.outcome(.completed(messageName: nil, group: GroupChange(operation: "create", name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
+            try store.record([job.outcome(.completed(messageName: nil, group: GroupChange(operation: .create, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             let g = try c.query("SELECT notification_key, array_to_string(members, ',') FROM herald.device_groups WHERE name = 'user-7'")
             #expect(g[0, 0] == "KEY1" && g[0, 1] == "t1,t2")
             _ = try c.query("SELECT herald.enqueue_group_op('remove', 'user-7', ARRAY['t1', 't2'])")
             let removal = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(removal.groupKey == "KEY1" && removal.groupMembers == ["t1", "t2"])
-            try store.record([removal.outcome(.completed(messageName: nil, group: GroupChange(operation: "remove", name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
+            try store.record([removal.outcome(.completed(messageName: nil, group: GroupChange(operation: .remove, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             #expect(try c.query("SELECT count(*) FROM herald.device_groups").int(0, 0) == 0, "removing every member deletes the group")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.enqueue_group_op('rename', 'x', ARRAY['t'])") }
         }

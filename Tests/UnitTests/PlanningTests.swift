@@ -47,7 +47,7 @@ import Worker
         guard case .settled(let addOutcome) = Planning.prepare(add), case .dead(let addReason) = addOutcome.action else { Issue.record("21st member refused"); return }
         #expect(addReason.contains("21 members"))
         let remove = job(#"{"operation":"remove","notification_key_name":"g","registration_ids":["m1"]}"#, kind: .group, groupKey: "K")
-        #expect(Planning.prepare(remove) == .group(operation: "remove", name: "g", key: "K", tokens: ["m1"]))
+        #expect(Planning.prepare(remove) == .group(DeviceGroupPlan(operation: .remove, name: "g", key: "K", tokens: ["m1"])))
     }
 
     @Test func answersBecomeOutcomes() {

@@ -50,7 +50,7 @@ let package = Package(
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
         // and real HTTP/2 servers on loopback)
-        .target(name: "TestSupport", dependencies: ["Postgres", "Queue"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "Queue", "Emulator", "Crypto", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres"]),
         .testTarget(name: "IntegrationTests",

@@ -1,6 +1,7 @@
 import Emulator
 import Foundation
 import Testing
+import TestSupport
 
 /// The official firebase-admin Python SDK, a client nobody here wrote, against the emulator:
 /// OAuth through the service account's token_uri, sends through FCM_URL, errors mapped to the

@@ -2,6 +2,7 @@ import Emulator
 import Foundation
 import JSON
 import Testing
+import TestSupport
 
 /// `--public-url`: the address clients use when it is not where the emulator listens (a
 /// container name in docker-compose). Written service accounts point their token_uri there, and

@@ -3,6 +3,7 @@ import Emulator
 import Foundation
 import JSON
 import Testing
+import TestSupport
 
 @Suite struct EmulatorTokenEndpointTests {
     @Test func acceptsAGoodGrant() throws {

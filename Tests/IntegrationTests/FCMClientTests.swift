@@ -6,6 +6,7 @@ import HTTPClient
 import JSON
 import Synchronization
 import Testing
+import TestSupport
 
 /// A clock a test moves by hand.
 final class TestClock: Sendable {

@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import HTTPClient
 import Testing
+import TestSupport
 
 /// Polls until `count` completions came out or `seconds` passed (never waits for good).
 func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [HTTPCompletion] {

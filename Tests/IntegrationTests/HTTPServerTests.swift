@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import HTTPServer
 import Testing
+import TestSupport
 
 /// The server answers with what it saw, so a test can check the request side as well.
 private func echoServer(tls: HTTPServer.TLSFiles? = nil, threads: Int = 2, mode: HTTPServer.AcceptMode = .acceptorHandsOff) throws -> HTTPServer {

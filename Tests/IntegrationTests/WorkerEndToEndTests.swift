@@ -5,54 +5,6 @@ import Postgres
 import Testing
 import TestSupport
 
-/// `herald work` as a user runs it: the real binary, a real PostgreSQL, the emulator over h2c.
-struct WorkerStack {
-    let database: FreshDatabase
-    let connection: PGConnection
-    let emulator: EmulatorServer
-    let credentials: String
-
-    init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600, scenario: Scenario = Scenario()) throws {
-        database = try TestDatabase.fresh()
-        connection = try database.connect()
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
-        configuration.scenario = scenario
-        configuration.latencyMilliseconds = latencyMilliseconds
-        configuration.tokenLifetimeSeconds = tokenLifetimeSeconds
-        emulator = EmulatorServer(configuration: configuration)
-        try emulator.start()
-        credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
-        try emulator.writeServiceAccount(to: credentials, projectID: "e2e-project")
-    }
-
-    var environment: [String: String] {
-        ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL]
-    }
-
-    func close() {
-        emulator.stop()
-        database.drop()
-        try? FileManager.default.removeItem(atPath: credentials)
-    }
-
-    func count(_ sql: String, _ parameters: [PGValue?] = []) throws -> Int {
-        try connection.query(sql, parameters).int(0, 0) ?? -1
-    }
-
-    /// Enqueues `n` messages to tokens `prefix1...prefixN` with one INSERT ... SELECT.
-    func enqueue(_ n: Int, prefix: String) throws {
-        try connection.query("""
-            INSERT INTO herald.jobs (message)
-            SELECT jsonb_build_object('token', $1::text || g, 'notification', jsonb_build_object('title', 'Hi', 'body', 'n' || g))
-            FROM generate_series(1, $2::int) AS g
-            """, [.text(prefix), .int(n)])
-    }
-
-    func work(_ arguments: [String], timeout: Double = 180) throws -> (status: Int32?, output: String) {
-        try HeraldProcess.run(["work"] + arguments, environment: environment, timeout: timeout)
-    }
-}
-
 @Suite(.serialized) struct WorkerEndToEndTests {
     @Test func fourProcessesDeliverTenThousandJobsExactlyOnce() throws {
         let stack = try WorkerStack()

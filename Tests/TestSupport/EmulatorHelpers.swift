@@ -2,10 +2,9 @@ import Crypto
 import Emulator
 import Foundation
 import JSON
-import Testing
 
 /// How a curl subprocess talks to the server.
-enum CurlProtocol {
+public enum CurlProtocol {
     /// HTTP/2 over cleartext with prior knowledge (the connection preface first).
     case h2c
     case http1
@@ -18,31 +17,31 @@ enum CurlProtocol {
 }
 
 /// One answer as curl saw it.
-struct CurlResult {
-    var status: Int
+public struct CurlResult {
+    public var status: Int
     /// `2` or `1.1`, as curl's %{http_version} names it.
-    var version: String
+    public var version: String
     /// Lowercased header names.
-    var headers: [String: String]
-    var body: String
-    var seconds: Double
+    public var headers: [String: String]
+    public var body: String
+    public var seconds: Double
     /// Interim (1xx) statuses that came before the answer, e.g. 100 Continue.
-    var interim: [Int] = []
+    public var interim: [Int] = []
 
-    var json: JSONValue? { try? JSONValue.parse(body) }
+    public init(status: Int, version: String, headers: [String: String], body: String, seconds: Double, interim: [Int] = []) {
+        self.status = status; self.version = version; self.headers = headers; self.body = body
+        self.seconds = seconds; self.interim = interim
+    }
+
+    public var json: JSONValue? { try? JSONValue.parse(body) }
     /// The FcmError code of a v1 error body.
-    var fcmErrorCode: String? {
+    public var fcmErrorCode: String? {
         json?["error"]?["details"]?.arrayValue?.first { $0["@type"]?.stringValue == "type.googleapis.com/google.firebase.fcm.v1.FcmError" }?["errorCode"]?.stringValue
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Runs the curl binary (the lead's HTTPClient module is not on main yet; curl is libcurl's own client).
-func curl(_ url: String, method: String = "GET", headers: [String: String] = [:], body: String? = nil,
+/// Runs the curl binary: an HTTP client independent of Herald's own, to test the emulator with.
+public func curl(_ url: String, method: String = "GET", headers: [String: String] = [:], body: String? = nil,
           over protocolChoice: CurlProtocol = .h2c) throws -> CurlResult {
     var arguments = ["-s", "-S", "-i", "--max-time", "30", "-X", method]
     switch protocolChoice {
@@ -82,6 +81,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
     // Skip interim 1xx blocks (100 Continue), then split the final head from the body.
     var head = ""
     var interim: [Int] = []
+
     while true {
         guard let end = rest.range(of: "\r\n\r\n") else {
             head = rest
@@ -105,7 +105,7 @@ func curl(_ url: String, method: String = "GET", headers: [String: String] = [:]
 }
 
 /// An emulator on a free port, stopped by the caller.
-func startEmulator(_ configure: (inout EmulatorConfiguration) -> Void = { _ in }) throws -> EmulatorServer {
+public func startEmulator(_ configure: (inout EmulatorConfiguration) -> Void = { _ in }) throws -> EmulatorServer {
     var configuration = EmulatorConfiguration(port: 0, threads: 2)
     configure(&configuration)
     let emulator = EmulatorServer(configuration: configuration)
@@ -114,22 +114,26 @@ func startEmulator(_ configure: (inout EmulatorConfiguration) -> Void = { _ in }
 }
 
 /// A service account the emulator issued, with its private key for signing test JWTs.
-struct TestAccount {
-    var projectID: String
-    var email: String
-    var key: RSAPrivateKey
-    var tokenURI: String
+public struct TestAccount {
+    public var projectID: String
+    public var email: String
+    public var key: RSAPrivateKey
+    public var tokenURI: String
 
-    init(_ emulator: EmulatorServer, projectID: String = "herald-test") throws {
+    public init(_ emulator: EmulatorServer, projectID: String = "herald-test") throws {
         let document = try JSONValue.parse(try emulator.serviceAccountJSON(projectID: projectID))
-        self.projectID = try #require(document["project_id"]?.stringValue)
-        email = try #require(document["client_email"]?.stringValue)
-        key = try RSAPrivateKey(pem: try #require(document["private_key"]?.stringValue))
-        tokenURI = try #require(document["token_uri"]?.stringValue)
+        guard let projectID = document["project_id"]?.stringValue, let email = document["client_email"]?.stringValue,
+              let pem = document["private_key"]?.stringValue, let tokenURI = document["token_uri"]?.stringValue else {
+            throw TestFailure("the emulator's service account lacks project_id, client_email, private_key or token_uri")
+        }
+        self.projectID = projectID
+        self.email = email
+        key = try RSAPrivateKey(pem: pem)
+        self.tokenURI = tokenURI
     }
 
     /// A signed grant assertion; every claim can be bent to test a rejection.
-    func assertion(scope: String = "https://www.googleapis.com/auth/firebase.messaging",
+    public func assertion(scope: String = "https://www.googleapis.com/auth/firebase.messaging",
                    audience: String? = nil, issuedAt: Double? = nil, lifetime: Double = 3600,
                    issuer: String? = nil, signingKey: RSAPrivateKey? = nil) throws -> String {
         let now = issuedAt ?? Date().timeIntervalSince1970
@@ -144,14 +148,14 @@ struct TestAccount {
     }
 
     /// Exchanges an assertion at the emulator's /token.
-    func exchange(_ assertion: String, over protocolChoice: CurlProtocol = .http1) throws -> CurlResult {
+    public func exchange(_ assertion: String, over protocolChoice: CurlProtocol = .http1) throws -> CurlResult {
         try curl(tokenURI, method: "POST", headers: ["content-type": "application/x-www-form-urlencoded"],
                  body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)",
                  over: protocolChoice)
     }
 
     /// A fresh access token.
-    func accessToken() throws -> String {
+    public func accessToken() throws -> String {
         let answer = try exchange(try assertion())
         guard answer.status == 200, let token = answer.json?["access_token"]?.stringValue else {
             throw TestFailure("the token exchange failed: \(answer.status) \(answer.body)")
@@ -161,7 +165,7 @@ struct TestAccount {
 }
 
 /// Sends one message body through the v1 endpoint.
-func sendMessage(_ emulator: EmulatorServer, project: String, accessToken: String?, body: String,
+public func sendMessage(_ emulator: EmulatorServer, project: String, accessToken: String?, body: String,
                  over protocolChoice: CurlProtocol = .h2c) throws -> CurlResult {
     var headers = ["content-type": "application/json"]
     if let accessToken { headers["authorization"] = "Bearer \(accessToken)" }
@@ -169,19 +173,19 @@ func sendMessage(_ emulator: EmulatorServer, project: String, accessToken: Strin
 }
 
 /// `{"message":{"token":T,"data":{...}}}`.
-func tokenMessage(_ token: String, data: [String: String] = ["k": "v"]) -> String {
+public func tokenMessage(_ token: String, data: [String: String] = ["k": "v"]) -> String {
     var object = JSONObject()
     for (key, value) in data.sorted(by: { $0.key < $1.key }) { object[key] = .string(value) }
     return JSONValue.object(JSONObject(["message": .object(JSONObject(["token": .string(token), "data": .object(object)]))])).serialized
 }
 
 /// Blocks until the wall clock has passed `instant` (for token expiry, which is a matter of time).
-func waitForClock(toPass instant: Date) {
+public func waitForClock(toPass instant: Date) {
     while Date() <= instant { Thread.sleep(forTimeInterval: 0.05) }
 }
 
 /// A self-signed certificate for 127.0.0.1, made with the openssl CLI.
-func makeCertificate() throws -> (certificate: String, key: String, directory: String) {
+public func makeCertificate() throws -> (certificate: String, key: String, directory: String) {
     let directory = NSTemporaryDirectory() + "herald-tls-\(UUID().uuidString)"
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     let certificate = directory + "/cert.pem"
@@ -199,7 +203,7 @@ func makeCertificate() throws -> (certificate: String, key: String, directory: S
 }
 
 /// Runs h2load (nghttp2-client) with a bounded request count; returns its output.
-func h2load(_ arguments: [String]) throws -> String {
+public func h2load(_ arguments: [String]) throws -> String {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/h2load")
     process.arguments = arguments
@@ -215,7 +219,7 @@ func h2load(_ arguments: [String]) throws -> String {
 }
 
 /// The "requests: N total, N started, N done, N succeeded, F failed" numbers of h2load.
-func h2loadCounts(_ output: String) -> (succeeded: Int, failed: Int)? {
+public func h2loadCounts(_ output: String) -> (succeeded: Int, failed: Int)? {
     guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("requests:") }) else { return nil }
     let words = line.split(separator: " ")
     func number(before label: String) -> Int? {

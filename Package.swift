@@ -24,6 +24,8 @@ let package = Package(
 
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        // A private PostgreSQL cluster (initdb, pg_ctl) for the embedded default, the bench and the tests
+        .target(name: "LocalPostgres", dependencies: ["Postgres"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
@@ -32,8 +34,10 @@ let package = Package(
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON", "CEpoll"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
+        // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Queue", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
+                          dependencies: ["Worker", "Emulator", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)
         .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
@@ -50,11 +54,11 @@ let package = Package(
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
         // and real HTTP/2 servers on loopback)
-        .target(name: "TestSupport", dependencies: ["Postgres", "Queue", "Emulator", "Crypto", "JSON"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "HTTPClient",
+                    dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+import Benchmark
 import Emulator
 import Foundation
 import JSON

@@ -2,6 +2,7 @@ import Emulator
 import FCM
 import Foundation
 import HTTPClient
+import LocalPostgres
 import Postgres
 import Queue
 import Worker

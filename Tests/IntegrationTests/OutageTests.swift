@@ -1,5 +1,6 @@
 import Emulator
 import Foundation
+import LocalPostgres
 import Postgres
 import Queue
 import Testing

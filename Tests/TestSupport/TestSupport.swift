@@ -1,6 +1,7 @@
 // Helpers shared by the integration tests: a PostgreSQL to test against, one fresh migrated
 // database per test, and bounded waiting.
 import Foundation
+import LocalPostgres
 import Postgres
 import Queue
 

@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 
 /// A private PostgreSQL cluster under a local folder: the embedded default of `herald work` and
 /// `herald bench` when no DATABASE_URL is given, and the tests' database when CI provides none.

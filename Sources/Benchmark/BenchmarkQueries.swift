@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Queue
 import Synchronization
 
 /// Jobs for benchmarks: valid v1 messages to tokens `bench-<g>`, added with one

@@ -25,13 +25,16 @@ public struct ClaimedJob: Sendable {
     /// For group operations: the group's notification_key and members as herald.device_groups has them.
     public var groupKey: String?
     public var groupMembers: [String]
+    /// herald.jobs.validate_only: a dry run, FCM validates and delivers nothing.
+    public var validateOnly: Bool
 
     public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
                 maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,
-                groupKey: String? = nil, groupMembers: [String] = []) {
+                groupKey: String? = nil, groupMembers: [String] = [], validateOnly: Bool = false) {
         self.id = id; self.queue = queue; self.kind = kind; self.message = message; self.attempt = attempt
         self.maxAttempts = maxAttempts; self.tokenPruned = tokenPruned; self.lastError = lastError
         self.createdAt = createdAt; self.groupKey = groupKey; self.groupMembers = groupMembers
+        self.validateOnly = validateOnly
     }
 }
 
@@ -129,13 +132,15 @@ public final class JobStore: @unchecked Sendable {
             locked_until = now() + make_interval(secs => $3::float8), locked_by = $4
         FROM picked WHERE j.id = picked.id
         RETURNING j.id, j.queue, j.kind, j.message::text, j.attempts, j.max_attempts,
-            (j.kind = 'send' AND j.message ? 'token'
-                AND EXISTS (SELECT 1 FROM herald.pruned_tokens p WHERE p.token = j.message->>'token')),
+            (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
+                AND EXISTS (SELECT 1 FROM herald.pruned_tokens p
+                            WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0))),
             j.last_error, extract(epoch FROM j.created_at)::float8,
             (SELECT g.notification_key FROM herald.device_groups g
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
             (SELECT array_to_json(g.members)::text FROM herald.device_groups g
-                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name')
+                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
+            j.validate_only
         """
 
     /// Claims up to `limit` available jobs (all queues when `queues` is empty), by priority then
@@ -150,7 +155,8 @@ public final class JobStore: @unchecked Sendable {
                 id: result.int(row, 0)!, queue: result[row, 1]!, kind: JobKind(rawValue: result[row, 2]!) ?? .send,
                 message: result.bytes(row, 3)!, attempt: result.int(row, 4)!, maxAttempts: result.int(row, 5)!,
                 tokenPruned: result.bool(row, 6) ?? false, lastError: result[row, 7],
-                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: Self.members(fromJSON: result[row, 10])))
+                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: Self.members(fromJSON: result[row, 10]),
+                validateOnly: result.bool(row, 11) ?? false))
         }
         return jobs.sorted { $0.id < $1.id }
     }

@@ -198,6 +198,44 @@ import TestSupport
         #expect(result["success"] == 2 && result["failure"] == 0)
     }
 
+    @Test func heraldSendLegacyPrintsEachOutcomeAndTheLegacyResponse() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let directory = NSTemporaryDirectory() + "herald-legacy-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func send(_ name: String, _ contents: String, _ extra: [String] = []) throws -> (status: Int32?, output: String) {
+            let path = directory + "/" + name
+            try contents.write(toFile: path, atomically: true, encoding: .utf8)
+            return try HeraldProcess.run(["send", "--legacy", path] + extra, environment: stack.environment, timeout: 60)
+        }
+
+        let multicast = try send("multicast.json", #"{"registration_ids": ["cli-1", "fail-unregistered-cli", "cli-2"], "data": {"n": 7}}"#)
+        #expect(multicast.status == 1, "one token failed: \(multicast.output)")
+        #expect(multicast.output.contains("note: legacy.data.n: number sent as its JSON text"))
+        #expect(multicast.output.contains("token fail-unregistered-cli: NotRegistered (UNREGISTERED"))
+        let response = try JSONValue.parse(try #require(multicast.output.split(separator: "\n").last.map(String.init)))
+        #expect(response["success"] == 2 && response["failure"] == 1 && response["canonical_ids"] == 0)
+        let results = try #require(response["results"]?.arrayValue)
+        #expect(results.count == 3 && results[1] == ["error": "NotRegistered"])
+        let first = try #require(stack.emulator.deliveredMessages(token: "cli-1").first)
+        #expect(results[0]["message_id"]?.stringValue == String(first.name.split(separator: "/").last!))
+        #expect(try JSONValue.parse(first.body)["message"]?["data"] == ["n": "7"])
+
+        let form = try send("form.txt", "registration_id=cli-form&data.score=3x1&dry_run=true\n", ["--form"])
+        #expect(form.status == 0, "\(form.output)")
+        #expect(stack.emulator.deliveredMessages(token: "cli-form").isEmpty, "a dry run delivers nothing")
+        #expect(stack.emulator.statistics["validate_only"]?.intValue == 1)
+
+        let refused = try send("refused.json", #"{"to": "cli-3", "priority": "urgent"}"#)
+        #expect(refused.status == 1)
+        #expect(refused.output.contains(#"InvalidParameters at legacy.priority: must be "high" or "normal", not "urgent"; nothing was sent"#))
+        #expect(stack.emulator.deliveredMessages(token: "cli-3").isEmpty)
+
+        let notJSON = try send("form-without-flag.txt", "registration_id=x")
+        #expect(notJSON.status == 2 && notJSON.output.contains("needs --form"), "\(notJSON.output)")
+    }
+
     @Test func anInvalidPayloadEnqueuesNothing() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

@@ -182,7 +182,7 @@ import TestSupport
         #expect(sql[0, 0] == "1700000060")
     }
 
-    @Test func theDetectionRuleOfSection4_1() {
+    @Test func theDetectionRuleOfSection4_1() throws {
         let legacy: [JSONValue] = [
             ["to": "t"], ["registration_ids": ["a"]], ["notification_key": "k"], ["condition": "'a' in topics", "priority": "high"],
             ["condition": "'a' in topics", "time_to_live": 60], ["condition": "'a' in topics", "notification": ["title": "T", "sound": "default"]],
@@ -195,6 +195,13 @@ import TestSupport
         ]
         for value in legacy { #expect(LegacyTranslator.isLegacy(value), "\(value)") }
         for value in v1 { #expect(!LegacyTranslator.isLegacy(value), "\(value)") }
+        // herald.is_legacy (the herald.jobs trigger's test) agrees.
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let connection = try database.connect()
+        for (value, expected) in legacy.map({ ($0, true) }) + v1.map({ ($0, false) }) {
+            #expect(try connection.query("SELECT herald.is_legacy($1::jsonb)", [.text(value.serialized)]).bool(0, 0) == expected, "\(value)")
+        }
     }
 
     @Test func generatedPayloadsGetTheSameAnswerInSwiftAndSQL() throws {

@@ -16,6 +16,8 @@
 -- * herald.legacy_result(job_ids) answers in the legacy multicast shape (LEGACY.md 4.10).
 
 ALTER TABLE herald.jobs ADD COLUMN validate_only boolean NOT NULL DEFAULT false;
+-- A dead letter remembers it, so replaying a dry run never delivers it for real.
+ALTER TABLE herald.dead_letters ADD COLUMN validate_only boolean NOT NULL DEFAULT false;
 
 -- The jobs of one fanned-out legacy request, so legacy_result can name the multicast and a row
 -- written by a trigger can find its siblings (herald.legacy_multicast).
@@ -71,6 +73,31 @@ BEGIN
         WHERE j.dedupe_key = enqueue.dedupe_key AND j.state IN ('scheduled', 'available', 'running');
         EXIT WHEN new_id IS NOT NULL;
     END LOOP;
+    RETURN new_id;
+END $$;
+
+-- retry_dead_letter: as in migration 001, keeping validate_only.
+CREATE OR REPLACE FUNCTION herald.retry_dead_letter(dead_letter_id bigint)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+DECLARE
+    dead herald.dead_letters;
+    new_id bigint;
+BEGIN
+    SELECT * INTO dead FROM herald.dead_letters d WHERE d.id = dead_letter_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'herald.retry_dead_letter: no dead letter with id %', dead_letter_id;
+    END IF;
+    INSERT INTO herald.jobs (queue, kind, priority, message, max_attempts, dedupe_key, validate_only)
+    VALUES (dead.queue, dead.kind, dead.priority, dead.message, dead.max_attempts, dead.dedupe_key, dead.validate_only)
+    ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('scheduled', 'available', 'running') DO NOTHING
+    RETURNING id INTO new_id;
+    IF new_id IS NULL THEN
+        -- Keep the dead letter: its message is not the pending job's, whatever the key says.
+        RAISE EXCEPTION 'herald.retry_dead_letter: job % with dedupe_key % is pending; the dead letter % is kept',
+            (SELECT j.id FROM herald.jobs j WHERE j.dedupe_key = dead.dedupe_key AND j.state IN ('scheduled', 'available', 'running')),
+            dead.dedupe_key, dead_letter_id;
+    END IF;
+    DELETE FROM herald.dead_letters d WHERE d.id = dead_letter_id;
     RETURN new_id;
 END $$;
 

@@ -182,10 +182,17 @@ import TestSupport
         let v1 = try c.query(#"SELECT herald.enqueue('{"token": "dry-3", "notification": {"title": "T"}}', validate_only => true)"#).int(0, 0)!
         let inserted = try c.query(#"INSERT INTO herald.jobs (message) VALUES ('{"to": "dry-4", "dry_run": 1, "data": {"k": "v"}}') RETURNING id"#).int(0, 0)!
         let real = try c.query(#"SELECT herald.enqueue('{"token": "not-dry", "notification": {"title": "T"}}')"#).int(0, 0)!
+        let refused = try c.query(#"SELECT herald.enqueue('{"token": "fail-invalid-dry", "notification": {"title": "T"}}', validate_only => true)"#).int(0, 0)!
         try drain(stack)
 
+        // A refused dry run stays a dry run when it is replayed.
+        let letter = try c.query("SELECT id, validate_only FROM herald.dead_letters WHERE job_id = $1", [.int(refused)])
+        #expect(letter[0, 1] == "t")
+        let replayed = try c.query("SELECT herald.retry_dead_letter($1)", [.int(letter.int(0, 0)!)]).int(0, 0)!
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE id = $1 AND validate_only", [.int(replayed)]) == 1)
+
         #expect(stack.emulator.deliveredMessages().map(\.token) == ["not-dry"], "only the real send was delivered")
-        #expect(stack.emulator.statistics["validate_only"]?.intValue == 4)
+        #expect(stack.emulator.statistics["validate_only"]?.intValue == 4, "the four accepted dry runs")
         #expect(stack.emulator.statistics["delivered"]?.intValue == 1)
         let ids = try JSONValue.parse(legacy).arrayValue!.compactMap(\.intValue) + [v1, inserted]
         for id in ids {

@@ -249,8 +249,6 @@ struct Translation {
 
     init(now: Int) { self.now = now }
 
-    typealias Rejection = LegacyRejection
-
     static func reject(_ code: String, _ path: String, _ reason: String) -> LegacyRejection {
         LegacyRejection(code: code, path: path, reason: reason)
     }

@@ -33,7 +33,9 @@ public enum EmulatorCommand {
 
         ENDPOINTS:
           POST /token                               OAuth2 jwt-bearer grant
-          POST /v1/projects/{project}/messages:send send one message (validated as FCM does)
+          POST /v1/projects/{project}/messages:send send one message (validated as FCM does); with
+                                                    "validate_only": true it answers without delivering
+                                                    (counted in /emulator/stats, not in /emulator/messages)
           POST /fcm/notification                    device groups: create, add, remove
           GET  /fcm/notification?notification_key_name=NAME
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]

@@ -14,11 +14,13 @@ enum SendCommand {
         Option(name: "data", value: "KEY=VALUE", repeatable: true, help: "A data entry."),
         Option(name: "message", value: "FILE", help: "A v1 Message as JSON (or {\"message\": ...}); the flags above override its parts."),
         Option(name: "validate-only", help: "Ask FCM to validate without delivering."),
+        Option(name: "legacy", value: "FILE", help: "A request body of FCM's retired legacy API (JSON, Table 1 of seed 003), sent as its HTTP v1 translation, one request per target; a multicast also prints the legacy response."),
+        Option(name: "form", help: "With --legacy: FILE holds the plain-text form (Table 3, registration_id=...&data.k=v)."),
     ] + connectionOptions.filter { $0.name != "database-url" }
 
     static let help = helpText(
         command: "send", summary: "Send one message now and print FCM's answer (the message name, or the classified error and what to do).",
-        usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE]",
+        usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE] | --legacy FILE [--form]",
         options: options,
         footer: "With no credentials it sends to a local FCM emulator it starts for the call. Exit status: 0 delivered, 1 refused, 2 usage.")
 
@@ -67,6 +69,8 @@ enum SendCommand {
 
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "send", arguments: arguments, options: options)
+        if let path = parsed.string("legacy") { return try runLegacy(parsed, path: path) }
+        if parsed.has("form") { throw UsageError("herald send: --form describes the --legacy FILE; give --legacy too") }
         let log = try RunEnvironment.logger(parsed, prefix: "herald send")
         let message = try message(parsed)
         let issues = MessageValidator.validate(message)
@@ -78,29 +82,8 @@ enum SendCommand {
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
-        let (account, auth, client, endpoint) = (fcm.account, fcm.auth, fcm.client, fcm.endpoint)
         let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: parsed.has("validate-only"))
-        var reauthenticated = false
-        while true {
-            let authorization = try auth.authorizationHeader()
-            let request = HTTPRequest(method: "POST", url: endpoint.sendURL,
-                                      headers: ["Authorization: \(authorization)", "Content-Type: application/json"], body: body)
-            let secrets = [String(authorization.dropFirst("Bearer ".count))]
-            let classification: SendClassification
-            do {
-                let response = try client.perform(request)
-                classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body,
-                                                    now: Date(), redacting: secrets)
-            } catch {
-                classification = SendClassification(transport: TransportFailure(error), redacting: secrets)
-            }
-            if case .reauthenticate = classification, !reauthenticated {
-                reauthenticated = true
-                auth.invalidate(ifHeader: authorization)
-                continue
-            }
-            return report(classification, project: account.projectID)
-        }
+        return report(try send(body, over: fcm), project: fcm.account.projectID)
     }
 
     static func report(_ classification: SendClassification, project: String) -> Int32 {

@@ -49,13 +49,16 @@ public struct ClaimedJob: Sendable {
     /// For group operations: the group's notification_key and members as herald.device_groups has them.
     public var groupKey: String?
     public var groupMembers: [String]
+    /// herald.jobs.validate_only: a dry run, FCM validates and delivers nothing.
+    public var validateOnly: Bool
 
     public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
                 maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,
-                dueAt: Double = 0, groupKey: String? = nil, groupMembers: [String] = []) {
+                dueAt: Double = 0, groupKey: String? = nil, groupMembers: [String] = [], validateOnly: Bool = false) {
         self.id = id; self.queue = queue; self.kind = kind; self.message = message; self.attempt = attempt
         self.maxAttempts = maxAttempts; self.tokenPruned = tokenPruned; self.lastError = lastError
         self.createdAt = createdAt; self.dueAt = dueAt; self.groupKey = groupKey; self.groupMembers = groupMembers
+        self.validateOnly = validateOnly
     }
 
     /// This claim's outcome: it settles this attempt and no later one.
@@ -198,7 +201,7 @@ public final class JobStore: @unchecked Sendable {
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
         let lastError = try result.column("last_error"), createdAt = try result.column("created_at")
         let dueAt = try result.column("due_at"), groupKey = try result.column("group_key")
-        let groupMembers = try result.column("group_members")
+        let groupMembers = try result.column("group_members"), validateOnly = try result.column("validate_only")
         var jobs: [ClaimedJob] = []
         jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
@@ -207,7 +210,8 @@ public final class JobStore: @unchecked Sendable {
                 message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
                 tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
                 createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
-                groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers])))
+                groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers]),
+                validateOnly: result.bool(row, validateOnly) ?? false))
         }
         return jobs.sorted { $0.id < $1.id }
     }

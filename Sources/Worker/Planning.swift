@@ -15,8 +15,10 @@ public enum Preparation: Sendable, Equatable {
 
 public enum Planning {
     /// Checks a claimed job and builds what to send. Invalid input never costs a request: it is
-    /// dead-lettered with the validator's reasons.
-    public static func prepare(_ job: ClaimedJob) -> Preparation {
+    /// dead-lettered with the validator's reasons. A legacy payload (LEGACY.md 4.1's rule) is
+    /// translated here, with `now` (UNIX seconds) as the clock of `apns-expiration`, so each
+    /// attempt's request counts its time to live from when it is built.
+    public static func prepare(_ job: ClaimedJob, now: Double = Date().timeIntervalSince1970) -> Preparation {
         if job.attempt > job.maxAttempts {
             let last = job.lastError.map { "; last error: \($0)" } ?? ""
             return .settled(job.outcome(.dead(reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)")))
@@ -31,6 +33,10 @@ public enum Planning {
         case .group:
             return prepareGroup(job, message)
         case .send:
+            // A v1 message settles this in a lookup or two: the v1 target keys are looked up first.
+            if LegacyTranslator.isLegacy(message) {
+                return prepareLegacy(job, message, now: now)
+            }
             // Not an object, no target or two targets, and every other rule: the validator says which.
             let issues = MessageValidator.validate(message)
             if !issues.isEmpty {
@@ -40,8 +46,29 @@ public enum Planning {
             if job.tokenPruned, let token {
                 return .settled(job.outcome(.discarded(reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent")))
             }
-            return .send(body: FCMEndpoint.sendBody(messageJSON: job.message), token: token)
+            return .send(body: FCMEndpoint.sendBody(messageJSON: job.message, validateOnly: job.validateOnly), token: token)
         }
+    }
+
+    /// A legacy payload stored as a job: one target per job (herald.enqueue_legacy and the
+    /// herald.jobs trigger fan a multicast out), sent as its v1 translation.
+    static func prepareLegacy(_ job: ClaimedJob, _ legacy: JSONValue, now: Double) -> Preparation {
+        let translation: LegacyTranslation
+        switch LegacyTranslator.translate(legacy, now: Int(now.rounded(.down))) {
+        case .failure(let rejection):
+            return .settled(job.outcome(.dead(reason: rejection.description)))
+        case .success(let result):
+            translation = result
+        }
+        guard translation.messages.count == 1, let message = translation.messages.first else {
+            return .settled(job.outcome(.dead(reason: "InvalidParameters at legacy.registration_ids: \(translation.messages.count) registration tokens in one job; enqueue it with herald.enqueue_legacy or insert it with the herald.jobs trigger of migration 051 enabled, which give each token its own job and outcome")))
+        }
+        let token = message["token"]?.stringValue
+        if job.tokenPruned, let token {
+            return .settled(job.outcome(.discarded(reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent")))
+        }
+        return .send(body: FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8),
+                                                validateOnly: job.validateOnly || translation.validateOnly), token: token)
     }
 
     static func prepareGroup(_ job: ClaimedJob, _ message: JSONValue) -> Preparation {

@@ -45,8 +45,10 @@ import TestSupport
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'marketing' AND run_at = date_trunc('day', now()) + interval '1 day 9 hours'") == 1000,
                 "the campaign is scheduled for tomorrow 09:00")
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE message->>'token' = 'device-token-2'") == 1, "the trigger enqueued")
-        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE kind = 'send' AND cardinality(herald.validate_message(message)) > 0") == 0,
-                "every example message is valid")
+        #expect(try stack.count("""
+            SELECT count(*) FROM herald.jobs WHERE kind = 'send' AND CASE WHEN herald.is_legacy(message)
+                THEN herald._legacy_translate(message, 0) ? 'error' ELSE cardinality(herald.validate_message(message)) > 0 END
+            """) == 0, "every example message is valid (legacy ones once translated)")
         let examples = try stack.count("SELECT count(*) FROM herald.jobs")
 
         // Deliver everything now, the campaign included.

@@ -16,11 +16,13 @@ SET state = 'running', attempts = j.attempts + 1,
     locked_until = now() + make_interval(secs => $3::float8), locked_by = $4
 FROM picked WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.kind, j.message::text AS message, j.attempts AS attempt, j.max_attempts,
-    (j.kind = 'send' AND j.message ? 'token'
-        AND EXISTS (SELECT 1 FROM herald.pruned_tokens p WHERE p.token = j.message->>'token')) AS token_pruned,
+    (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
+        AND EXISTS (SELECT 1 FROM herald.pruned_tokens p
+                    WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0))) AS token_pruned,
     j.last_error, extract(epoch FROM j.created_at)::float8 AS created_at,
     extract(epoch FROM j.run_at)::float8 AS due_at,
     (SELECT g.notification_key FROM herald.device_groups g
         WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_key,
     (SELECT array_to_json(g.members)::text FROM herald.device_groups g
-        WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_members
+        WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_members,
+    j.validate_only

@@ -22,16 +22,19 @@ public struct ClaimedJob: Sendable {
     public var lastError: String?
     /// Seconds since 1970 of the job's created_at.
     public var createdAt: Double
+    /// Seconds since 1970 of the job's run_at when claimed: when it became due (for the
+    /// delivery-latency metric). 0 when unknown.
+    public var runAt: Double
     /// For group operations: the group's notification_key and members as herald.device_groups has them.
     public var groupKey: String?
     public var groupMembers: [String]
 
     public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
                 maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,
-                groupKey: String? = nil, groupMembers: [String] = []) {
+                groupKey: String? = nil, groupMembers: [String] = [], runAt: Double = 0) {
         self.id = id; self.queue = queue; self.kind = kind; self.message = message; self.attempt = attempt
         self.maxAttempts = maxAttempts; self.tokenPruned = tokenPruned; self.lastError = lastError
-        self.createdAt = createdAt; self.groupKey = groupKey; self.groupMembers = groupMembers
+        self.createdAt = createdAt; self.groupKey = groupKey; self.groupMembers = groupMembers; self.runAt = runAt
     }
 }
 
@@ -135,7 +138,8 @@ public final class JobStore: @unchecked Sendable {
             (SELECT g.notification_key FROM herald.device_groups g
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
             (SELECT array_to_json(g.members)::text FROM herald.device_groups g
-                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name')
+                WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
+            extract(epoch FROM j.run_at)::float8
         """
 
     /// Claims up to `limit` available jobs (all queues when `queues` is empty), by priority then
@@ -150,7 +154,8 @@ public final class JobStore: @unchecked Sendable {
                 id: result.int(row, 0)!, queue: result[row, 1]!, kind: JobKind(rawValue: result[row, 2]!) ?? .send,
                 message: result.bytes(row, 3)!, attempt: result.int(row, 4)!, maxAttempts: result.int(row, 5)!,
                 tokenPruned: result.bool(row, 6) ?? false, lastError: result[row, 7],
-                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: Self.members(fromJSON: result[row, 10])))
+                createdAt: result.double(row, 8) ?? 0, groupKey: result[row, 9], groupMembers: Self.members(fromJSON: result[row, 10]),
+                runAt: result.double(row, 11) ?? 0))
         }
         return jobs.sorted { $0.id < $1.id }
     }

@@ -84,6 +84,7 @@ final class StoreLoop {
                     try connection.reconnect()
                     listen()
                     databaseDown = false
+                    sender.metrics.databaseConnected(true)  // metrics hook
                     leaderSince = nil
                     reconnectDelay = 0.5
                     log.info("reconnected to PostgreSQL; \(pending.count) outcomes to record")
@@ -140,6 +141,7 @@ final class StoreLoop {
                     let limit = min(capacity, batch)
                     notified = false
                     let jobs = try store.claim(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                    sender.metrics.claimed(jobs)  // metrics hook: the queue of each job, for herald_messages_total
                     lastClaimFoundWork = !jobs.isEmpty
                     if jobs.isEmpty { lastEmptyClaim = now }
                     if !jobs.isEmpty {
@@ -165,6 +167,7 @@ final class StoreLoop {
                 log.warning("PostgreSQL error: \(error)")
                 if !connection.isHealthy {
                     databaseDown = true
+                    sender.metrics.databaseConnected(false)  // metrics hook
                     nextReconnect = now + reconnectDelay
                 }
                 else { _ = waitReadable(outbox.fileDescriptor, milliseconds: 200) }
@@ -178,18 +181,18 @@ final class StoreLoop {
     /// others, and turns a refused one into a plain retry.
     private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
         do {
-            note(try store.record(outcomes, attempts: attempts) { self.log.warning($0) })
+            note(try store.record(outcomes, attempts: attempts) { self.log.warning($0) }, outcomes)
         } catch {
             guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
             log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
             for outcome in outcomes {
                 do {
-                    note(try store.record([outcome], attempts: attempts) { self.log.warning($0) })
+                    note(try store.record([outcome], attempts: attempts) { self.log.warning($0) }, [outcome])
                 } catch {
                     guard connection.isHealthy else { throw error }
                     let fallback = JobOutcome.retry(id: outcome.id, error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60)
                     do {
-                        note(try store.record([fallback], attempts: attempts) { self.log.warning($0) })
+                        note(try store.record([fallback], attempts: attempts) { self.log.warning($0) }, [fallback])
                         log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
                     } catch {
                         guard connection.isHealthy else { throw error }
@@ -219,7 +222,9 @@ final class StoreLoop {
         return false
     }
 
-    private func note(_ summary: RecordSummary) {
+    /// After every successful `store.record(batch)`: `summary` is what PostgreSQL did with `batch`.
+    private func note(_ summary: RecordSummary, _ batch: [JobOutcome]) {
+        sender.metrics.recorded(batch, stale: summary.stale)  // metrics hook: herald_messages_total
         if summary.stale > 0 {
             log.warning("\(summary.stale) outcomes were for jobs whose lease had run out (another worker took them)")
         }

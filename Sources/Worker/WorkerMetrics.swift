@@ -1,0 +1,78 @@
+import Foundation
+import Metrics
+import Queue
+
+/// What one worker process counts for its pool's `/metrics`: a thin layer over its slot's
+/// shared-memory counters (see `SlotRegion` for why shared memory). The store thread calls
+/// `claimed` and `recorded`; the sender thread the rest.
+public final class WorkerMetrics: @unchecked Sendable {
+    /// The variable naming the descriptor of the slot's region a supervisor hands its workers.
+    public static let descriptorVariable = "HERALD_METRICS_FD"
+
+    let slot: SlotWriter?
+    /// The queue of every job claimed and not yet recorded (store thread only).
+    private var queueOfJob: [Int: String] = [:]
+
+    init(slot: SlotWriter?) { self.slot = slot }
+
+    /// The slot the supervisor passed on, or a private one when this process runs on its own.
+    static func fromEnvironment(log: Logger) -> WorkerMetrics {
+        guard let text = ProcessInfo.processInfo.environment[descriptorVariable] else {
+            return WorkerMetrics(slot: SlotWriter.detached())
+        }
+        do {
+            guard let descriptor = Int32(text) else { throw SlotRegionError("\(descriptorVariable)=\(text) is not a file descriptor") }
+            return WorkerMetrics(slot: SlotWriter(region: try SlotRegion.attach(fileDescriptor: descriptor)))
+        } catch {
+            // Delivery does not depend on metrics: keep working, and say why the pool's totals lack this process.
+            log.error("this worker's counts will be missing from the pool's /metrics: \(error)")
+            return WorkerMetrics(slot: SlotWriter.detached())
+        }
+    }
+
+    // MARK: store thread
+
+    func claimed(_ jobs: [ClaimedJob]) {
+        for job in jobs { queueOfJob[job.id] = job.queue }
+    }
+
+    /// Outcomes PostgreSQL has just committed; `stale` of them were for jobs another worker held by then.
+    func recorded(_ outcomes: [JobOutcome], stale: Int) {
+        guard let slot else { return }
+        for outcome in outcomes {
+            let queue = queueOfJob.removeValue(forKey: outcome.id) ?? "(unknown)"
+            slot.recorded(queue: queue, outcome: Self.label(of: outcome))
+        }
+        slot.stale(stale)
+    }
+
+    func databaseConnected(_ connected: Bool) { slot?.setDatabaseConnected(connected) }
+
+    static func label(of outcome: JobOutcome) -> MessageOutcome {
+        switch outcome {
+        case .completed: .completed
+        case .retry: .retried
+        case .dead: .dead
+        case .discarded: .discarded
+        case .pruned: .pruned
+        case .released: .released
+        }
+    }
+
+    // MARK: sender thread
+
+    /// FCM answered a request (`code`: `OK`, FCM's error code, `UNAUTHENTICATED`, or `TRANSPORT`
+    /// when no answer came) `seconds` after it was handed to the HTTP client.
+    func answered(code: String, seconds: Double) { slot?.answered(code: code, seconds: seconds) }
+
+    /// FCM's 200 for `job`, at `now` (seconds since 1970).
+    func delivered(_ job: ClaimedJob, now: Double) {
+        guard job.runAt > 0 else { return }
+        slot?.delivered(queue: job.queue, secondsSinceDue: now - job.runAt)
+    }
+
+    func inFlight(_ count: Int) { slot?.setInFlight(count) }
+    func tokenHeld(_ held: Bool) { slot?.setTokenHeld(held) }
+    func tokenFetches(_ count: Int) { slot?.setTokenFetches(count) }
+    func pausedUntil(_ seconds: Double) { slot?.setPausedUntil(seconds) }
+}

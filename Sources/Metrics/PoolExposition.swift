@@ -36,7 +36,7 @@ public enum PoolExposition {
         }
 
         out.family("herald_fcm_requests_total", .counter,
-                   help: "FCM requests by answer: OK for 2xx, FCM's error code, UNAUTHENTICATED for our access token, TRANSPORT when no answer came.")
+                   help: "FCM requests (sends and device-group operations) by answer: OK for 2xx, FCM's error code, UNAUTHENTICATED for our access token, TRANSPORT when no answer came.")
         for code in totals.requestsByCode.keys.sorted() {
             out.sample("herald_fcm_requests_total", labels: [("code", code)], totals.requestsByCode[code]!)
         }

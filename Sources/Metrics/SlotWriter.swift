@@ -25,12 +25,6 @@ public final class SlotWriter: @unchecked Sendable {
         region.store(SlotRegion.Header.pid.rawValue, UInt64(pid))
     }
 
-    /// A writer on a private region: for a worker started without a supervisor's region (it
-    /// counts as usual, nobody reads it).
-    public static func detached() -> SlotWriter? {
-        (try? SlotRegion.create()).map { SlotWriter(region: $0) }
-    }
-
     // MARK: outcomes and answers
 
     /// `count` outcomes of one kind were recorded for jobs of `queue`.

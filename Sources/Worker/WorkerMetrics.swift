@@ -15,18 +15,17 @@ public final class WorkerMetrics: @unchecked Sendable {
 
     init(slot: SlotWriter?) { self.slot = slot }
 
-    /// The slot the supervisor passed on, or a private one when this process runs on its own.
+    /// The slot the supervisor passed on; none (nothing counted) when no supervisor reads one,
+    /// as in `herald bench`'s pools.
     static func fromEnvironment(log: Logger) -> WorkerMetrics {
-        guard let text = ProcessInfo.processInfo.environment[descriptorVariable] else {
-            return WorkerMetrics(slot: SlotWriter.detached())
-        }
+        guard let text = ProcessInfo.processInfo.environment[descriptorVariable] else { return WorkerMetrics(slot: nil) }
         do {
             guard let descriptor = Int32(text) else { throw SlotRegionError("\(descriptorVariable)=\(text) is not a file descriptor") }
             return WorkerMetrics(slot: SlotWriter(region: try SlotRegion.attach(fileDescriptor: descriptor)))
         } catch {
             // Delivery does not depend on metrics: keep working, and say why the pool's totals lack this process.
             log.error("this worker's counts will be missing from the pool's /metrics: \(error)")
-            return WorkerMetrics(slot: SlotWriter.detached())
+            return WorkerMetrics(slot: nil)
         }
     }
 
@@ -39,9 +38,16 @@ public final class WorkerMetrics: @unchecked Sendable {
     /// Outcomes PostgreSQL has just committed; `stale` of them were for jobs another worker held by then.
     func recorded(_ outcomes: [JobOutcome], stale: Int) {
         guard let slot else { return }
+        // One add per queue and outcome rather than per job: a batch is up to a few hundred jobs.
+        var counts: [String: [Int]] = [:]
         for outcome in outcomes {
             let queue = queueOfJob.removeValue(forKey: outcome.id) ?? "(unknown)"
-            slot.recorded(queue: queue, outcome: Self.label(of: outcome))
+            counts[queue, default: Array(repeating: 0, count: MessageOutcome.allCases.count)][Self.label(of: outcome).rawValue] += 1
+        }
+        for (queue, byOutcome) in counts {
+            for outcome in MessageOutcome.allCases where byOutcome[outcome.rawValue] > 0 {
+                slot.recorded(queue: queue, outcome: outcome, count: byOutcome[outcome.rawValue])
+            }
         }
         slot.stale(stale)
     }

@@ -213,6 +213,8 @@ func promtool(_ arguments: [String], input: String? = nil, directory: String? = 
         defer { stack.close() }
         // A port already taken: start-up stops naming the setting, before any worker starts.
         let holder = try RunningPool(stack, arguments: ["--processes", "1"])
+        // Stopped only once its worker runs: a SIGTERM during a worker's start-up ends that worker by the signal.
+        #expect(waitUntil(timeout: 30) { (try? holder.get("/readyz").status) == 200 })
         let taken = String(holder.adminURL.dropFirst("http://".count))
         let busy = try HeraldProcess.run(["work", "--drain"], environment: stack.environment.merging(["HERALD_ADMIN_ADDRESS": taken]) { $1 }, timeout: 60)
         #expect(busy.status == 2, "\(busy.output)")

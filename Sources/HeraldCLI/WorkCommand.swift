@@ -66,13 +66,15 @@ enum WorkCommand {
         // Check every setting before starting anything.
         let checked = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
         let adminAddress = try adminAddress(parsed)
-        let monitor: PoolMonitor
-        do { monitor = try PoolMonitor(processes: processes) } catch {
-            throw UsageError("herald work: cannot set up the pool's metrics: \(error)")
-        }
+        var monitor: PoolMonitor? = nil
         var admin: AdminServer? = nil
         if let (host, port) = adminAddress {
-            let server = AdminServer(host: host, port: port, monitor: monitor)
+            let pool: PoolMonitor
+            do { pool = try PoolMonitor(processes: processes) } catch {
+                throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
+            }
+            monitor = pool
+            let server = AdminServer(host: host, port: port, monitor: pool)
             do { try server.start() } catch {
                 let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
                 throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")

@@ -82,7 +82,11 @@ public final class SlotRegion: @unchecked Sendable {
             close(descriptor)
             throw SlotRegionError("cannot size the metrics region in \(directory) to \(byteCount) bytes: \(reason)")
         }
-        let region = try SlotRegion(mapping: descriptor, owned: true)
+        let region: SlotRegion
+        do { region = try SlotRegion(mapping: descriptor, owned: true) } catch {
+            close(descriptor)
+            throw error
+        }
         region.words[Header.magic.rawValue].store(Self.magic, ordering: .releasing)
         return region
     }
@@ -119,7 +123,6 @@ public final class SlotRegion: @unchecked Sendable {
     @inline(__always) func add(_ word: Int, _ amount: UInt64) { words[word].wrappingAdd(amount, ordering: .relaxed) }
     @inline(__always) func store(_ word: Int, _ value: UInt64) { words[word].store(value, ordering: .relaxed) }
     @inline(__always) func load(_ word: Int) -> UInt64 { words[word].load(ordering: .relaxed) }
-    func header(_ field: Header) -> Int { field.rawValue }
 
     /// Zeroes what describes a running process (pid, readiness, in flight, pause): the
     /// supervisor calls it when the slot's worker has exited, so a dead worker never looks ready.

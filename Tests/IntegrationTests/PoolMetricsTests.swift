@@ -208,6 +208,31 @@ func promtool(_ arguments: [String], input: String? = nil, directory: String? = 
         #expect(pool.process.wait(timeout: 60) == 0)
     }
 
+    @Test func readinessFollowsTheWorkersPostgreSQLConnection() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let pool = try RunningPool(stack, arguments: ["--processes", "1", "--poll-interval", "0.2"])
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/readyz").status) == 200 })
+        // The worker loses its connection and cannot get another while the database refuses them.
+        let admin = try PGConnection(url: stack.database.adminURL)
+        let database = PGConnection.quoteIdentifier(stack.database.name)
+        try admin.execute("ALTER DATABASE \(database) ALLOW_CONNECTIONS false")
+        defer { try? admin.execute("ALTER DATABASE \(database) ALLOW_CONNECTIONS true") }
+        try admin.query("""
+            SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'herald work' AND datname = $1
+            """, [.text(stack.database.name)])
+        var answer: CurlResult? = nil
+        #expect(waitUntil(timeout: 30) {
+            answer = try? pool.get("/readyz")
+            return answer?.status == 503
+        }, "\(pool.process.output)")
+        #expect(answer?.body.contains("no PostgreSQL connection") == true, "\(answer?.body ?? "")")
+        #expect(try pool.get("/healthz").status == 200, "the process still runs: healthy, not ready")
+        try admin.execute("ALTER DATABASE \(database) ALLOW_CONNECTIONS true")
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/readyz").status) == 200 }, "ready again once it reconnected")
+        #expect(pool.stop() == 0, "\(pool.process.output)")
+    }
+
     @Test func adminAddressSettingsAreCheckedAtStartUp() throws {
         let stack = try WorkerStack()
         defer { stack.close() }

@@ -233,6 +233,20 @@ func promtool(_ arguments: [String], input: String? = nil, directory: String? = 
         #expect(pool.stop() == 0, "\(pool.process.output)")
     }
 
+    @Test func aQuotaAnswerShowsAsAPausedPool() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.connection.query(#"SELECT herald.enqueue('{"token": "fail-quota-5-m", "data": {"k": "v"}}')"#)
+        let pool = try RunningPool(stack, arguments: ["--processes", "1", "--poll-interval", "0.2"])
+        #expect(waitUntil(timeout: 30) { (try? pool.metrics().sum("herald_fcm_requests_total", ["code": "QUOTA_EXCEEDED"])) == 1 },
+                "\(pool.process.output)")
+        // QUOTA_EXCEEDED holds the sender back at least 60 s: the gauge says so meanwhile.
+        let page = try pool.metrics()
+        #expect(page.sum("herald_quota_paused") == 1)
+        #expect(page.sum("herald_messages_total", ["outcome": "retried"]) == 1)
+        #expect(pool.stop() == 0, "\(pool.process.output)")
+    }
+
     @Test func adminAddressSettingsAreCheckedAtStartUp() throws {
         let stack = try WorkerStack()
         defer { stack.close() }

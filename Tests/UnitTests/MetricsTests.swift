@@ -167,6 +167,13 @@ import Testing
         #expect(monitor.readiness().text.contains("worker slot 1 (pid 503): still starting"), "a new process is not ready on its predecessor's flags")
     }
 
+    @Test func thePoolIsPausedOnlyUntilTheQuotaWaitIsOver() throws {
+        let monitor = try PoolMonitor(processes: 2)
+        SlotWriter(region: monitor.regions[1], pid: 7).setPausedUntil(1_000)
+        #expect(monitor.metricsText(now: 999).contains("\nherald_quota_paused 1\n"))
+        #expect(monitor.metricsText(now: 1_001).contains("\nherald_quota_paused 0\n"))
+    }
+
     @Test func adminAddressesAreParsed() {
         #expect(AdminServer.parseAddress("127.0.0.1:9464")! == ("127.0.0.1", 9464))
         #expect(AdminServer.parseAddress("0.0.0.0:0")! == ("0.0.0.0", 0))

@@ -21,6 +21,9 @@ let package = Package(
         // Pure Swift foundations
         .target(name: "JSON"),
         .target(name: "Crypto", dependencies: ["COpenSSL", "JSON"]),
+        .target(name: "Logging", dependencies: ["JSON"]),
+        // Prometheus text format, and the shared-memory counters a pool's workers write
+        .target(name: "Metrics"),
 
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
@@ -32,12 +35,14 @@ let package = Package(
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
-        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON", "CEpoll"]),
+        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
+                                              "Logging", "Metrics"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
         // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
+                          dependencies: ["Worker", "Emulator", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient", "Postgres",
+                                         "JSON", "Crypto", "Logging", "Metrics"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)
         .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
@@ -56,10 +61,10 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "HTTPClient",
-                                   "HTTPServer", "FCM", "JSON", "Crypto"]),
+                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,6 +3,7 @@ import FCM
 import Foundation
 import HTTPClient
 import LocalPostgres
+import Logging
 import Postgres
 import Queue
 import Worker
@@ -20,6 +21,8 @@ let connectionOptions: [Option] = [
     Option(name: "data-dir", env: "HERALD_HOME", value: "DIR",
            help: "Folder of the embedded default's PostgreSQL and emulator credentials.", defaultText: "./.herald"),
     Option(name: "log-level", env: "HERALD_LOG_LEVEL", value: "LEVEL", help: "debug, info, warn or error.", defaultText: "info"),
+    Option(name: "log-format", env: "HERALD_LOG_FORMAT", value: "FORMAT",
+           help: "text, or json: one object per line with time, level, msg, pid and the job's fields.", defaultText: "text"),
 ]
 
 /// Where this run's PostgreSQL and FCM are: given by the user, or the embedded default (a
@@ -38,11 +41,21 @@ final class RunEnvironment {
     init(log: Logger) { self.log = log }
 
     static func logger(_ parsed: ParsedOptions, prefix: String) throws(UsageError) -> Logger {
-        guard let text = parsed.string("log-level") else { return Logger(prefix: prefix) }
-        guard let level = Logger.Level(name: text) else {
-            throw UsageError("herald \(parsed.command): \(parsed.lookup("log-level")!.source) \"\(text)\" is not a log level; give debug, info, warn or error")
+        var level = Logger.Level.info
+        var format = Logger.Format.text
+        if let text = parsed.string("log-level") {
+            guard let named = Logger.Level(name: text) else {
+                throw UsageError("herald \(parsed.command): \(parsed.lookup("log-level")!.source) \"\(text)\" is not a log level; give debug, info, warn or error")
+            }
+            level = named
         }
-        return Logger(level: level, prefix: prefix)
+        if let text = parsed.string("log-format") {
+            guard let named = Logger.Format(name: text) else {
+                throw UsageError("herald \(parsed.command): \(parsed.lookup("log-format")!.source) \"\(text)\" is not a log format; give text or json")
+            }
+            format = named
+        }
+        return Logger(level: level, format: format, prefix: prefix)
     }
 
     static func dataDirectory(_ parsed: ParsedOptions) -> String {

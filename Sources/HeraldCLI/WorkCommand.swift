@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Postgres
 import Queue
 import Worker
@@ -17,6 +18,9 @@ enum WorkCommand {
         Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
         Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
         Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
+        Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
+               help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
+               defaultText: "127.0.0.1:9464"),
     ] + connectionOptions
 
     static let help = helpText(
@@ -45,7 +49,9 @@ enum WorkCommand {
         c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
-        c.logLevel = try RunEnvironment.logger(parsed, prefix: "herald").level
+        let logger = try RunEnvironment.logger(parsed, prefix: "herald")
+        c.logLevel = logger.level
+        c.logFormat = logger.format
         return c
     }
 
@@ -59,6 +65,24 @@ enum WorkCommand {
         let processes = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
         // Check every setting before starting anything.
         let checked = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
+        let adminAddress = try adminAddress(parsed)
+        var monitor: PoolMonitor? = nil
+        var admin: AdminServer? = nil
+        if let (host, port) = adminAddress {
+            let pool: PoolMonitor
+            do { pool = try PoolMonitor(processes: processes) } catch {
+                throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
+            }
+            monitor = pool
+            let server = AdminServer(host: host, port: port, monitor: pool)
+            do { try server.start() } catch {
+                let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
+                throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")
+            }
+            admin = server
+            log.info("serving /metrics, /healthz and /readyz at \(server.url)")
+        }
+        defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         try environment.resolveDatabase(parsed)
@@ -80,13 +104,23 @@ enum WorkCommand {
         if drain && !parsed.has("drain") { childArguments.append("--drain") }
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
                                     environment: environment.childEnvironment, drain: drain, log: log,
-                                    stopGrace: checked.shutdownTimeout + 15)
+                                    stopGrace: checked.shutdownTimeout + 15, monitor: monitor)
         log.info("starting \(processes) worker processes")
         let report = supervisor.run()
         if sample > 0 || embedded {
             try printSummary(connection, since: started, environment: environment)
         }
         return report.status
+    }
+
+    /// `--admin-address`: nil for `off`.
+    static func adminAddress(_ parsed: ParsedOptions) throws(UsageError) -> (host: String, port: Int)? {
+        guard let (text, source) = parsed.lookup("admin-address") else { return ("127.0.0.1", 9464) }
+        if text.lowercased() == "off" { return nil }
+        guard let address = AdminServer.parseAddress(text) else {
+            throw UsageError("herald work: \(source) \"\(text)\" is not HOST:PORT; give e.g. 127.0.0.1:9464, 0.0.0.0:9464, [::1]:9464, or off")
+        }
+        return address
     }
 
     static func runChild(_ parsed: ParsedOptions) -> Int32 {

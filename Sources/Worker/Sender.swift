@@ -12,6 +12,8 @@ final class Sender: @unchecked Sendable {
         var preparation: Preparation
         var authorization: String
         var reauthenticated: Bool
+        /// When the request was handed to the HTTP client (for herald_fcm_request_duration_seconds).
+        var sentAt: Double
     }
 
     let configuration: WorkerConfiguration
@@ -23,8 +25,11 @@ final class Sender: @unchecked Sendable {
     let outbox: Mailbox<SenderEvent>
     let stop: Flag
     let log: Logger
+    let metrics: WorkerMetrics
     private var inFlight: [UInt64: InFlight] = [:]
     private var nextTag: UInt64 = 1
+    /// Whether the last request for an access token got one (readiness: /readyz).
+    private var holdsToken = true
     private var random = SystemRandomNumberGenerator()
     /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
     private var pausedUntil: Double = 0
@@ -33,7 +38,7 @@ final class Sender: @unchecked Sendable {
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
     init(configuration: WorkerConfiguration, client: HTTPClient, auth: AccessTokenProvider, endpoint: FCMEndpoint,
-         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger) {
+         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics) {
         self.configuration = configuration
         self.client = client
         self.auth = auth
@@ -43,6 +48,7 @@ final class Sender: @unchecked Sendable {
         self.outbox = outbox
         self.stop = stop
         self.log = log
+        self.metrics = metrics
     }
 
     /// Hands settled jobs to the store thread.
@@ -55,10 +61,12 @@ final class Sender: @unchecked Sendable {
         guard until > pausedUntil else { return }
         pausedUntil = until
         outbox.put(.paused(until: until))
+        metrics.pausedUntil(until)
     }
 
     func run() {
         var shutdownDeadline: Double? = nil
+        var lastTokenCount = 0.0
         while true {
             let now = Date().timeIntervalSince1970
             let arrived = inbox.take()
@@ -89,16 +97,23 @@ final class Sender: @unchecked Sendable {
             if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
                 if !inFlight.isEmpty {
                     log.warning("shutdown timeout: \(inFlight.count) requests got no answer; they will be retried")
+                    for entry in inFlight.values { metrics.answered(code: "TRANSPORT", seconds: now - entry.sentAt) }
                     hand(inFlight.values.map {
                         $0.job.outcome(.retry(error: "shutdown: no answer within the shutdown timeout", delay: 0))
                     })
                     inFlight.removeAll()
                 }
+                metrics.inFlight(0)
                 outbox.put(.finished)
                 return
             }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
             if !completions.isEmpty { handle(completions) }
+            metrics.inFlight(inFlight.count)
+            if now - lastTokenCount >= 1 {
+                lastTokenCount = now
+                metrics.tokenFetches(auth.renewals)
+            }
         }
     }
 
@@ -106,7 +121,9 @@ final class Sender: @unchecked Sendable {
         let authorization: String
         do {
             authorization = try auth.authorizationHeader()
+            if !holdsToken { holdsToken = true; metrics.tokenHeld(true) }
         } catch {
+            if holdsToken { holdsToken = false; metrics.tokenHeld(false) }
             // The token endpoint is down or refuses us: nothing was sent; retry with backoff.
             let job = job
             if case .outcome(let outcome) = Planning.retry(job: job, reason: "OAUTH2: \(error)", retryAfter: nil, quota: false,
@@ -134,7 +151,8 @@ final class Sender: @unchecked Sendable {
         }
         let tag = nextTag
         nextTag &+= 1
-        inFlight[tag] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated)
+        inFlight[tag] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
+                                 sentAt: Date().timeIntervalSince1970)
         client.submit(request, tag: tag)
         counters.sent += 1
     }
@@ -152,13 +170,17 @@ final class Sender: @unchecked Sendable {
         for completion in completions {
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
             let classification: SendClassification
+            let answered = now.timeIntervalSince1970
             switch completion.result {
             case .success(let response):
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
+                metrics.answered(code: Self.metricCode(classification), seconds: answered - entry.sentAt)
+                if case .delivered = classification { metrics.delivered(entry.job, now: answered) }
             case .failure(let error):
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
+                metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
             if let pause = Planning.pause(for: classification, policy: configuration.retryPolicy) {
                 self.pause(until: now.timeIntervalSince1970 + pause)
@@ -170,7 +192,7 @@ final class Sender: @unchecked Sendable {
             switch decision {
             case .reauthenticate:
                 auth.invalidate(ifHeader: entry.authorization)
-                log.info("FCM refused the access token (401); renewing it and sending job \(entry.job.id) again")
+                log.info("FCM refused the access token (401); renewing it and sending the job again", Self.fields(entry.job, code: "UNAUTHENTICATED"))
                 submit(entry.job, entry.preparation, reauthenticated: true, into: &outcomes)
             case .outcome(let outcome):
                 switch outcome.action {
@@ -179,13 +201,29 @@ final class Sender: @unchecked Sendable {
                 default: counters.failed += 1
                 }
                 if case .retry(let reason, let delay) = outcome.action {
-                    log.debug("job \(entry.job.id) attempt \(entry.job.attempt): \(reason); retry in \(String(format: "%.1f", delay)) s")
+                    log.debug("attempt \(entry.job.attempt) failed: \(reason); retry in \(String(format: "%.1f", delay)) s",
+                              Self.fields(entry.job, code: Self.metricCode(classification)))
                 } else if case .dead(let reason) = outcome.action {
-                    log.info("job \(entry.job.id) dead-lettered: \(reason)")
+                    log.info("dead-lettered: \(reason)", Self.fields(entry.job, code: Self.metricCode(classification)))
                 }
                 outcomes.append(outcome)
             }
         }
         hand(outcomes)
+    }
+
+    /// The `code` label of an HTTP answer: `OK` for 2xx, else FCM's error code
+    /// (`UNAUTHENTICATED` when FCM refused our access token).
+    static func metricCode(_ classification: SendClassification) -> String {
+        switch classification {
+        case .delivered: "OK"
+        case .pruneToken(let code, _), .deadLetter(let code, _), .retry(let code, _, _, _): code
+        case .reauthenticate: "UNAUTHENTICATED"
+        }
+    }
+
+    /// A log line's fields for a job: its id, queue and the answer's code.
+    static func fields(_ job: ClaimedJob, code: String) -> KeyValuePairs<String, LogValue> {
+        ["job_id": .int(job.id), "queue": .string(job.queue), "code": .string(code)]
     }
 }

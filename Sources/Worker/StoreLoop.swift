@@ -14,13 +14,15 @@ final class StoreLoop {
     let outbox: Mailbox<SenderEvent>
     let stop: Flag
     let log: Logger
+    /// The pool's counters (herald_messages_total) and this worker's readiness.
+    let metrics: WorkerMetrics
     let maintenance: Maintenance
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, projectID: String) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String) {
         self.configuration = configuration
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
@@ -28,6 +30,7 @@ final class StoreLoop {
         self.outbox = outbox
         self.stop = stop
         self.log = log
+        self.metrics = metrics
         maintenance = Maintenance(grace: configuration.leaseSeconds)
         machine = StoreMachine(settings: StoreMachine.Settings(
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
@@ -74,6 +77,7 @@ final class StoreLoop {
                     maintenance.connectionLost()
                     listen()
                     machine.reconnected(now: now)
+                    metrics.databaseConnected(true)
                     log.info("reconnected to PostgreSQL; \(machine.pending.count) outcomes to record")
                 } catch {
                     machine.reconnectFailed(now: now)
@@ -107,6 +111,8 @@ final class StoreLoop {
             case .claim(let limit):
                 let jobs = try store.claim(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
                 machine.claimed(jobs, limit: limit, now: now)
+                // Each job's queue, so its outcome is counted under it (herald_messages_total).
+                metrics.claimed(jobs)
                 inbox.put(jobs)
             case .checkDrained:
                 let workLeft = try store.hasPendingWork(queues: configuration.queues)
@@ -127,6 +133,7 @@ final class StoreLoop {
                 machine.statementFailed(now: now)
             } else {
                 machine.connectionLost(now: now)
+                metrics.databaseConnected(false)
             }
         }
     }
@@ -136,19 +143,19 @@ final class StoreLoop {
     /// a refused one into a plain retry.
     private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
         do {
-            note(try store.record(outcomes) { self.log.warning($0) })
+            note(try store.record(outcomes) { self.log.warning($0) }, outcomes)
         } catch {
             guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
             log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
             for outcome in outcomes {
                 do {
-                    note(try store.record([outcome]) { self.log.warning($0) })
+                    note(try store.record([outcome]) { self.log.warning($0) }, [outcome])
                 } catch {
                     guard connection.isHealthy else { throw error }
                     let fallback = JobOutcome(id: outcome.id, attempt: outcome.attempt, .retry(
                         error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60))
                     do {
-                        note(try store.record([fallback]) { self.log.warning($0) })
+                        note(try store.record([fallback]) { self.log.warning($0) }, [fallback])
                         log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
                     } catch {
                         guard connection.isHealthy else { throw error }
@@ -166,7 +173,10 @@ final class StoreLoop {
         return false
     }
 
-    private func note(_ summary: RecordSummary) {
+    /// After every recorded batch: counts it for the pool's metrics, and says when outcomes came
+    /// too late (another worker had taken their jobs).
+    private func note(_ summary: RecordSummary, _ batch: [JobOutcome]) {
+        metrics.recorded(batch, stale: summary.stale)
         if summary.stale > 0 {
             log.warning("\(summary.stale) outcomes were for jobs whose lease had run out (another worker took them)")
         }
@@ -201,6 +211,7 @@ final class StoreLoop {
             } catch {
                 log.warning("PostgreSQL error: \(error)")
                 machine.connectionLost(now: Self.clock())
+                metrics.databaseConnected(false)
             }
         }
     }

@@ -1,9 +1,12 @@
 import CEpoll
 import Foundation
+import Metrics
 
 /// `herald work --processes N`: starts N worker processes (this same binary, with
 /// HERALD_WORKER_CHILD=1), restarts one that crashes (with backoff: 1 s, 2 s, 4 s ... 30 s),
-/// passes SIGTERM/SIGINT on, and exits once they have all stopped.
+/// passes SIGTERM/SIGINT on, and exits once they have all stopped. With a `PoolMonitor`, each
+/// worker slot has a shared-memory region for its counters, handed to every process of the slot
+/// as file descriptor 3 (HERALD_METRICS_FD).
 public final class Supervisor {
     public struct Report: Sendable {
         /// Exit status: 0 when every worker stopped cleanly.
@@ -23,13 +26,16 @@ public final class Supervisor {
     let log: Logger
     /// After SIGTERM, how long workers may take before they are killed.
     let stopGrace: Double
+    let monitor: PoolMonitor?
     private var children: [pid_t: Int] = [:]
     private var startedAt: [Int: Double] = [:]
 
     /// `arguments` are passed to every worker (argv[1...]); `environment` is added to ours.
     public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger,
-                stopGrace: Double = 45) {
+                stopGrace: Double = 45, monitor: PoolMonitor? = nil) {
+        precondition(monitor == nil || monitor!.regions.count == max(1, processes), "one metrics region per worker process")
         self.stopGrace = stopGrace
+        self.monitor = monitor
         self.processes = max(1, processes)
         self.arguments = arguments
         self.environment = environment
@@ -93,6 +99,7 @@ public final class Supervisor {
             if signal == SIGTERM || signal == SIGINT {
                 if !stopping { log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping \(children.count) worker processes") }
                 stopping = true
+                monitor?.stopping()
                 restartAt.removeAll()
                 if killAt == nil { killAt = now + stopGrace }
                 for pid in children.keys { kill(pid, signal) }
@@ -107,6 +114,8 @@ public final class Supervisor {
                 guard let slot = children.removeValue(forKey: pid) else { continue }
                 let exited = (status & 0x7f) == 0
                 let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+                monitor?.workerExited(slot: slot, why: "pid \(pid) \(exited ? "exited with status \(code)" : "was killed by signal \(status & 0x7f)")")
+                if drain && code == 0 { monitor?.stopping() }
                 if code == 0 {
                     failures[slot] = 0
                     if !stopping && !drain {
@@ -124,6 +133,7 @@ public final class Supervisor {
                     log.error("worker \(pid) refused its configuration; stopping")
                     finalStatus = Int32(code)
                     stopping = true
+                    monitor?.stopping()
                     restartAt.removeAll()
                     if killAt == nil { killAt = Date().timeIntervalSince1970 + stopGrace }
                     for other in children.keys { kill(other, SIGTERM) }
@@ -146,6 +156,16 @@ public final class Supervisor {
         for (key, value) in environment { env[key] = value }
         env["HERALD_WORKER_CHILD"] = "1"
         env["HERALD_SUPERVISOR_PID"] = String(getpid())
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        if let region = monitor?.regions[slot] {
+            // The slot's region as descriptor 3 (dup2 clears close-on-exec on the copy only).
+            posix_spawn_file_actions_adddup2(&actions, region.fileDescriptor, Self.metricsDescriptor)
+            env[WorkerMetrics.descriptorVariable] = String(Self.metricsDescriptor)
+        } else {
+            env[WorkerMetrics.descriptorVariable] = nil
+        }
         let argv = [executable] + arguments
         let envp = env.map { "\($0.key)=\($0.value)" }
         var attributes = posix_spawnattr_t()
@@ -160,7 +180,7 @@ public final class Supervisor {
         var pid: pid_t = 0
         let result = withCStringArray(argv) { cargv in
             withCStringArray(envp) { cenv in
-                posix_spawn(&pid, executable, nil, &attributes, cargv, cenv)
+                posix_spawn(&pid, executable, &actions, &attributes, cargv, cenv)
             }
         }
         if result != 0 {
@@ -169,9 +189,12 @@ public final class Supervisor {
         }
         children[pid] = slot
         startedAt[slot] = Date().timeIntervalSince1970
+        monitor?.workerStarted(slot: slot, pid: pid)
         log.debug("started worker process \(pid)")
         return true
     }
+
+    static let metricsDescriptor: Int32 = 3
 
     static func executablePath() -> String {
         if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }

@@ -1,3 +1,4 @@
+import Logging
 import Queue
 
 /// Everything one worker process needs; `herald work` fills it from flags and environment.
@@ -29,6 +30,7 @@ public struct WorkerConfiguration: Sendable {
     public var maxStreamsPerConnection: Int = 100
     public var retryPolicy = RetryPolicy()
     public var logLevel: Logger.Level = .info
+    public var logFormat: Logger.Format = .text
 
     public init(databaseURL: String, credentialsPath: String) {
         self.databaseURL = databaseURL

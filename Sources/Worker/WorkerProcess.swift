@@ -17,12 +17,14 @@ public final class WorkerProcess: @unchecked Sendable {
     let log: Logger
     let account: ServiceAccount
     let auth: AccessTokenProvider
+    let metrics: WorkerMetrics
 
     /// Checks the credentials and the database before anything runs, so a bad setting stops
     /// start-up with a message that names it.
     public init(configuration: WorkerConfiguration) throws {
         self.configuration = configuration
-        log = Logger(level: configuration.logLevel, prefix: "herald work[\(getpid())]")
+        log = Logger(level: configuration.logLevel, format: configuration.logFormat, prefix: "herald work[\(getpid())]")
+        metrics = WorkerMetrics.fromEnvironment(log: log)
         do {
             account = try ServiceAccount.load(path: configuration.credentialsPath)
         } catch {
@@ -59,12 +61,14 @@ public final class WorkerProcess: @unchecked Sendable {
 
         // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
         try Administration.identifyAsWorker(connection)
+        metrics.databaseConnected(true)  // metrics hook: readiness
+        metrics.tokenHeld(true)  // metrics hook: readiness (the first token was fetched above)
         let inbox = Mailbox<ClaimedJob>()
         let outbox = Mailbox<SenderEvent>()
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
-                            inbox: inbox, outbox: outbox, stop: stop, log: log)
+                            inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              stop: stop, log: log, projectID: account.projectID)
+                              stop: stop, log: log, metrics: metrics, projectID: account.projectID)
         log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let senderThread = Thread { sender.run() }
         senderThread.name = "herald-sender"

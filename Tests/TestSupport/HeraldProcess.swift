@@ -25,6 +25,8 @@ public final class HeraldProcess: @unchecked Sendable {
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
         for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME"] { env[key] = nil }
+        // Every pool a test starts serves its admin endpoint on a port of its own, not the default 9464.
+        env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
         for (key, value) in environment { env[key] = value }
         process.environment = env
         logPath = NSTemporaryDirectory() + "herald-test-\(UUID().uuidString).log"

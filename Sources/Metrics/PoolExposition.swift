@@ -1,0 +1,81 @@
+/// Everything `GET /metrics` of a pool shows, read at one scrape.
+public struct PoolReading: Sendable {
+    /// The pool's slots summed.
+    public var totals: SlotSnapshot
+    public var workerProcesses: Int
+    public var quotaPaused: Bool
+    public var version: String
+    /// Supervisor and workers together.
+    public var cpuSeconds: Double
+    public var residentBytes: Int
+
+    public init(totals: SlotSnapshot, workerProcesses: Int, quotaPaused: Bool, version: String, cpuSeconds: Double, residentBytes: Int) {
+        self.totals = totals
+        self.workerProcesses = workerProcesses
+        self.quotaPaused = quotaPaused
+        self.version = version
+        self.cpuSeconds = cpuSeconds
+        self.residentBytes = residentBytes
+    }
+}
+
+public enum PoolExposition {
+    /// The pool's metrics in the Prometheus text format. Every queue a worker has seen gets all
+    /// six outcomes (zeros included), so `rate()` and `increase()` have a series from the start.
+    public static func render(_ reading: PoolReading) -> String {
+        var out = Exposition()
+        let totals = reading.totals
+        let queues = totals.queues.keys.sorted()
+
+        out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue and outcome.")
+        for queue in queues {
+            let counts = totals.queues[queue]!
+            for outcome in MessageOutcome.allCases {
+                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.label)], counts[outcome])
+            }
+        }
+
+        out.family("herald_fcm_requests_total", .counter,
+                   help: "FCM requests (sends and device-group operations) by answer: OK for 2xx, FCM's error code, UNAUTHENTICATED for our access token, TRANSPORT when no answer came.")
+        for code in totals.requestsByCode.keys.sorted() {
+            out.sample("herald_fcm_requests_total", labels: [("code", code)], totals.requestsByCode[code]!)
+        }
+
+        out.family("herald_fcm_request_duration_seconds", .histogram, help: "Time from handing a request to the HTTP/2 client to its answer.")
+        out.histogram("herald_fcm_request_duration_seconds", bounds: SlotRegion.durationBounds,
+                      counts: totals.durationCounts, sum: totals.durationSumSeconds)
+
+        out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to FCM's 200 for it, by queue.")
+        for queue in queues {
+            let counts = totals.queues[queue]!
+            out.histogram("herald_delivery_latency_seconds", labels: [("queue", queue)], bounds: SlotRegion.latencyBounds,
+                          counts: counts.latencyCounts, sum: counts.latencySumSeconds)
+        }
+
+        out.family("herald_in_flight", .gauge, help: "FCM requests sent and not yet answered, over the pool's worker processes.")
+        out.sample("herald_in_flight", Int(totals.inFlight))
+
+        out.family("herald_worker_processes", .gauge, help: "Worker processes running under this supervisor.")
+        out.sample("herald_worker_processes", reading.workerProcesses)
+
+        out.family("herald_quota_paused", .gauge, help: "1 while a worker of this pool holds back new sends after FCM's QUOTA_EXCEEDED.")
+        out.sample("herald_quota_paused", reading.quotaPaused ? 1 : 0)
+
+        out.family("herald_access_token_refreshes_total", .counter, help: "OAuth2 access tokens fetched from the token endpoint.")
+        out.sample("herald_access_token_refreshes_total", totals.tokenFetches)
+
+        out.family("herald_stale_outcomes_total", .counter,
+                   help: "Outcomes PostgreSQL did not apply because the job's lease had run out and another worker held it (herald_messages_total counts them too).")
+        out.sample("herald_stale_outcomes_total", totals.staleOutcomes)
+
+        out.family("herald_build_info", .gauge, help: "Always 1; the version label says which herald runs.")
+        out.sample("herald_build_info", labels: [("version", reading.version)], 1)
+
+        out.family("process_resident_memory_bytes", .gauge, help: "Resident memory of the supervisor and its worker processes.")
+        out.sample("process_resident_memory_bytes", reading.residentBytes)
+
+        out.family("process_cpu_seconds_total", .counter, help: "User and system CPU time of the supervisor and its worker processes, exited ones included.")
+        out.sample("process_cpu_seconds_total", reading.cpuSeconds)
+        return out.text
+    }
+}

@@ -1,0 +1,79 @@
+/// What a slot (or, summed, a pool) had counted at one moment.
+public struct SlotSnapshot: Sendable, Equatable {
+    public struct QueueCounts: Sendable, Equatable {
+        /// Indexed by `MessageOutcome.rawValue`.
+        public var outcomes = [UInt64](repeating: 0, count: MessageOutcome.allCases.count)
+        /// Per bucket of `SlotRegion.latencyBounds`, plus one above the last bound (not cumulative).
+        public var latencyCounts = [UInt64](repeating: 0, count: SlotRegion.latencyBounds.count + 1)
+        public var latencySumSeconds: Double = 0
+        public init() {}
+
+        public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.rawValue] }
+    }
+
+    public var pid: Int32 = 0
+    public var databaseConnected = false
+    public var tokenHeld = false
+    public var inFlight: UInt64 = 0
+    public var pausedUntil: Double = 0
+    public var tokenFetches: UInt64 = 0
+    public var staleOutcomes: UInt64 = 0
+    public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
+    public var durationSumSeconds: Double = 0
+    public var requestsByCode: [String: UInt64] = [:]
+    public var queues: [String: QueueCounts] = [:]
+
+    public init() {}
+
+    /// Reads a slot's region (relaxed loads: each counter is exact, counters read a moment
+    /// apart may differ by what was added in between).
+    public init(_ region: SlotRegion) {
+        typealias H = SlotRegion.Header
+        pid = Int32(truncatingIfNeeded: region.load(H.pid.rawValue))
+        databaseConnected = region.load(H.databaseConnected.rawValue) != 0
+        tokenHeld = region.load(H.tokenHeld.rawValue) != 0
+        inFlight = region.load(H.inFlight.rawValue)
+        pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
+        tokenFetches = region.load(H.tokenRefreshes.rawValue)
+        staleOutcomes = region.load(H.staleOutcomes.rawValue)
+        for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
+        durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
+        for (index, code) in region.names(.codes).enumerated() {
+            requestsByCode[code, default: 0] += region.load(region.entryStart(.codes, index) + SlotRegion.nameWords)
+        }
+        for (index, name) in region.names(.queues).enumerated() {
+            let start = region.entryStart(.queues, index) + SlotRegion.nameWords
+            var counts = QueueCounts()
+            for outcome in MessageOutcome.allCases { counts.outcomes[outcome.rawValue] = region.load(start + outcome.rawValue) }
+            let latencyStart = start + SlotRegion.outcomeCount
+            for bucket in 0..<counts.latencyCounts.count { counts.latencyCounts[bucket] = region.load(latencyStart + bucket) }
+            counts.latencySumSeconds = Double(region.load(latencyStart + counts.latencyCounts.count)) / 1_000_000
+            queues[name, default: QueueCounts()].add(counts)
+        }
+    }
+
+    /// Sums counters and adds gauges (in flight); readiness and pause are per slot and not summed.
+    public mutating func add(_ other: SlotSnapshot) {
+        inFlight += other.inFlight
+        tokenFetches += other.tokenFetches
+        staleOutcomes += other.staleOutcomes
+        for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
+        durationSumSeconds += other.durationSumSeconds
+        for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }
+        for (name, counts) in other.queues { queues[name, default: QueueCounts()].add(counts) }
+    }
+
+    /// Total FCM requests answered (or given up on without an answer).
+    public var requests: UInt64 { requestsByCode.values.reduce(0, +) }
+
+    /// Jobs of every queue with `outcome`.
+    public func messages(_ outcome: MessageOutcome) -> UInt64 { queues.values.reduce(0) { $0 + $1[outcome] } }
+}
+
+extension SlotSnapshot.QueueCounts {
+    mutating func add(_ other: SlotSnapshot.QueueCounts) {
+        for index in 0..<outcomes.count { outcomes[index] += other.outcomes[index] }
+        for index in 0..<latencyCounts.count { latencyCounts[index] += other.latencyCounts[index] }
+        latencySumSeconds += other.latencySumSeconds
+    }
+}

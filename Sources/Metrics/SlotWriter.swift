@@ -1,0 +1,104 @@
+import Foundation
+import Synchronization
+
+/// The worker side of a slot: what one worker process counts. Thread-safe (the store thread
+/// and the sender thread both write); adding to a counter is one atomic add in shared memory.
+public final class SlotWriter: @unchecked Sendable {
+    public let region: SlotRegion
+    private struct Labels {
+        var queues: [String: Int] = [:]
+        var codes: [String: Int] = [:]
+    }
+    private let labels: Mutex<Labels>
+    /// Token fetches of the slot's earlier processes.
+    private let tokenFetchBase: UInt64
+
+    /// Takes over the slot: earlier workers' label tables are read back, so the new process
+    /// keeps adding to the same entries; `pid` marks the slot as this process's.
+    public init(region: SlotRegion, pid: Int32 = getpid()) {
+        self.region = region
+        var known = Labels()
+        for (index, name) in region.names(.queues).enumerated() { known.queues[name] = index }
+        for (index, name) in region.names(.codes).enumerated() { known.codes[name] = index }
+        labels = Mutex(known)
+        tokenFetchBase = region.load(SlotRegion.Header.tokenRefreshes.rawValue)
+        region.store(SlotRegion.Header.pid.rawValue, UInt64(pid))
+    }
+
+    // MARK: outcomes and answers
+
+    /// `count` outcomes of one kind were recorded for jobs of `queue`.
+    public func recorded(queue: String, outcome: MessageOutcome, count: Int = 1) {
+        guard count > 0 else { return }
+        region.add(region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + outcome.rawValue, UInt64(count))
+    }
+
+    /// One FCM request was answered (`code` `OK`, an FCM error code, or `TRANSPORT`) after `seconds`.
+    public func answered(code: String, seconds: Double) {
+        region.add(region.entryStart(.codes, index(ofCode: code)) + SlotRegion.nameWords, 1)
+        Self.observe(seconds, bounds: SlotRegion.durationBounds, in: region, at: SlotRegion.durationStart)
+    }
+
+    /// FCM's 200 for a job of `queue` came `seconds` after the job was due.
+    public func delivered(queue: String, secondsSinceDue seconds: Double) {
+        let start = region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + SlotRegion.outcomeCount
+        Self.observe(max(0, seconds), bounds: SlotRegion.latencyBounds, in: region, at: start)
+    }
+
+    /// Outcomes the database did not apply because another worker held the job by then.
+    public func stale(_ count: Int) {
+        if count > 0 { region.add(SlotRegion.Header.staleOutcomes.rawValue, UInt64(count)) }
+    }
+
+    // MARK: gauges (one writer each)
+
+    public func setInFlight(_ count: Int) { region.store(SlotRegion.Header.inFlight.rawValue, UInt64(max(0, count))) }
+    public func setDatabaseConnected(_ connected: Bool) { region.store(SlotRegion.Header.databaseConnected.rawValue, connected ? 1 : 0) }
+    public func setTokenHeld(_ held: Bool) { region.store(SlotRegion.Header.tokenHeld.rawValue, held ? 1 : 0) }
+    /// Seconds since 1970 until which this process sends nothing new (0: not held back).
+    public func setPausedUntil(_ seconds: Double) {
+        region.store(SlotRegion.Header.pausedUntilMilliseconds.rawValue, UInt64(max(0, seconds * 1000)))
+    }
+    /// Access tokens fetched since the slot was created; call with this process's own count,
+    /// the slot's earlier processes' fetches are kept.
+    public func setTokenFetches(_ fetchedByThisProcess: Int) {
+        region.store(SlotRegion.Header.tokenRefreshes.rawValue, tokenFetchBase + UInt64(max(0, fetchedByThisProcess)))
+    }
+
+    // MARK: internals
+
+    static func observe(_ value: Double, bounds: [Double], in region: SlotRegion, at start: Int) {
+        var bucket = bounds.count
+        for (index, bound) in bounds.enumerated() where value <= bound {
+            bucket = index
+            break
+        }
+        region.add(start + bucket, 1)
+        region.add(start + bounds.count + 1, UInt64((value * 1_000_000).rounded()))
+    }
+
+    private func index(ofQueue name: String) -> Int {
+        labels.withLock { index(of: name, in: &$0.queues, table: .queues) }
+    }
+
+    private func index(ofCode name: String) -> Int {
+        labels.withLock { index(of: name, in: &$0.codes, table: .codes) }
+    }
+
+    private func index(of name: String, in known: inout [String: Int], table: SlotRegion.Table) -> Int {
+        let name = SlotRegion.shortened(name)
+        if let index = known[name] { return index }
+        let overflow = table.capacity - 1
+        if known.count < overflow {
+            let index = known.count
+            region.publish(table, index: index, name: name)
+            known[name] = index
+            return index
+        }
+        if known[SlotRegion.overflowLabel] == nil {
+            region.publish(table, index: overflow, name: SlotRegion.overflowLabel)
+            known[SlotRegion.overflowLabel] = overflow
+        }
+        return overflow
+    }
+}

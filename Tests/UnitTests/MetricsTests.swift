@@ -1,0 +1,213 @@
+import Foundation
+import JSON
+import Metrics
+import Testing
+@testable import Worker
+
+/// The Prometheus text format and the shared-memory counters behind a pool's /metrics.
+@Suite struct MetricsTests {
+    @Test func countersAndGaugesHaveHelpTypeAndEscapedLabels() {
+        var out = Exposition()
+        out.family("demo_jobs_total", .counter, help: "Jobs done.\nSecond line with a \\ backslash.")
+        out.sample("demo_jobs_total", labels: [("queue", "mail \"urgent\"\\eu\nwest"), ("outcome", "completed")], 3)
+        out.family("demo_temperature", .gauge, help: "A gauge.")
+        out.sample("demo_temperature", 0.25)
+        out.sample("demo_temperature", labels: [("room", "a")], 2.0)
+        out.sample("demo_temperature", labels: [("room", "b")], Double.infinity)
+        #expect(out.text == """
+            # HELP demo_jobs_total Jobs done.\\nSecond line with a \\\\ backslash.
+            # TYPE demo_jobs_total counter
+            demo_jobs_total{queue="mail \\"urgent\\"\\\\eu\\nwest",outcome="completed"} 3
+            # HELP demo_temperature A gauge.
+            # TYPE demo_temperature gauge
+            demo_temperature 0.25
+            demo_temperature{room="a"} 2
+            demo_temperature{room="b"} +Inf
+
+            """)
+    }
+
+    @Test func histogramBucketsAreCumulativeAndInfEqualsCount() {
+        var out = Exposition()
+        out.family("demo_seconds", .histogram, help: "Durations.")
+        out.histogram("demo_seconds", labels: [("queue", "q")], bounds: [0.1, 1], counts: [2, 3, 4], sum: 7.5)
+        #expect(out.text == """
+            # HELP demo_seconds Durations.
+            # TYPE demo_seconds histogram
+            demo_seconds_bucket{queue="q",le="0.1"} 2
+            demo_seconds_bucket{queue="q",le="1"} 5
+            demo_seconds_bucket{queue="q",le="+Inf"} 9
+            demo_seconds_sum{queue="q"} 7.5
+            demo_seconds_count{queue="q"} 9
+
+            """)
+    }
+
+    @Test func namesAreChecked() {
+        #expect(Exposition.isValidName("herald_messages_total") && Exposition.isValidName("a:b_c9"))
+        #expect(!Exposition.isValidName("9lives") && !Exposition.isValidName("has-dash") && !Exposition.isValidName(""))
+        #expect(Exposition.isValidLabelName("queue") && !Exposition.isValidLabelName("__reserved") && !Exposition.isValidLabelName("a:b"))
+    }
+
+    @Test func aSlotKeepsItsCountsAcrossAWorkerRestart() throws {
+        let region = try SlotRegion.create()
+        let first = SlotWriter(region: region, pid: 101)
+        first.recorded(queue: "default", outcome: .completed, count: 5)
+        first.recorded(queue: "mail", outcome: .dead)
+        first.answered(code: "OK", seconds: 0.003)
+        first.answered(code: "UNREGISTERED", seconds: 0.2)
+        first.delivered(queue: "default", secondsSinceDue: 2)
+        first.setInFlight(7)
+        first.setDatabaseConnected(true)
+        first.setTokenHeld(true)
+        first.setTokenFetches(1)
+        // The worker dies; the supervisor clears what described the process and starts another.
+        region.resetProcessState()
+        var afterCrash = SlotSnapshot(region)
+        #expect(afterCrash.pid == 0 && afterCrash.inFlight == 0 && !afterCrash.databaseConnected && !afterCrash.tokenHeld)
+        #expect(afterCrash.queues["default"]?[.completed] == 5, "counts survive the process")
+        let second = SlotWriter(region: region, pid: 102)
+        second.recorded(queue: "mail", outcome: .dead, count: 2)
+        second.recorded(queue: "default", outcome: .completed)
+        second.answered(code: "OK", seconds: 40)
+        second.setTokenFetches(1)
+        afterCrash = SlotSnapshot(region)
+        #expect(afterCrash.pid == 102)
+        #expect(afterCrash.queues["default"]?[.completed] == 6)
+        #expect(afterCrash.queues["mail"]?[.dead] == 3)
+        #expect(afterCrash.queues.count == 2, "the second process reused the first one's queue entries")
+        #expect(afterCrash.requestsByCode == ["OK": 2, "UNREGISTERED": 1])
+        #expect(afterCrash.tokenFetches == 2)
+        // 0.003 s in the first bucket, 0.2 s in le=0.25, 40 s above the last bound (30 s).
+        #expect(afterCrash.durationCounts.reduce(0, +) == 3)
+        #expect(afterCrash.durationCounts[0] == 1 && afterCrash.durationCounts[SlotRegion.durationBounds.firstIndex(of: 0.25)!] == 1)
+        #expect(afterCrash.durationCounts.last == 1)
+        #expect(abs(afterCrash.durationSumSeconds - 40.203) < 1e-6)
+        #expect(afterCrash.queues["default"]?.latencyCounts[SlotRegion.latencyBounds.firstIndex(of: 2.5)!] == 1)
+    }
+
+    @Test func slotsOfAPoolAreSummedByLabel() throws {
+        let a = try SlotRegion.create(), b = try SlotRegion.create()
+        SlotWriter(region: a, pid: 1).recorded(queue: "q", outcome: .retried, count: 2)
+        SlotWriter(region: b, pid: 2).recorded(queue: "q", outcome: .retried, count: 3)
+        SlotWriter(region: b, pid: 2).answered(code: "TRANSPORT", seconds: 1)
+        var totals = SlotSnapshot(a)
+        totals.add(SlotSnapshot(b))
+        #expect(totals.queues["q"]?[.retried] == 5 && totals.messages(.retried) == 5 && totals.requests == 1)
+    }
+
+    @Test func longAndTooManyLabelValuesStayDistinctThenOverflow() throws {
+        let long1 = String(repeating: "x", count: 300) + "1", long2 = String(repeating: "x", count: 300) + "2"
+        #expect(SlotRegion.shortened(long1) != SlotRegion.shortened(long2))
+        #expect(SlotRegion.shortened(long1).utf8.count <= SlotRegion.nameBytes)
+        #expect(SlotRegion.shortened("short") == "short")
+        let region = try SlotRegion.create()
+        let writer = SlotWriter(region: region, pid: 1)
+        writer.recorded(queue: long1, outcome: .completed)
+        writer.recorded(queue: long2, outcome: .completed, count: 2)
+        for index in 0..<(SlotRegion.queueCapacity + 10) { writer.recorded(queue: "queue-\(index)", outcome: .completed) }
+        let snapshot = SlotSnapshot(region)
+        #expect(snapshot.queues[SlotRegion.shortened(long2)]?[.completed] == 2)
+        #expect(snapshot.queues.count == SlotRegion.queueCapacity)
+        #expect(snapshot.messages(.completed) == 3 + UInt64(SlotRegion.queueCapacity + 10), "nothing is lost past the table's end")
+        // Two long names and 125 others fill the 127 named entries; the last 13 queues share "(other)".
+        #expect((snapshot.queues[SlotRegion.overflowLabel]?[.completed] ?? 0) == UInt64((SlotRegion.queueCapacity + 10) - (SlotRegion.queueCapacity - 1 - 2)))
+    }
+
+    @Test func procStatIsReadFromAfterTheCommandName() {
+        // Field 2 may hold spaces and parentheses; utime 14, stime 15, cutime 16, cstime 17, rss 24.
+        let line = "42 (herald (work) x) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 30 20 20 0 3 0 100 123456789 2048 18446744073709551615 1"
+        let stats = ProcessStatistics.parse(stat: line, ticksPerSecond: 100, pageSize: 4096)
+        #expect(stats == ProcessStatistics(cpuSeconds: 3, reapedChildrenCPUSeconds: 0.5, residentBytes: 2048 * 4096))
+        #expect(ProcessStatistics.parse(stat: "garbage", ticksPerSecond: 100, pageSize: 4096) == nil)
+        #expect((ProcessStatistics.read(pid: getpid())?.residentBytes ?? 0) > 0)
+    }
+
+    @Test func thePoolPageListsEveryFamilyAndAllOutcomesOfEachQueue() throws {
+        let region = try SlotRegion.create()
+        SlotWriter(region: region, pid: 1).recorded(queue: "marketing", outcome: .pruned)
+        let text = PoolExposition.render(PoolReading(totals: SlotSnapshot(region), workerProcesses: 3, quotaPaused: true,
+                                                     version: "1.2.3", cpuSeconds: 1.5, residentBytes: 1000))
+        for family in ["herald_messages_total counter", "herald_fcm_requests_total counter", "herald_fcm_request_duration_seconds histogram",
+                       "herald_delivery_latency_seconds histogram", "herald_in_flight gauge", "herald_worker_processes gauge",
+                       "herald_quota_paused gauge", "herald_access_token_refreshes_total counter", "herald_build_info gauge",
+                       "process_resident_memory_bytes gauge", "process_cpu_seconds_total counter"] {
+            #expect(text.contains("# TYPE \(family)\n"), "\(family)")
+        }
+        for outcome in MessageOutcome.allCases {
+            let value = outcome == .pruned ? 1 : 0
+            #expect(text.contains("herald_messages_total{queue=\"marketing\",outcome=\"\(outcome.label)\"} \(value)\n"))
+        }
+        #expect(text.contains("herald_worker_processes 3\nherald_quota_paused 1") == false)  // a HELP line comes between
+        #expect(text.contains("herald_quota_paused 1\n") && text.contains("herald_build_info{version=\"1.2.3\"} 1\n"))
+        #expect(text.contains("herald_delivery_latency_seconds_bucket{queue=\"marketing\",le=\"+Inf\"} 0\n"))
+    }
+
+    @Test func healthAndReadinessNameWhatIsMissing() throws {
+        let monitor = try PoolMonitor(processes: 2)
+        #expect(monitor.health().healthy == false && monitor.health().text.contains("not started yet"))
+        monitor.workerStarted(slot: 0, pid: 501)
+        monitor.workerStarted(slot: 1, pid: 502)
+        #expect(monitor.health().healthy)
+        let notReady = monitor.readiness()
+        #expect(!notReady.ready && notReady.text.contains("worker slot 0 (pid 501): still starting"))
+        let first = SlotWriter(region: monitor.regions[0], pid: 501)
+        first.setDatabaseConnected(true)
+        first.setTokenHeld(true)
+        let second = SlotWriter(region: monitor.regions[1], pid: 502)
+        second.setTokenHeld(true)
+        let partly = monitor.readiness()
+        #expect(!partly.ready && partly.text.contains("worker slot 1 (pid 502): no PostgreSQL connection") && !partly.text.contains("slot 0"))
+        second.setDatabaseConnected(true)
+        #expect(monitor.readiness().ready)
+        monitor.workerExited(slot: 1, why: "pid 502 was killed by signal 9")
+        #expect(!monitor.health().healthy && monitor.health().text.contains("pid 502 was killed by signal 9"))
+        #expect(!monitor.readiness().ready)
+        monitor.workerStarted(slot: 1, pid: 503)
+        #expect(monitor.readiness().text.contains("worker slot 1 (pid 503): still starting"), "a new process is not ready on its predecessor's flags")
+    }
+
+    @Test func thePoolIsPausedOnlyUntilTheQuotaWaitIsOver() throws {
+        let monitor = try PoolMonitor(processes: 2)
+        SlotWriter(region: monitor.regions[1], pid: 7).setPausedUntil(1_000)
+        #expect(monitor.metricsText(now: 999).contains("\nherald_quota_paused 1\n"))
+        #expect(monitor.metricsText(now: 1_001).contains("\nherald_quota_paused 0\n"))
+    }
+
+    @Test func adminAddressesAreParsed() {
+        #expect(AdminServer.parseAddress("127.0.0.1:9464")! == ("127.0.0.1", 9464))
+        #expect(AdminServer.parseAddress("0.0.0.0:0")! == ("0.0.0.0", 0))
+        #expect(AdminServer.parseAddress("[::1]:9464")! == ("::1", 9464))
+        #expect(AdminServer.parseAddress("localhost:80")! == ("localhost", 80))
+        for bad in ["9464", ":9464", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464", "host:9x", "[]:1"] {
+            #expect(AdminServer.parseAddress(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func jsonLogLinesCarryTheJobsFields() throws {
+        let lines = LockedLines()
+        let json = Logger(level: .info, format: .json, prefix: "herald work") { lines.append($0) }
+        json.info("dead-lettered: INVALID_ARGUMENT: \"bad\"\nsecond line", ["job_id": 42, "queue": "mail", "code": "INVALID_ARGUMENT"])
+        json.debug("not shown at info")
+        let text = Logger(level: .info, format: .text, prefix: "herald work") { lines.append($0) }
+        text.warning("retrying", ["job_id": 7, "queue": "two words"])
+        let captured = lines.all
+        #expect(captured.count == 2)
+        #expect(captured[0].hasSuffix("}\n") && captured[0].filter { $0 == "\n" }.count == 1, "one object per line")
+        let object = try JSONValue.parse(Array(captured[0].utf8))
+        #expect(object["level"]?.stringValue == "info")
+        #expect(object["msg"]?.stringValue == "dead-lettered: INVALID_ARGUMENT: \"bad\"\nsecond line")
+        #expect(object["pid"]?.intValue == Int(getpid()))
+        #expect(object["job_id"]?.intValue == 42 && object["queue"]?.stringValue == "mail" && object["code"]?.stringValue == "INVALID_ARGUMENT")
+        #expect(object["time"]?.stringValue?.hasSuffix("Z") == true)
+        #expect(captured[1].contains(" warn herald work: retrying job_id=7 queue=\"two words\"\n"))
+        #expect(Logger.Format(name: "JSON") == .json && Logger.Format(name: "yaml") == nil)
+    }
+}
+
+final class LockedLines: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func append(_ line: String) { lock.lock(); lines.append(line); lock.unlock() }
+    var all: [String] { lock.lock(); defer { lock.unlock() }; return lines }
+}

@@ -124,6 +124,7 @@ enum WorkCommand {
     }
 
     static func runChild(_ parsed: ParsedOptions) -> Int32 {
+        WorkerProcess.blockTerminationSignals()
         Supervisor.adoptParentDeathSignal()
         do {
             let env = ProcessInfo.processInfo.environment

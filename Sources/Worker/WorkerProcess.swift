@@ -81,14 +81,22 @@ public final class WorkerProcess: @unchecked Sendable {
         return status
     }
 
-    /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
-    public func handleTerminationSignals() {
+    /// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later. Call it
+    /// first thing in a worker process: a SIGTERM that arrives during start-up then waits for
+    /// `handleTerminationSignals` and stops the worker cleanly instead of killing it.
+    @discardableResult
+    public static func blockTerminationSignals() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
         pthread_sigmask(SIG_BLOCK, &set, nil)
-        let blocked = set
+        return set
+    }
+
+    /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
+    public func handleTerminationSignals() {
+        let blocked = Self.blockTerminationSignals()
         let stop = self.stop
         let log = self.log
         let thread = Thread {

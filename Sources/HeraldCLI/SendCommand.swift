@@ -14,13 +14,18 @@ enum SendCommand {
         Option(name: "data", value: "KEY=VALUE", repeatable: true, help: "A data entry."),
         Option(name: "message", value: "FILE", help: "A v1 Message as JSON (or {\"message\": ...}); the flags above override its parts."),
         Option(name: "validate-only", help: "Ask FCM to validate without delivering."),
+        emulatorOption,
     ] + connectionOptions.filter { $0.name != "database-url" }
 
     static let help = helpText(
         command: "send", summary: "Send one message now and print FCM's answer (the message name, or the classified error and what to do).",
         usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE]",
         options: options,
-        footer: "With no credentials it sends to a local FCM emulator it starts for the call. Exit status: 0 delivered, 1 refused, 2 usage.")
+        footer: """
+        Needs GOOGLE_APPLICATION_CREDENTIALS (or --credentials); without them it sends nothing and
+        exits 2. --emulator sends to a local FCM emulator started for the call instead (for trying
+        messages out: nothing reaches a device). Exit status: 0 delivered, 1 refused, 2 usage.
+        """)
 
     static func message(_ parsed: ParsedOptions) throws -> JSONValue {
         var message = JSONObject()
@@ -99,14 +104,15 @@ enum SendCommand {
                 auth.invalidate(ifHeader: authorization)
                 continue
             }
-            return report(classification, project: account.projectID)
+            return report(classification, project: account.projectID, emulated: environment.emulator != nil)
         }
     }
 
-    static func report(_ classification: SendClassification, project: String) -> Int32 {
+    static func report(_ classification: SendClassification, project: String, emulated: Bool = false) -> Int32 {
         switch classification {
         case .delivered(let name):
             print(name)
+            if emulated { printError("herald send: delivered to the local FCM emulator (--emulator), not to a device") }
             return 0
         case .pruneToken(let code, let message):
             printError("herald send: \(code): \(message)\n  The token is no longer valid: remove it from your token table (herald work calls herald.prune_token for you).")

@@ -17,6 +17,7 @@ enum WorkCommand {
         Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
         Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
         Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
+        emulatorOption,
     ] + connectionOptions
 
     static let help = helpText(
@@ -24,7 +25,9 @@ enum WorkCommand {
         usage: "[options]", options: options,
         footer: """
         With nothing configured it runs on the embedded default: a private PostgreSQL under ./.herald,
-        the local FCM emulator, and a sample batch of 1,000 messages, then shows them delivered.
+        the local FCM emulator, and a sample batch of 1,000 messages, then shows them delivered to
+        that emulator. With DATABASE_URL set, GOOGLE_APPLICATION_CREDENTIALS is required (or
+        --emulator, for local testing): without either it exits before touching a job.
         Retries: exponential backoff from 1 s, factor 2, capped at 1 h, plus up to 50% random jitter,
         never sooner than FCM's Retry-After; QUOTA_EXCEEDED waits at least 60 s and holds back the
         whole sender. SIGTERM/SIGINT: stop claiming, finish in-flight requests, put unsent jobs back.
@@ -61,8 +64,9 @@ enum WorkCommand {
         let checked = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
+        // FCM first: a start that would send real jobs nowhere stops before any database work.
+        try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
         try environment.resolveDatabase(parsed)
-        try environment.resolveFCM(parsed)
         let embedded = environment.cluster != nil && environment.emulator != nil
         let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
         let connection = try PGConnection(url: environment.databaseURL)
@@ -117,12 +121,15 @@ enum WorkCommand {
     static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {
         let elapsed = Date().timeIntervalSince(since)
         let summary = try Administration.summary(connection)
-        var lines = ["", "Delivered in \(String(format: "%.1f", elapsed)) s:"]
+        let took = String(format: "%.1f", elapsed)
+        var lines = ["", environment.emulator == nil ? "Delivered in \(took) s:"
+                         : "Delivered in \(took) s to the local FCM emulator, NOT to devices:"]
         for (state, count) in summary.states { lines.append("  \(state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(count)") }
         lines.append("  dead       \(summary.deadLetters)   (SELECT * FROM herald.dead_letters)")
         lines.append("  pruned     \(summary.prunedTokens) tokens (SELECT * FROM herald.pruned_tokens)")
         if let emulator = environment.emulator {
-            lines.append("The emulator received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+            lines.append("The emulator in this process received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+            lines.append("No message reached a phone. To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS (see herald work --help).")
         }
         print(lines.joined(separator: "\n"))
     }

@@ -14,6 +14,8 @@ enum SendCommand {
         Option(name: "data", value: "KEY=VALUE", repeatable: true, help: "A data entry."),
         Option(name: "message", value: "FILE", help: "A v1 Message as JSON (or {\"message\": ...}); the flags above override its parts."),
         Option(name: "validate-only", help: "Ask FCM to validate without delivering."),
+        Option(name: "extra-field", value: "PATH", repeatable: true,
+               help: "Also accept this message field, e.g. message.android.new_option (one FCM added after this release; herald work reads them from herald.message_extra_fields)."),
         emulatorOption,
     ] + connectionOptions.filter { $0.name != "database-url" }
 
@@ -74,7 +76,7 @@ enum SendCommand {
         let parsed = try parse(command: "send", arguments: arguments, options: options)
         let log = try RunEnvironment.logger(parsed, prefix: "herald send")
         let message = try message(parsed)
-        let issues = MessageValidator.validate(message)
+        let issues = MessageValidator.validate(message, extraFields: Set(parsed.all("extra-field")))
         if !issues.isEmpty {
             printError("herald send: the message is invalid; nothing was sent:")
             for issue in issues { printError("  \(issue.description)") }

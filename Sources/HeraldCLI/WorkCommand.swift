@@ -97,12 +97,13 @@ enum WorkCommand {
         Supervisor.adoptParentDeathSignal()
         do {
             let env = ProcessInfo.processInfo.environment
-            let config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
+            var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
                                            credentials: parsed.string("credentials") ?? "",
                                            fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
             guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }
+            config.extraMessageFields = try extraMessageFields(config)
             let process = try WorkerProcess(configuration: config)
             process.handleTerminationSignals()
             return try process.run()
@@ -116,6 +117,22 @@ enum WorkCommand {
             printError("herald work: \(error)")
             return 1
         }
+    }
+
+    /// The operator's allow-list, read once at start: a row added later takes effect when the
+    /// workers restart.
+    static func extraMessageFields(_ config: WorkerConfiguration) throws -> Set<String> {
+        let fields: Set<String>
+        do {
+            fields = try MessageExtraFields.load(try PGConnection(url: config.databaseURL))
+        } catch {
+            throw WorkerStartupError("reading herald.message_extra_fields (DATABASE_URL \(PGConnection.redacted(config.databaseURL))): \(error)")
+        }
+        if !fields.isEmpty {
+            Logger(level: config.logLevel, prefix: "herald work[\(getpid())]")
+                .info("also accepting \(fields.count) message fields from herald.message_extra_fields: \(fields.sorted().joined(separator: ", "))")
+        }
+        return fields
     }
 
     static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {

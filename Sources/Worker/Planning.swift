@@ -18,8 +18,9 @@ public let deviceGroupMemberLimit = 20
 
 public enum Planning {
     /// Checks a claimed job and builds what to send. Invalid input never costs a request: it is
-    /// dead-lettered with the validator's reasons.
-    public static func prepare(_ job: ClaimedJob) -> Preparation {
+    /// dead-lettered with the validator's reasons (under `rules`: the embedded ones, plus the
+    /// operator's extra fields in a worker).
+    public static func prepare(_ job: ClaimedJob, rules: MessageRuleSet = MessageValidator.rules) -> Preparation {
         if job.attempt > job.maxAttempts {
             let last = job.lastError.map { "; last error: \($0)" } ?? ""
             return .settled(.dead(id: job.id, reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)"))
@@ -35,7 +36,7 @@ public enum Planning {
             return prepareGroup(job, message)
         case .send:
             // Not an object, no target or two targets, and every other rule: the validator says which.
-            let issues = MessageValidator.validate(message)
+            let issues = rules.validate(message)
             if !issues.isEmpty {
                 return .settled(.dead(id: job.id, reason: issues.map(\.description).joined(separator: "; ")))
             }

@@ -24,6 +24,8 @@ final class Sender: @unchecked Sendable {
     let stop: Flag
     let finished = Flag()
     let log: Logger
+    /// The validation rules with the operator's extra fields.
+    let rules: MessageRuleSet
     private var inFlight: [UInt64: InFlight] = [:]
     private var nextTag: UInt64 = 1
     private var random = SystemRandomNumberGenerator()
@@ -44,6 +46,7 @@ final class Sender: @unchecked Sendable {
         self.outbox = outbox
         self.stop = stop
         self.log = log
+        rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
     }
 
     /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
@@ -77,7 +80,7 @@ final class Sender: @unchecked Sendable {
                         outcomes.append(.released(id: job.id, delay: pausedFor))
                         continue
                     }
-                    let preparation = Planning.prepare(job)
+                    let preparation = Planning.prepare(job, rules: rules)
                     if case .settled(let outcome) = preparation {
                         outcomes.append(outcome)
                     } else {

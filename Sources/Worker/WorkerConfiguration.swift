@@ -29,6 +29,9 @@ public struct WorkerConfiguration: Sendable {
     public var maxStreamsPerConnection: Int = 100
     public var retryPolicy = RetryPolicy()
     public var logLevel: Logger.Level = .info
+    /// Message fields allowed beyond the validation rules (herald.message_extra_fields, read when
+    /// the process starts).
+    public var extraMessageFields: Set<String> = []
 
     public init(databaseURL: String, credentialsPath: String) {
         self.databaseURL = databaseURL

@@ -384,13 +384,13 @@ BEGIN
             END IF;
 
         WHEN 'known_fields' THEN
-            -- Members the rules do not name, unless the operator allowed their path; a null
-            -- member counts as absent. In byte order of the names, as the map checks.
+            -- Members the rules do not name, unless the operator allowed their path; even a null
+            -- one, as FCM refuses a name it does not know whatever its value. In byte order of
+            -- the names, as the map checks.
             IF jsonb_typeof(val) = 'object' THEN
                 known := ARRAY(SELECT jsonb_array_elements_text(rule -> 'fields'));
                 FOR k IN SELECT e.key FROM jsonb_each(val) AS e
-                         WHERE jsonb_typeof(e.value) <> 'null'
-                           AND NOT (e.key = ANY (known))
+                         WHERE NOT (e.key = ANY (known))
                            AND NOT EXISTS (SELECT 1 FROM herald.message_extra_fields AS x WHERE x.path = field || '.' || e.key)
                          ORDER BY e.key COLLATE "C" LOOP
                     suggestion := herald._mv_suggest(k, rule -> 'fields');

@@ -267,8 +267,9 @@ private struct Evaluation {
         case .knownFields(let known):
             guard case .object(let object) = value else { return }
             var issues: [(key: String, issue: ValidationIssue)] = []
+            // Unlike elsewhere, a null member counts: FCM refuses a name it does not know whatever
+            // its value.
             for member in object.members {
-                if case .null = member.value { continue }
                 let key = member.key
                 if known.contains(key) { continue }
                 if !extraFields.isEmpty, isExtra(rule.field + "." + key) { continue }

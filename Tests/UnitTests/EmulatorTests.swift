@@ -25,14 +25,14 @@ import Testing
 
 @Suite struct EmulatorValidationTests {
     private func violation(_ text: String) throws -> FieldViolation? {
-        switch MessageValidator.validate(body: try JSONValue.parse(text)) {
+        switch RequestChecker.validate(body: try JSONValue.parse(text)) {
         case .success: return nil
         case .failure(let violation): return violation
         }
     }
 
     private func accepted(_ text: String) throws -> ValidatedSend? {
-        if case .success(let send) = MessageValidator.validate(body: try JSONValue.parse(text)) { return send }
+        if case .success(let send) = RequestChecker.validate(body: try JSONValue.parse(text)) { return send }
         return nil
     }
 
@@ -119,15 +119,15 @@ import Testing
 
     @Test func serializedLengthMatchesTheWriter() throws {
         let value = try JSONValue.parse(#"{"a":"x\"y\\z\n\u0001é","b":[1,2.5,true,null,{}],"c":{"d":[]}}"#)
-        #expect(MessageValidator.serializedLength(value) == value.serialized.utf8.count)
+        #expect(RequestChecker.serializedLength(value) == value.serialized.utf8.count)
     }
 
     @Test func durations() {
-        #expect(MessageValidator.parseDuration("0s") == 0)
-        #expect(MessageValidator.parseDuration("3.5s") == 3.5)
-        #expect(MessageValidator.parseDuration("1.123456789s") != nil)
+        #expect(RequestChecker.parseDuration("0s") == 0)
+        #expect(RequestChecker.parseDuration("3.5s") == 3.5)
+        #expect(RequestChecker.parseDuration("1.123456789s") != nil)
         for bad in ["s", "1", "1.s", ".5s", "1.1234567890s", "-1s", "1e3s", "1 s"] {
-            #expect(MessageValidator.parseDuration(bad) == nil, "\(bad)")
+            #expect(RequestChecker.parseDuration(bad) == nil, "\(bad)")
         }
     }
 }

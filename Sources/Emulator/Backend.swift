@@ -1,3 +1,4 @@
+import FCM
 import Glibc
 import HTTPServer
 import JSON

@@ -53,7 +53,7 @@ public enum SendClassification: Sendable, Equatable {
 
     /// Whether the failure is a quota answer, for `RetryPolicy.delay(quota:)`.
     public var isQuota: Bool {
-        if case .retry(let code, _, _, _) = self { return code == "QUOTA_EXCEEDED" }
+        if case .retry(let code, _, _, _) = self { return code == FCMErrorCode.quotaExceeded.rawValue }
         return false
     }
 }
@@ -193,14 +193,16 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The action for this failure (see FCM-NOTES: errors and what the worker does).
     public var classification: SendClassification {
         // 1. The FCM-specific code is the most precise answer.
-        if let code = errorCode, let action = Self.action(forFCMCode: code, failure: self) { return action }
+        if let code = errorCode.flatMap(FCMErrorCode.init(rawValue:)), let action = Self.action(for: code, failure: self) {
+            return action
+        }
         // 2. A legacy-style answer (device-group management, legacy results).
         if let legacy = legacyError {
             if legacy == "DeviceMessageRateExceeded" {
                 // One device's rate: back off this job, but the sender as a whole is fine.
-                return .retry(code: "QUOTA_EXCEEDED", message: message, retryAfter: retryAfter, slowSender: false)
+                return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: message, retryAfter: retryAfter, slowSender: false)
             }
-            if let (code, _) = Self.legacyMeanings[legacy], let action = Self.action(forFCMCode: code, failure: self) {
+            if let (code, _) = Self.legacyMeanings[legacy], let action = Self.action(for: code, failure: self) {
                 return action
             }
             // An unknown name on a 200 will not go away by retrying; otherwise the status decides.
@@ -213,18 +215,20 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         return Self.action(forHTTPStatus: httpStatus, failure: self)
     }
 
-    static func action(forFCMCode code: String, failure: FCMFailure) -> SendClassification? {
+    static func action(for code: FCMErrorCode, failure: FCMFailure) -> SendClassification? {
+        let name = code.rawValue
         switch code {
-        case "UNREGISTERED":
-            return .pruneToken(code: code, message: failure.message)
-        case "INVALID_ARGUMENT", "SENDER_ID_MISMATCH", "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
-            return .deadLetter(code: code, message: failure.message)
-        case "QUOTA_EXCEEDED":
-            return .retry(code: code, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
-        case "UNAVAILABLE", "INTERNAL":
-            return .retry(code: code, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
-        default:
-            // UNSPECIFIED_ERROR and codes newer than this build: decide by status instead.
+        case .unregistered:
+            return .pruneToken(code: name, message: failure.message)
+        case .invalidArgument, .senderIDMismatch, .thirdPartyAuthError, .apnsAuthError:
+            return .deadLetter(code: name, message: failure.message)
+        case .quotaExceeded:
+            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+        case .unavailable, .internal:
+            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+        case .unspecifiedError, .unauthenticated, .permissionDenied:
+            // No FcmError says these (or says nothing): the status decides. So do codes newer
+            // than this build, which never parse into this enum.
             return nil
         }
     }
@@ -239,7 +243,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
             // on it would delete every token of a misconfigured deployment.
             return .deadLetter(code: status, message: failure.message)
         case "RESOURCE_EXHAUSTED":
-            return .retry(code: "QUOTA_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
         case "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "UNKNOWN", "CANCELLED", "DATA_LOSS":
             return .retry(code: status, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
         default:
@@ -260,7 +264,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case 408:
             return .retry(code: "DEADLINE_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
         case 429:
-            return .retry(code: "QUOTA_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
         case 400..<500:
             return .deadLetter(code: "HTTP_\(status)", message: failure.message)
         case 500:
@@ -275,21 +279,21 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Legacy error names (seed 003, Table 9), their v1 counterparts and what they mean.
-    static let legacyMeanings: [String: (code: String, meaning: String)] = [
-        "MissingRegistration": ("INVALID_ARGUMENT", "the request has no registration token"),
-        "InvalidRegistration": ("INVALID_ARGUMENT", "the registration token is malformed"),
-        "NotRegistered": ("UNREGISTERED", "the registration token is no longer registered"),
-        "InvalidPackageName": ("INVALID_ARGUMENT", "the token's package name does not match restricted_package_name"),
-        "MismatchSenderId": ("SENDER_ID_MISMATCH", "the token belongs to another sender"),
-        "InvalidParameters": ("INVALID_ARGUMENT", "a parameter has a wrong name or type"),
-        "MessageTooBig": ("INVALID_ARGUMENT", "the payload is over 4096 bytes (2048 for topics)"),
-        "InvalidDataKey": ("INVALID_ARGUMENT", "a data key is reserved (from, gcm..., google...)"),
-        "InvalidTtl": ("INVALID_ARGUMENT", "the time to live is not a whole number of seconds from 0 to 2419200"),
-        "Unavailable": ("UNAVAILABLE", "FCM could not process the request in time"),
-        "InternalServerError": ("INTERNAL", "FCM had an internal error"),
-        "DeviceMessageRateExceeded": ("QUOTA_EXCEEDED", "too many messages to this device"),
-        "TopicsMessageRateExceeded": ("QUOTA_EXCEEDED", "too many messages to this topic"),
-        "InvalidApnsCredential": ("THIRD_PARTY_AUTH_ERROR", "the APNs key or certificate is missing or expired"),
+    static let legacyMeanings: [String: (code: FCMErrorCode, meaning: String)] = [
+        "MissingRegistration": (.invalidArgument, "the request has no registration token"),
+        "InvalidRegistration": (.invalidArgument, "the registration token is malformed"),
+        "NotRegistered": (.unregistered, "the registration token is no longer registered"),
+        "InvalidPackageName": (.invalidArgument, "the token's package name does not match restricted_package_name"),
+        "MismatchSenderId": (.senderIDMismatch, "the token belongs to another sender"),
+        "InvalidParameters": (.invalidArgument, "a parameter has a wrong name or type"),
+        "MessageTooBig": (.invalidArgument, "the payload is over 4096 bytes (2048 for topics)"),
+        "InvalidDataKey": (.invalidArgument, "a data key is reserved (from, gcm..., google...)"),
+        "InvalidTtl": (.invalidArgument, "the time to live is not a whole number of seconds from 0 to 2419200"),
+        "Unavailable": (.unavailable, "FCM could not process the request in time"),
+        "InternalServerError": (.internal, "FCM had an internal error"),
+        "DeviceMessageRateExceeded": (.quotaExceeded, "too many messages to this device"),
+        "TopicsMessageRateExceeded": (.quotaExceeded, "too many messages to this topic"),
+        "InvalidApnsCredential": (.thirdPartyAuthError, "the APNs key or certificate is missing or expired"),
     ]
 
     /// The legacy error of `{"error": "Name"}`, `{"results": [{"error": "Name"}]}` or the plain

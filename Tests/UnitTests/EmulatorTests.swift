@@ -1,3 +1,5 @@
+import FCM
+import Foundation
 import JSON
 import Testing
 @testable import Emulator
@@ -340,6 +342,40 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
             Issue.record("accepted \(arguments)")
         } catch {
             #expect(error.description.contains(fragment), "\(error)")
+        }
+    }
+}
+
+/// One list of FCM error codes serves both sides: every answer the emulator can give, read by
+/// the worker's classifier, leads to what FCM's error table asks for that code.
+@Suite struct EmulatorAnswerClassificationTests {
+    enum Expected: Equatable { case prune, deadLetter, retry(slowSender: Bool), reauthenticate }
+
+    static func expected(_ code: FCMErrorCode) -> Expected {
+        switch code {
+        case .unregistered: return .prune
+        case .invalidArgument, .senderIDMismatch, .thirdPartyAuthError, .apnsAuthError, .permissionDenied: return .deadLetter
+        case .quotaExceeded: return .retry(slowSender: true)
+        case .unavailable, .internal, .unspecifiedError: return .retry(slowSender: false)
+        case .unauthenticated: return .reauthenticate
+        }
+    }
+
+    @Test(arguments: FCMErrorCode.allCases)
+    func everyEmulatorAnswerIsClassifiedAsFCMsTableSays(_ code: FCMErrorCode) {
+        let answer = ErrorAnswer(code: code)
+        let classification = SendClassification(httpStatus: answer.httpStatus, headers: [], body: FCMResponses.errorBody(answer), now: Date())
+        let kind: Expected?
+        switch classification {
+        case .pruneToken: kind = .prune
+        case .deadLetter: kind = .deadLetter
+        case .retry(_, _, _, let slow): kind = .retry(slowSender: slow)
+        case .reauthenticate: kind = .reauthenticate
+        case .delivered: kind = nil
+        }
+        #expect(kind == Self.expected(code), "\(code): \(classification)")
+        if code.hasFcmErrorDetail && code != .unspecifiedError {
+            #expect(classification.reason?.hasPrefix(code.rawValue + ":") == true, "the reason names \(code.rawValue)")
         }
     }
 }

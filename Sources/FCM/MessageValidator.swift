@@ -55,10 +55,6 @@ public enum MessageValidator {
     public static func validate(_ message: JSONValue, extraFields: Set<String>) -> [ValidationIssue] {
         extraFields.isEmpty ? rules.validate(message) : rules.allowing(extraFields: extraFields).validate(message)
     }
-
-    public static func validate(_ message: Message) -> [ValidationIssue] {
-        rules.validate(message.json)
-    }
 }
 
 extension MessageRuleSet {

@@ -320,7 +320,7 @@ struct MessageGenerator {
     mutating func next() -> JSONValue {
         var message = JSONObject()
         // Usually one target, sometimes none or several.
-        let targets = paths.filter { $0.path.count == 1 && Target.fields.contains($0.path[0]) }
+        let targets = paths.filter { $0.path.count == 1 && ["token", "topic", "condition", "fid"].contains($0.path[0]) }
         let targetCount = chance(0.85) ? 1 : Int(random.next() % 3) * (chance(0.5) ? 1 : 2)
         for _ in 0..<targetCount {
             let (path, good, bad) = pick(targets)

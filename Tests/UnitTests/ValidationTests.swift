@@ -115,12 +115,6 @@ extension FCMFixtures {
         #expect(issues.map(\.description) == [#"message.android.ttl: "abc" ist keine Dauer"#])
     }
 
-    @Test func messageModelValidatesTheSameWay() throws {
-        let message = try Message(text: #"{"token":"t","android":{"ttl":"1 hour"}}"#)
-        #expect(message.validate().map(\.field) == ["message.android.ttl"])
-        #expect(MessageValidator.validate(message) == message.validate())
-    }
-
     // MARK: the pieces
 
     @Test(arguments: [

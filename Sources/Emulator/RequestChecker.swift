@@ -339,9 +339,9 @@ public enum RequestChecker {
         for member in settings {
             let key = snakeCase(member.key)
             let field = "\(path).\(key)"
+            guard ["color", "light_on_duration", "light_off_duration"].contains(key) else { throw unknownName(member.key, at: path) }
+            if member.value.isNull { continue }
             switch key {
-            case _ where member.value.isNull && ["color", "light_on_duration", "light_off_duration"].contains(key):
-                continue
             case "color":
                 guard let color = member.value.objectValue else { throw invalidValue(field, "type.googleapis.com/google.type.Color", member.value) }
                 for component in color {
@@ -350,12 +350,10 @@ public enum RequestChecker {
                         throw invalidValue("\(field).\(component.key)", "TYPE_FLOAT", component.value)
                     }
                 }
-            case "light_on_duration", "light_off_duration":
+            default:
                 guard let text = member.value.stringValue, parseDuration(text) != nil else {
                     throw invalidValue(field, "type.googleapis.com/google.protobuf.Duration", member.value)
                 }
-            default:
-                throw unknownName(member.key, at: path)
             }
         }
     }

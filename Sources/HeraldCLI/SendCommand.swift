@@ -72,11 +72,31 @@ enum SendCommand {
         return .object(message)
     }
 
+    /// `--extra-field` paths, shaped like the rows of herald.message_extra_fields.
+    static func extraFields(_ parsed: ParsedOptions) throws(UsageError) -> Set<String> {
+        var paths: Set<String> = []
+        for path in parsed.all("extra-field") {
+            let segments = path.split(separator: ".", omittingEmptySubsequences: false)
+            let wellFormed = segments.count >= 2 && segments[0] == "message" && segments.dropFirst().allSatisfy { segment in
+                !segment.isEmpty && segment.utf8.allSatisfy { byte in
+                    (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                        || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+                }
+            }
+            guard wellFormed else {
+                throw UsageError("herald send: --extra-field \"\(path)\" is not a field path; give message. and the member names, e.g. message.android.new_option")
+            }
+            paths.insert(path)
+        }
+        return paths
+    }
+
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "send", arguments: arguments, options: options)
         let log = try RunEnvironment.logger(parsed, prefix: "herald send")
         let message = try message(parsed)
-        let issues = MessageValidator.validate(message, extraFields: Set(parsed.all("extra-field")))
+        let extraFields = try Self.extraFields(parsed)
+        let issues = MessageValidator.validate(message, extraFields: extraFields)
         if !issues.isEmpty {
             printError("herald send: the message is invalid; nothing was sent:")
             for issue in issues { printError("  \(issue.description)") }

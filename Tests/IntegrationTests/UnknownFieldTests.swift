@@ -62,5 +62,9 @@ import TestSupport
                                          environment: stack.environment, timeout: 60)
         #expect(sent.status == 0, "\(sent.output)")
         #expect(stack.emulator.deliveredMessages(token: "send-1").count == 1)
+        let malformed = try HeraldProcess.run(["send", "--message", file, "--extra-field", "android.collapseKey"],
+                                              environment: stack.environment, timeout: 60)
+        #expect(malformed.status == 2 && malformed.output.contains("--extra-field \"android.collapseKey\" is not a field path"), "\(malformed.output)")
+        #expect(stack.emulator.deliveredMessages(token: "send-1").count == 1, "nothing more was sent")
     }
 }

@@ -1,3 +1,4 @@
+import FCM
 import Glibc
 import HTTPServer
 import JSON
@@ -92,7 +93,7 @@ final class Backend: Sendable {
         // Parse and validate before taking any lock; the verdict is applied after the quota.
         let verdict: Result<ValidatedSend, FieldViolation>
         do throws(JSONParseError) {
-            verdict = MessageValidator.validate(body: try JSONValue.parse(request.body))
+            verdict = RequestChecker.validate(body: try JSONValue.parse(request.body))
         } catch {
             verdict = .failure(FieldViolation(field: "", message: "Invalid JSON payload received. \(error.reason) at byte \(error.offset).",
                                               detail: "Invalid JSON payload received. \(error.reason) at byte \(error.offset)."))

@@ -1,3 +1,4 @@
+import FCM
 import JSON
 
 /// What `--scenario FILE` scripts beyond the fault tokens. The file is one JSON object; every
@@ -36,9 +37,10 @@ import JSON
 ///   Scripts come before the built-in `fail-...` tokens, so a script can redefine them.
 /// - An answer is `"success"` or `{"error": CODE, "retry_after": SECONDS, "status": HTTP,
 ///   "message": TEXT}` where CODE is UNREGISTERED, INVALID_ARGUMENT, SENDER_ID_MISMATCH,
-///   QUOTA_EXCEEDED, UNAVAILABLE, INTERNAL, THIRD_PARTY_AUTH_ERROR, UNAUTHENTICATED (a plain
-///   401 as for an expired access token) or PERMISSION_DENIED; `status` and `message` default
-///   to what FCM sends for that code.
+///   QUOTA_EXCEEDED, UNAVAILABLE, INTERNAL, THIRD_PARTY_AUTH_ERROR, APNS_AUTH_ERROR,
+///   UNSPECIFIED_ERROR (500 unless `status` says otherwise), UNAUTHENTICATED (a plain 401 as for
+///   an expired access token) or PERMISSION_DENIED (FCM's `FCMErrorCode`); `status` and
+///   `message` default to what FCM sends for that code.
 public struct Scenario: Sendable, Equatable {
     public enum Behaviour: Sendable, Equatable {
         case success

@@ -1,5 +1,5 @@
 // The checks behind the rule kinds, hand-written (no regular expressions on the hot path). Each
-// mirrors its PL/pgSQL twin in migrations/020_validate_message.sql exactly; the agreement test
+// mirrors its PL/pgSQL twin in migrations/020_validate_message.sql (and 045) exactly; the agreement test
 // runs both over the same cases.
 
 /// A JSON number literal as PostgreSQL's `numeric` sees it: `jsonb` keeps numbers as `numeric`
@@ -353,5 +353,67 @@ enum ConditionChecker {
         if expectOperand { return .operand(position: nil) }
         if let last = open.last { return .unclosed(position: last) }
         return nil
+    }
+}
+
+/// The member names of a closed object, and the nearest of them to a name that is not one.
+struct KnownFields: Sendable {
+    let names: [String]
+    private let lookup: Set<String>
+    /// Each name's Unicode scalars, ASCII letters in lower case, for suggestions.
+    private let folded: [[Unicode.Scalar]]
+
+    init(_ names: [String]) {
+        self.names = names
+        lookup = Set(names)
+        folded = names.map(Self.fold)
+    }
+
+    /// Whether `key` is one of the names, byte for byte.
+    func contains(_ key: String) -> Bool {
+        guard let index = lookup.firstIndex(of: key) else { return false }
+        return Text.same(lookup[index], key)
+    }
+
+    /// The known name nearest to `key` if it is close enough to be the one meant (see
+    /// message-rules.json's `about`), else nil.
+    func suggestion(for key: String) -> String? {
+        let typed = Self.fold(key)
+        var best: (distance: Int, index: Int)? = nil
+        for (index, name) in folded.enumerated() {
+            let limit = name.count <= 3 ? 1 : name.count <= 6 ? 2 : 3
+            guard abs(typed.count - name.count) <= limit else { continue }
+            let distance = Self.distance(typed, name)
+            if distance <= limit, distance < (best?.distance ?? Int.max) { best = (distance, index) }
+        }
+        return best.map { names[$0.index] }
+    }
+
+    static func fold(_ s: String) -> [Unicode.Scalar] {
+        s.unicodeScalars.map { $0 >= "A" && $0 <= "Z" ? Unicode.Scalar($0.value + 32)! : $0 }
+    }
+
+    /// Edits between `a` and `b`: insertions, deletions, substitutions and swaps of two
+    /// adjacent characters (the optimal string alignment distance).
+    static func distance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
+        let n = a.count, m = b.count
+        if n == 0 { return m }
+        if m == 0 { return n }
+        var previous2 = [Int](repeating: 0, count: m + 1)
+        var previous = Array(0...m)
+        var current = [Int](repeating: 0, count: m + 1)
+        for i in 1...n {
+            current[0] = i
+            for j in 1...m {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                var best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    best = min(best, previous2[j - 2] + 1)
+                }
+                current[j] = best
+            }
+            (previous2, previous, current) = (previous, current, previous2)
+        }
+        return previous[m]
     }
 }

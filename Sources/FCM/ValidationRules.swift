@@ -4,7 +4,8 @@ import JSON
 ///
 /// The same text serves both validators: `MessageValidator` interprets it in Swift, and
 /// `herald migrate` loads it into PostgreSQL so `herald.validate_message(jsonb)` interprets the
-/// same list in PL/pgSQL (see `migrations/020_validate_message.sql`). After applying the
+/// same list in PL/pgSQL (`migrations/020_validate_message.sql`, `known_fields` added by
+/// `045_unknown_fields.sql`). After applying the
 /// migrations, the migrator runs `MessageRules.loadStatement` with `MessageRules.json` as `$1`
 /// on every run, so the database always holds the rules of the binary that migrated it.
 public enum MessageRules {
@@ -24,10 +25,22 @@ public struct RuleDefinitionError: Error, Sendable, CustomStringConvertible {
 /// A compiled rule list. `MessageValidator` holds the embedded one; tests may compile others.
 public struct MessageRuleSet: Sendable {
     let compiled: CompiledRules
+    /// Field paths the operator allows beyond the rules' `known_fields` lists, e.g.
+    /// `message.android.new_option` (herald.message_extra_fields).
+    public private(set) var extraFields: Set<String> = []
 
     /// Compiles a rule list in the format of `message-rules.json`.
     public init(json text: String) throws(RuleDefinitionError) {
         compiled = try CompiledRules(json: text)
+    }
+
+    /// The same rules, also accepting the members named by `paths` (each `message.` followed by
+    /// the member names, as issues name fields) in objects the rules otherwise close. A field FCM
+    /// added after this release can so be sent without a new Herald.
+    public func allowing(extraFields paths: some Sequence<String>) -> MessageRuleSet {
+        var copy = self
+        copy.extraFields.formUnion(paths)
+        return copy
     }
 }
 
@@ -226,6 +239,7 @@ enum Check: Sendable {
     case dataMap(reserved: [String], prefixes: [String])
     case stringMap
     case stringArray
+    case knownFields(KnownFields)
     case payloadSize(max: Int, topicMax: Int, topicTargets: [String], paths: [[String]], platforms: [Platform])
 }
 
@@ -347,6 +361,7 @@ final class Rule: Sendable {
             case "data_map": check = .dataMap(reserved: try strings("reserved"), prefixes: try strings("reserved_prefixes"))
             case "string_map": check = .stringMap
             case "string_array": check = .stringArray
+            case "known_fields": check = .knownFields(KnownFields(try strings("fields")))
             case "payload_size":
                 guard let list = object["platforms"]?.arrayValue else { throw fail("payload_size needs platforms") }
                 var platforms: [Platform] = []

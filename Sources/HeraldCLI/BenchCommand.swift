@@ -69,7 +69,8 @@ enum BenchCommand {
         try environment.resolveDatabase(parsed, durable: settings.durable, folder: "bench-postgres")
         var emulatorConfiguration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         emulatorConfiguration.maxStoredMessages = 1000  // only counted beyond that: keeps this process small
-        try environment.resolveFCM(parsed, emulatorConfiguration: emulatorConfiguration)
+        // The bench sends only the made-up jobs it enqueues itself, so its own emulator is its default.
+        try environment.resolveFCM(parsed, use: .unlessCredentials, emulatorConfiguration: emulatorConfiguration)
 
         let bench = try Bench(settings: settings, environment: environment, log: log)
         let figures = try bench.runAll()

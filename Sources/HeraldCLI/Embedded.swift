@@ -13,7 +13,7 @@ let connectionOptions: [Option] = [
     Option(name: "database-url", env: "DATABASE_URL", value: "URL",
            help: "PostgreSQL to use. Unset: a private PostgreSQL under the data folder (the embedded default)."),
     Option(name: "credentials", env: "GOOGLE_APPLICATION_CREDENTIALS", value: "FILE",
-           help: "Service-account JSON (project_id, client_email, private_key, token_uri). Unset (and no --fcm-url): the local FCM emulator."),
+           help: "Service-account JSON (project_id, client_email, private_key, token_uri). Required, except on the embedded default or with --emulator."),
     Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
            help: "FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
     Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
@@ -24,6 +24,10 @@ let connectionOptions: [Option] = [
     Option(name: "log-format", env: "HERALD_LOG_FORMAT", value: "FORMAT",
            help: "text, or json: one object per line with time, level, msg, pid and the job's fields.", defaultText: "text"),
 ]
+
+/// `--emulator`: the explicit way to send to the local emulator (`work`, `send`, `groups`).
+let emulatorOption = Option(name: "emulator",
+    help: "Send to a local FCM emulator started in this process instead of FCM (for local testing: no message reaches a device). Cannot be combined with credentials.")
 
 /// Where this run's PostgreSQL and FCM are: given by the user, or the embedded default (a
 /// private PostgreSQL under the data folder, the FCM emulator in this process).
@@ -83,10 +87,26 @@ final class RunEnvironment {
         for name in try Migrator.migrate(connection) { log.info("applied migration \(name)") }
     }
 
-    /// Resolves FCM (starting the emulator when neither credentials nor an FCM URL are given).
-    func resolveFCM(_ parsed: ParsedOptions, emulatorConfiguration: EmulatorConfiguration? = nil) throws {
+    /// When a command may send to the FCM emulator in its own process instead of to FCM.
+    enum EmulatorUse {
+        /// Only when asked with `--emulator`: a missing credentials setting is an error.
+        case onRequest
+        /// Also on the embedded default (no `--database-url`): nothing configured at all.
+        case onEmbeddedDefault
+        /// Whenever no credentials are given (`herald bench`, which sends only its own made-up jobs).
+        case unlessCredentials
+    }
+
+    /// Resolves FCM: the service account given, or the emulator in this process when `use`
+    /// allows it. A missing service account never silently becomes the emulator for real jobs:
+    /// that would mark them delivered while nothing reaches a device.
+    func resolveFCM(_ parsed: ParsedOptions, use: EmulatorUse, emulatorConfiguration: EmulatorConfiguration? = nil) throws {
         caFile = parsed.string("ca-file")
+        let asked = parsed.accepts("emulator") && parsed.has("emulator")
         if let path = parsed.string("credentials") {
+            if asked {
+                throw UsageError("herald \(parsed.command): --emulator and \(parsed.lookup("credentials")!.source) are both given; give --emulator to send to the local emulator, or the credentials to send to FCM, not both")
+            }
             credentialsPath = path
             if let url = parsed.string("fcm-url") { fcmBaseURL = url }
             // Fail now, naming the file, rather than in every worker.
@@ -98,6 +118,14 @@ final class RunEnvironment {
         if let url = parsed.string("fcm-url") {
             throw UsageError("herald \(parsed.command): \(parsed.lookup("fcm-url")!.source) is \(url) but no credentials are given; set GOOGLE_APPLICATION_CREDENTIALS (or --credentials) to a service-account JSON for it")
         }
+        let embeddedDefault = parsed.accepts("database-url") && parsed.string("database-url") == nil
+        let allowed: Bool
+        switch use {
+        case .onRequest: allowed = asked
+        case .onEmbeddedDefault: allowed = asked || embeddedDefault
+        case .unlessCredentials: allowed = true
+        }
+        guard allowed else { throw Self.missingCredentials(parsed) }
         var configuration = emulatorConfiguration ?? EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         configuration.port = 0
         let server = EmulatorServer(configuration: configuration)
@@ -109,7 +137,27 @@ final class RunEnvironment {
         try server.writeServiceAccount(to: credentialsPath, projectID: "herald-local")
         account = try ServiceAccount.load(path: credentialsPath)
         fcmBaseURL = server.baseURL
-        log.info("no GOOGLE_APPLICATION_CREDENTIALS: using the local FCM emulator at \(server.baseURL) (project herald-local)")
+        let why = asked ? "--emulator" : "no GOOGLE_APPLICATION_CREDENTIALS"
+        log.warning("\(why): sending to the local FCM emulator at \(server.baseURL) (project herald-local); no message reaches a device")
+    }
+
+    /// The refusal of a start without credentials: what is missing, how to set it, and the
+    /// explicit way to test locally.
+    static func missingCredentials(_ parsed: ParsedOptions) -> UsageError {
+        let command = parsed.command
+        var why = ""
+        if parsed.accepts("database-url"), let database = parsed.lookup("database-url") {
+            why = " (\(database.source) is set, so this is not the embedded default; only that default uses the local emulator unasked)"
+        }
+        let example = command == "work" ? "GOOGLE_APPLICATION_CREDENTIALS=/secrets/service-account.json herald work"
+            : "herald \(command) --credentials /secrets/service-account.json ..."
+        return UsageError("""
+            herald \(command): no FCM credentials\(why); nothing was sent.
+              Set GOOGLE_APPLICATION_CREDENTIALS (or --credentials) to your Firebase project's service-account JSON key
+              (Firebase console > Project settings > Service accounts > Generate new private key), e.g.
+                \(example)
+              For local testing without FCM, pass --emulator: messages then go to a local FCM emulator and never reach a device.
+            """)
     }
 
     /// One synchronous FCM connection for a command (`herald send`, `herald groups`).
@@ -120,9 +168,9 @@ final class RunEnvironment {
         var endpoint: FCMEndpoint
     }
 
-    /// Resolves FCM (see `resolveFCM`) and opens a client for it.
+    /// Resolves FCM (see `resolveFCM`; the emulator only with `--emulator`) and opens a client for it.
     func connectFCM(_ parsed: ParsedOptions) throws -> FCMConnection {
-        try resolveFCM(parsed)
+        try resolveFCM(parsed, use: .onRequest)
         guard let account else { throw UsageError("herald \(parsed.command): no service account was read") }
         var configuration = HTTPClientConfiguration()
         configuration.caFile = caFile

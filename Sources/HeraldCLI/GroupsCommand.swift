@@ -11,6 +11,7 @@ enum GroupsCommand {
         Option(name: "name", value: "NAME", help: "The group's notification_key_name."),
         Option(name: "token", value: "TOKEN", repeatable: true, help: "A member registration token."),
         Option(name: "key", value: "KEY", help: "The group's notification_key (add/remove; looked up when not given)."),
+        emulatorOption,
     ] + connectionOptions
 
     static let help = helpText(
@@ -23,6 +24,8 @@ enum GroupsCommand {
         deletes the group. With DATABASE_URL set, herald.device_groups is updated; from SQL, use
         herald.enqueue_group_op(operation, name, tokens) and the worker runs it with retries.
         Send to a group by putting its notification_key in a message's token.
+        Needs GOOGLE_APPLICATION_CREDENTIALS (or --credentials); --emulator talks to a local FCM
+        emulator started for the call instead (for trying it out: its groups vanish with it).
         """)
 
     static func run(arguments: [String]) throws -> Int32 {
@@ -38,6 +41,10 @@ enum GroupsCommand {
             throw UsageError("herald groups \(operation): give at least one --token")
         }
         let log = try RunEnvironment.logger(parsed, prefix: "herald groups")
+        // FCM settings first: without credentials nothing else is looked at.
+        let environment = RunEnvironment(log: log)
+        defer { environment.shutdown() }
+        let fcm = try environment.connectFCM(parsed)
         let connection: PGConnection? = try parsed.string("database-url").map { url throws -> PGConnection in
             do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
         }
@@ -55,9 +62,6 @@ enum GroupsCommand {
             }
         }
 
-        let environment = RunEnvironment(log: log)
-        defer { environment.shutdown() }
-        let fcm = try environment.connectFCM(parsed)
         let client = DeviceGroupClient(endpoint: fcm.endpoint, auth: fcm.auth, client: fcm.client)
         do {
             var key: String?

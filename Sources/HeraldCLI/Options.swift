@@ -38,6 +38,8 @@ struct ParsedOptions {
         return nil
     }
     func string(_ name: String) -> String? { lookup(name)?.value }
+    /// Whether this command has the option at all (commands share some code paths).
+    func accepts(_ name: String) -> Bool { options.contains { $0.name == name } }
     func all(_ name: String) -> [String] { values[name] ?? [] }
     func has(_ name: String) -> Bool {
         if switches.contains(name) { return true }

@@ -16,13 +16,20 @@ enum SendCommand {
         Option(name: "validate-only", help: "Ask FCM to validate without delivering."),
         Option(name: "legacy", value: "FILE", help: "A request body of FCM's retired legacy API (JSON, Table 1 of seed 003), sent as its HTTP v1 translation, one request per target; a multicast also prints the legacy response."),
         Option(name: "form", help: "With --legacy: FILE holds the plain-text form (Table 3, registration_id=...&data.k=v)."),
+        Option(name: "extra-field", value: "PATH", repeatable: true,
+               help: "Also accept this message field, e.g. message.android.new_option (one FCM added after this release; herald work reads them from herald.message_extra_fields)."),
+        emulatorOption,
     ] + connectionOptions.filter { $0.name != "database-url" }
 
     static let help = helpText(
         command: "send", summary: "Send one message now and print FCM's answer (the message name, or the classified error and what to do).",
         usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE] | --legacy FILE [--form]",
         options: options,
-        footer: "With no credentials it sends to a local FCM emulator it starts for the call. Exit status: 0 delivered, 1 refused, 2 usage.")
+        footer: """
+        Needs GOOGLE_APPLICATION_CREDENTIALS (or --credentials); without them it sends nothing and
+        exits 2. --emulator sends to a local FCM emulator started for the call instead (for trying
+        messages out: nothing reaches a device). Exit status: 0 delivered, 1 refused, 2 usage.
+        """)
 
     static func message(_ parsed: ParsedOptions) throws -> JSONValue {
         var message = JSONObject()
@@ -67,13 +74,33 @@ enum SendCommand {
         return .object(message)
     }
 
+    /// `--extra-field` paths, shaped like the rows of herald.message_extra_fields.
+    static func extraFields(_ parsed: ParsedOptions) throws(UsageError) -> Set<String> {
+        var paths: Set<String> = []
+        for path in parsed.all("extra-field") {
+            let segments = path.split(separator: ".", omittingEmptySubsequences: false)
+            let wellFormed = segments.count >= 2 && segments[0] == "message" && segments.dropFirst().allSatisfy { segment in
+                !segment.isEmpty && segment.utf8.allSatisfy { byte in
+                    (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                        || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+                }
+            }
+            guard wellFormed else {
+                throw UsageError("herald send: --extra-field \"\(path)\" is not a field path; give message. and the member names, e.g. message.android.new_option")
+            }
+            paths.insert(path)
+        }
+        return paths
+    }
+
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "send", arguments: arguments, options: options)
         if let path = parsed.string("legacy") { return try runLegacy(parsed, path: path) }
         if parsed.has("form") { throw UsageError("herald send: --form describes the --legacy FILE; give --legacy too") }
         let log = try RunEnvironment.logger(parsed, prefix: "herald send")
         let message = try message(parsed)
-        let issues = MessageValidator.validate(message)
+        let extraFields = try Self.extraFields(parsed)
+        let issues = MessageValidator.validate(message, extraFields: extraFields)
         if !issues.isEmpty {
             printError("herald send: the message is invalid; nothing was sent:")
             for issue in issues { printError("  \(issue.description)") }
@@ -83,13 +110,14 @@ enum SendCommand {
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
         let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: parsed.has("validate-only"))
-        return report(try send(body, over: fcm), project: fcm.account.projectID)
+        return report(try send(body, over: fcm), project: fcm.account.projectID, emulated: environment.emulator != nil)
     }
 
-    static func report(_ classification: SendClassification, project: String) -> Int32 {
+    static func report(_ classification: SendClassification, project: String, emulated: Bool = false) -> Int32 {
         switch classification {
         case .delivered(let name):
             print(name)
+            if emulated { printError("herald send: delivered to the local FCM emulator (--emulator), not to a device") }
             return 0
         case .pruneToken(let code, let message):
             printError("herald send: \(code): \(message)\n  The token is no longer valid: remove it from your token table (herald work calls herald.prune_token for you).")

@@ -21,6 +21,7 @@ enum WorkCommand {
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
                defaultText: "127.0.0.1:9464"),
+        emulatorOption,
     ] + connectionOptions
 
     static let help = helpText(
@@ -28,7 +29,9 @@ enum WorkCommand {
         usage: "[options]", options: options,
         footer: """
         With nothing configured it runs on the embedded default: a private PostgreSQL under ./.herald,
-        the local FCM emulator, and a sample batch of 1,000 messages, then shows them delivered.
+        the local FCM emulator, and a sample batch of 1,000 messages, then shows them delivered to
+        that emulator. With DATABASE_URL set, GOOGLE_APPLICATION_CREDENTIALS is required (or
+        --emulator, for local testing): without either it exits before touching a job.
         Retries: exponential backoff from 1 s, factor 2, capped at 1 h, plus up to 50% random jitter,
         never sooner than FCM's Retry-After; QUOTA_EXCEEDED waits at least 60 s and holds back the
         whole sender. SIGTERM/SIGINT: stop claiming, finish in-flight requests, put unsent jobs back.
@@ -85,8 +88,9 @@ enum WorkCommand {
         defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
+        // FCM first: a start that would send real jobs nowhere stops before any database work.
+        try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
         try environment.resolveDatabase(parsed)
-        try environment.resolveFCM(parsed)
         let embedded = environment.cluster != nil && environment.emulator != nil
         let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
         let connection = try PGConnection(url: environment.databaseURL)
@@ -128,12 +132,13 @@ enum WorkCommand {
         Supervisor.adoptParentDeathSignal()
         do {
             let env = ProcessInfo.processInfo.environment
-            let config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
+            var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
                                            credentials: parsed.string("credentials") ?? "",
                                            fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
             guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }
+            config.extraMessageFields = try extraMessageFields(config)
             let process = try WorkerProcess(configuration: config)
             process.handleTerminationSignals()
             return try process.run()
@@ -149,15 +154,34 @@ enum WorkCommand {
         }
     }
 
+    /// The operator's allow-list, read once at start: a row added later takes effect when the
+    /// workers restart.
+    static func extraMessageFields(_ config: WorkerConfiguration) throws -> Set<String> {
+        let fields: Set<String>
+        do {
+            fields = try MessageExtraFields.load(try PGConnection(url: config.databaseURL))
+        } catch {
+            throw WorkerStartupError("reading herald.message_extra_fields (DATABASE_URL \(PGConnection.redacted(config.databaseURL))): \(error)")
+        }
+        if !fields.isEmpty {
+            Logger(level: config.logLevel, prefix: "herald work[\(getpid())]")
+                .info("also accepting \(fields.count) message fields from herald.message_extra_fields: \(fields.sorted().joined(separator: ", "))")
+        }
+        return fields
+    }
+
     static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {
         let elapsed = Date().timeIntervalSince(since)
         let summary = try Administration.summary(connection)
-        var lines = ["", "Delivered in \(String(format: "%.1f", elapsed)) s:"]
+        let took = String(format: "%.1f", elapsed)
+        var lines = ["", environment.emulator == nil ? "Delivered in \(took) s:"
+                         : "Delivered in \(took) s to the local FCM emulator, NOT to devices:"]
         for (state, count) in summary.states { lines.append("  \(state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(count)") }
         lines.append("  dead       \(summary.deadLetters)   (SELECT * FROM herald.dead_letters)")
         lines.append("  pruned     \(summary.prunedTokens) tokens (SELECT * FROM herald.pruned_tokens)")
         if let emulator = environment.emulator {
-            lines.append("The emulator received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+            lines.append("The emulator in this process received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+            lines.append("No message reached a phone. To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS (see herald work --help).")
         }
         print(lines.joined(separator: "\n"))
     }

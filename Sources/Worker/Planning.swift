@@ -15,10 +15,12 @@ public enum Preparation: Sendable, Equatable {
 
 public enum Planning {
     /// Checks a claimed job and builds what to send. Invalid input never costs a request: it is
-    /// dead-lettered with the validator's reasons. A legacy payload (LEGACY.md 4.1's rule) is
+    /// dead-lettered with the validator's reasons (under `rules`: the embedded ones, plus the
+    /// operator's extra fields in a worker). A legacy payload (LEGACY.md 4.1's rule) is
     /// translated here, with `now` (UNIX seconds) as the clock of `apns-expiration`, so each
     /// attempt's request counts its time to live from when it is built.
-    public static func prepare(_ job: ClaimedJob, now: Double = Date().timeIntervalSince1970) -> Preparation {
+    public static func prepare(_ job: ClaimedJob, rules: MessageRuleSet = MessageValidator.rules,
+                               now: Double = Date().timeIntervalSince1970) -> Preparation {
         if job.attempt > job.maxAttempts {
             let last = job.lastError.map { "; last error: \($0)" } ?? ""
             return .settled(job.outcome(.dead(reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)")))
@@ -38,7 +40,7 @@ public enum Planning {
                 return prepareLegacy(job, message, now: now)
             }
             // Not an object, no target or two targets, and every other rule: the validator says which.
-            let issues = MessageValidator.validate(message)
+            let issues = rules.validate(message)
             if !issues.isEmpty {
                 return .settled(job.outcome(.dead(reason: issues.map(\.description).joined(separator: "; "))))
             }

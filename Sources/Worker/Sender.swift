@@ -26,6 +26,8 @@ final class Sender: @unchecked Sendable {
     let stop: Flag
     let log: Logger
     let metrics: WorkerMetrics
+    /// The validation rules with the operator's extra fields.
+    let rules: MessageRuleSet
     private var inFlight: [UInt64: InFlight] = [:]
     private var nextTag: UInt64 = 1
     /// Whether the last request for an access token got one (readiness: /readyz).
@@ -49,6 +51,7 @@ final class Sender: @unchecked Sendable {
         self.stop = stop
         self.log = log
         self.metrics = metrics
+        rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
     }
 
     /// Hands settled jobs to the store thread.
@@ -85,7 +88,7 @@ final class Sender: @unchecked Sendable {
                         outcomes.append(job.outcome(.released(delay: pausedFor)))
                         continue
                     }
-                    let preparation = Planning.prepare(job)
+                    let preparation = Planning.prepare(job, rules: rules)
                     if case .settled(let outcome) = preparation {
                         outcomes.append(outcome)
                     } else {

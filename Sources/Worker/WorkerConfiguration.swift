@@ -31,6 +31,9 @@ public struct WorkerConfiguration: Sendable {
     public var retryPolicy = RetryPolicy()
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .text
+    /// Message fields allowed beyond the validation rules (herald.message_extra_fields, read when
+    /// the process starts).
+    public var extraMessageFields: Set<String> = []
 
     public init(databaseURL: String, credentialsPath: String) {
         self.databaseURL = databaseURL

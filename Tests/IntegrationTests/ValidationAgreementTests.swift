@@ -17,12 +17,17 @@ struct ValidationAgreementTests {
 
     @Test func swiftAndSQLAgreeOnEveryCase() throws {
         var cases: [(name: String, text: String)] = []
+        // Every case's allow-listed paths, in herald.message_extra_fields and in the Swift rules
+        // alike (each case's paths are its own, so the others are judged as without them).
+        var extraFields: Set<String> = []
         let table = try JSONValue.parse(String(contentsOf: Self.root.appendingPathComponent("Tests/Fixtures/FCM/validation-cases.json"), encoding: .utf8))
         for group in ["invalid", "valid"] {
             for item in table[group]!.arrayValue! {
                 cases.append((item["name"]!.stringValue!, item["text"]?.stringValue ?? item["message"]!.serialized))
+                extraFields.formUnion((item["extra_fields"]?.arrayValue ?? []).compactMap(\.stringValue))
             }
         }
+        try #require(!extraFields.isEmpty)
         let seeds = try JSONValue.parse(String(contentsOf: Self.root.appendingPathComponent("Tests/Fixtures/FCM/seed-messages.json"), encoding: .utf8))
         for item in seeds["messages"]!.arrayValue! {
             cases.append((item["source"]!.stringValue!, item["message"]!.serialized))
@@ -34,6 +39,8 @@ struct ValidationAgreementTests {
 
         let database = try AgreementDatabase()
         defer { database.drop() }
+        try database.allow(extraFields: extraFields)
+        let rules = MessageValidator.rules.allowing(extraFields: extraFields)
         let answers = try database.validate(cases.map(\.text))
         try #require(answers.count == cases.count)
 
@@ -41,11 +48,11 @@ struct ValidationAgreementTests {
         var invalidCount = 0
         var generatedRules: [String: Int] = [:]
         for (index, c) in cases.enumerated() {
-            let swiftIssues = MessageValidator.validate(try JSONValue.parse(c.text))
+            let swiftIssues = rules.validate(try JSONValue.parse(c.text))
             let swift = swiftIssues.map(\.description)
             if c.name.hasPrefix("generated") { for issue in swiftIssues { generatedRules[issue.rule, default: 0] += 1 } }
             // The worker reads messages back from jsonb, whose text differs (key order, numbers).
-            let swiftOnStored = MessageValidator.validate(try JSONValue.parse(answers[index].stored)).map(\.description)
+            let swiftOnStored = rules.validate(try JSONValue.parse(answers[index].stored)).map(\.description)
             if !swift.isEmpty { invalidCount += 1 }
             if swift != answers[index].issues || swiftOnStored != swift {
                 disagreements += 1
@@ -64,7 +71,7 @@ struct ValidationAgreementTests {
         #expect(invalidCount > cases.count / 4)
         #expect(invalidCount < cases.count * 3 / 4)
         let kinds = ["type", "one_target", "nonempty", "topic", "charset", "length", "condition", "duration", "enum",
-                     "color", "https_url", "max_bytes", "reserved_key", "payload_size", "required", "forbidden"]
+                     "color", "https_url", "max_bytes", "reserved_key", "payload_size", "required", "forbidden", "unknown_field"]
         for kind in kinds {
             #expect(generatedRules[kind, default: 0] >= 5, "generated messages rarely break rule \(kind): \(generatedRules)")
         }
@@ -95,7 +102,7 @@ struct ValidationAgreementTests {
     }
 }
 
-/// A throwaway database holding migrations 001 and 020 and the embedded rules.
+/// A throwaway database holding every migration and the embedded rules.
 struct AgreementDatabase {
     /// HERALD_TEST_DATABASE_URL, or the private cluster the tests start when it is not set.
     static var url: String? { try? TestDatabase.adminURL() }
@@ -117,9 +124,9 @@ struct AgreementDatabase {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         _ = try Self.run(["psql", adminURL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", "CREATE DATABASE \(name)"])
         let migrations = ValidationAgreementTests.root.appendingPathComponent("migrations")
-        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1",
-                          "-f", migrations.appendingPathComponent("001_schema.sql").path,
-                          "-f", migrations.appendingPathComponent("020_validate_message.sql").path])
+        let files = try FileManager.default.contentsOfDirectory(atPath: migrations.path).filter { $0.hasSuffix(".sql") }.sorted()
+        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1"]
+                         + files.flatMap { ["-f", migrations.appendingPathComponent($0).path] })
         if loadRules {
             // What `herald migrate` does after the migrations: MessageRules.loadStatement with $1.
             let rules = directory.appendingPathComponent("rules.json")
@@ -135,6 +142,17 @@ struct AgreementDatabase {
     func drop() {
         _ = try? Self.run(["psql", adminURL, "-X", "-q", "-c", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"])
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Adds `paths` to herald.message_extra_fields (as a JSON array through psql, never pasted in).
+    func allow(extraFields paths: Set<String>) throws {
+        let file = directory.appendingPathComponent("extra-fields.json")
+        try JSONValue.array(paths.sorted().map { .string($0) }).serialized.write(to: file, atomically: true, encoding: .utf8)
+        _ = try psql(script: """
+            \\set paths `cat \(file.path)`
+            INSERT INTO herald.message_extra_fields (path) SELECT jsonb_array_elements_text(:'paths'::jsonb);
+
+            """)
     }
 
     /// herald.validate_message of each message, and the message as jsonb prints it.
@@ -248,7 +266,7 @@ struct MessageGenerator {
         let type = rule["type"]?.stringValue ?? rule["type"]?.arrayValue?.first?.stringValue
         switch type {
         case "object"?: return [:]
-        case "integer"?: return 7
+        case "integer"?, "number"?: return 7
         case "boolean"?: return true
         case "array"?: return []
         default: return "abc"
@@ -302,7 +320,7 @@ struct MessageGenerator {
     mutating func next() -> JSONValue {
         var message = JSONObject()
         // Usually one target, sometimes none or several.
-        let targets = paths.filter { $0.path.count == 1 && Target.fields.contains($0.path[0]) }
+        let targets = paths.filter { $0.path.count == 1 && ["token", "topic", "condition", "fid"].contains($0.path[0]) }
         let targetCount = chance(0.85) ? 1 : Int(random.next() % 3) * (chance(0.5) ? 1 : 2)
         for _ in 0..<targetCount {
             let (path, good, bad) = pick(targets)
@@ -344,9 +362,30 @@ struct MessageGenerator {
             set(&message, pick([["data"], ["notification"], ["android", "data"], ["apns", "payload"]])[...],
                 ["blob": .string(String(repeating: "x", count: size - 4))])
         }
-        if chance(0.2) { message["future_field"] = value() }
+        if chance(0.05) { message["future_field"] = value() }
+        if chance(0.1) {
+            // A misspelt member somewhere down a path the rules know: a closed object reports it,
+            // an open one (data, aps, ...) lets it through.
+            var (path, good, _) = pick(paths)
+            path[path.count - 1] = misspell(path[path.count - 1])
+            set(&message, path[...], good)
+        }
         if chance(0.02) { return value() }
         return .object(message)
+    }
+
+    /// `name` with one slip: a letter dropped, doubled or upper-cased, two swapped, or far off.
+    mutating func misspell(_ name: String) -> String {
+        var letters = Array(name)
+        let i = Int(random.next() % UInt64(letters.count))
+        switch random.next() % 5 {
+        case 0: letters.remove(at: i)
+        case 1: letters.insert(letters[i], at: i)
+        case 2: letters[i] = Character(letters[i].uppercased())
+        case 3 where i + 1 < letters.count: letters.swapAt(i, i + 1)
+        default: return "x_" + name + "_unheard_of"
+        }
+        return String(letters)
     }
 
     /// Sets `path` in `object`, creating objects on the way (and now and then finding a

@@ -1,3 +1,5 @@
+import FCM
+import Foundation
 import JSON
 import Testing
 @testable import Emulator
@@ -25,14 +27,14 @@ import Testing
 
 @Suite struct EmulatorValidationTests {
     private func violation(_ text: String) throws -> FieldViolation? {
-        switch MessageValidator.validate(body: try JSONValue.parse(text)) {
+        switch RequestChecker.validate(body: try JSONValue.parse(text)) {
         case .success: return nil
         case .failure(let violation): return violation
         }
     }
 
     private func accepted(_ text: String) throws -> ValidatedSend? {
-        if case .success(let send) = MessageValidator.validate(body: try JSONValue.parse(text)) { return send }
+        if case .success(let send) = RequestChecker.validate(body: try JSONValue.parse(text)) { return send }
         return nil
     }
 
@@ -119,15 +121,15 @@ import Testing
 
     @Test func serializedLengthMatchesTheWriter() throws {
         let value = try JSONValue.parse(#"{"a":"x\"y\\z\n\u0001é","b":[1,2.5,true,null,{}],"c":{"d":[]}}"#)
-        #expect(MessageValidator.serializedLength(value) == value.serialized.utf8.count)
+        #expect(RequestChecker.serializedLength(value) == value.serialized.utf8.count)
     }
 
     @Test func durations() {
-        #expect(MessageValidator.parseDuration("0s") == 0)
-        #expect(MessageValidator.parseDuration("3.5s") == 3.5)
-        #expect(MessageValidator.parseDuration("1.123456789s") != nil)
+        #expect(RequestChecker.parseDuration("0s") == 0)
+        #expect(RequestChecker.parseDuration("3.5s") == 3.5)
+        #expect(RequestChecker.parseDuration("1.123456789s") != nil)
         for bad in ["s", "1", "1.s", ".5s", "1.1234567890s", "-1s", "1e3s", "1 s"] {
-            #expect(MessageValidator.parseDuration(bad) == nil, "\(bad)")
+            #expect(RequestChecker.parseDuration(bad) == nil, "\(bad)")
         }
     }
 }
@@ -340,6 +342,40 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
             Issue.record("accepted \(arguments)")
         } catch {
             #expect(error.description.contains(fragment), "\(error)")
+        }
+    }
+}
+
+/// One list of FCM error codes serves both sides: every answer the emulator can give, read by
+/// the worker's classifier, leads to what FCM's error table asks for that code.
+@Suite struct EmulatorAnswerClassificationTests {
+    enum Expected: Equatable { case prune, deadLetter, retry(slowSender: Bool), reauthenticate }
+
+    static func expected(_ code: FCMErrorCode) -> Expected {
+        switch code {
+        case .unregistered: return .prune
+        case .invalidArgument, .senderIDMismatch, .thirdPartyAuthError, .apnsAuthError, .permissionDenied: return .deadLetter
+        case .quotaExceeded: return .retry(slowSender: true)
+        case .unavailable, .internal, .unspecifiedError: return .retry(slowSender: false)
+        case .unauthenticated: return .reauthenticate
+        }
+    }
+
+    @Test(arguments: FCMErrorCode.allCases)
+    func everyEmulatorAnswerIsClassifiedAsFCMsTableSays(_ code: FCMErrorCode) {
+        let answer = ErrorAnswer(code: code)
+        let classification = SendClassification(httpStatus: answer.httpStatus, headers: [], body: FCMResponses.errorBody(answer), now: Date())
+        let kind: Expected?
+        switch classification {
+        case .pruneToken: kind = .prune
+        case .deadLetter: kind = .deadLetter
+        case .retry(_, _, _, let slow): kind = .retry(slowSender: slow)
+        case .reauthenticate: kind = .reauthenticate
+        case .delivered: kind = nil
+        }
+        #expect(kind == Self.expected(code), "\(code): \(classification)")
+        if code.hasFcmErrorDetail && code != .unspecifiedError {
+            #expect(classification.reason?.hasPrefix(code.rawValue + ":") == true, "the reason names \(code.rawValue)")
         }
     }
 }

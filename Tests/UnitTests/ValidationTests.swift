@@ -7,6 +7,8 @@ extension FCMFixtures {
         var name: String
         var message: JSONValue
         var issues: [ValidationIssue]
+        /// Paths of herald.message_extra_fields the case is judged with.
+        var extraFields: Set<String>
         var testDescription: String { name }
     }
 
@@ -19,7 +21,8 @@ extension FCMFixtures {
                 let parts = triple.arrayValue!.map { $0.stringValue! }
                 return ValidationIssue(field: parts[0], rule: parts[1], description: parts[2])
             }
-            return ValidationCase(name: item["name"]!.stringValue!, message: message, issues: issues)
+            let extra = Set((item["extra_fields"]?.arrayValue ?? []).compactMap(\.stringValue))
+            return ValidationCase(name: item["name"]!.stringValue!, message: message, issues: issues, extraFields: extra)
         }
     }
 }
@@ -32,20 +35,51 @@ extension FCMFixtures {
         #expect(Self.invalid.count >= 30)
         let rules = Set(Self.invalid.flatMap { $0.issues.map(\.rule) })
         for rule in ["type", "one_target", "nonempty", "topic", "charset", "length", "condition", "duration", "enum",
-                     "color", "https_url", "max_bytes", "reserved_key", "payload_size", "required", "forbidden"] {
+                     "color", "https_url", "max_bytes", "reserved_key", "payload_size", "required", "forbidden", "unknown_field"] {
             #expect(rules.contains(rule), "no invalid case for rule \(rule)")
         }
     }
 
     @Test(arguments: invalid)
     func invalidMessage(_ c: FCMFixtures.ValidationCase) {
-        let issues = MessageValidator.validate(c.message)
+        let issues = MessageValidator.validate(c.message, extraFields: c.extraFields)
         #expect(issues == c.issues)
     }
 
     @Test(arguments: valid)
     func validMessage(_ c: FCMFixtures.ValidationCase) {
-        #expect(MessageValidator.validate(c.message) == [])
+        #expect(MessageValidator.validate(c.message, extraFields: c.extraFields) == [])
+    }
+
+    @Test func extraFieldsAreWhatMakesThoseCasesValid() throws {
+        // Without the allow-list the same messages are refused, naming each extra field.
+        for c in Self.valid where !c.extraFields.isEmpty {
+            let refused = Set(MessageValidator.validate(c.message).map(\.field))
+            #expect(refused == c.extraFields, "\(c.name)")
+        }
+    }
+
+    @Test(arguments: [
+        ("tll", "ttl"), ("TTL", "ttl"), ("ttl", "ttl"), ("titel", "title"), ("bdoy", "body"), ("colour", "color"),
+        ("clickAction", "click_action"), ("restrictedPackageName", "restricted_package_name"), ("imag", "image"),
+        ("notifcation", "notification"), ("tokens", "token"), ("tl", "ttl"),
+    ])
+    func closeNamesAreSuggested(_ typed: String, _ meant: String) throws {
+        let known = KnownFields(["ttl", "title", "body", "color", "click_action", "restricted_package_name", "image",
+                                 "notification", "token", "topic", "icon", "tag"])
+        #expect(known.suggestion(for: typed) == meant)
+    }
+
+    @Test(arguments: ["x", "future_field", "priority", "a b", "", "tttttl", "ünïcödé", String(repeating: "title", count: 40)])
+    func farNamesGetNoSuggestion(_ typed: String) {
+        let known = KnownFields(["ttl", "title", "body", "color", "tag"])
+        #expect(known.suggestion(for: typed) == nil)
+    }
+
+    @Test func suggestionTiesGoToTheNameListedFirst() {
+        // "tig" is one edit from both "tag" and "tip".
+        #expect(KnownFields(["tag", "tip"]).suggestion(for: "tig") == "tag")
+        #expect(KnownFields(["tip", "tag"]).suggestion(for: "tig") == "tip")
     }
 
     @Test func embeddedRulesAreTheRepositoryFile() throws {
@@ -79,12 +113,6 @@ extension FCMFixtures {
         let set = try MessageRuleSet(json: JSONValue.object(rules).serialized)
         let issues = set.validate(["token": "t", "android": ["ttl": "abc"]])
         #expect(issues.map(\.description) == [#"message.android.ttl: "abc" ist keine Dauer"#])
-    }
-
-    @Test func messageModelValidatesTheSameWay() throws {
-        let message = try Message(text: #"{"token":"t","android":{"ttl":"1 hour"}}"#)
-        #expect(message.validate().map(\.field) == ["message.android.ttl"])
-        #expect(MessageValidator.validate(message) == message.validate())
     }
 
     // MARK: the pieces

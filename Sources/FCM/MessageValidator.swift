@@ -23,6 +23,11 @@ public struct ValidationIssue: Sendable, Equatable, CustomStringConvertible {
 /// `herald.validate_message(jsonb)` in PostgreSQL applies the same rules and returns the same
 /// descriptions in the same order.
 ///
+/// Members of the objects FCM defines must be ones it knows (`known_fields` rules): a typo such
+/// as `android.tll` is reported with the nearest known name instead of costing a request that
+/// FCM answers with a terse 400. The operator's allow-list (herald.message_extra_fields) admits
+/// fields FCM added after this release; see `MessageRuleSet.allowing(extraFields:)`.
+///
 /// The payload limit (4096 bytes; 2048 when the target is a `topic` or a `condition`) is measured
 /// per platform as FCM delivers it: for Android, `android.data` (or else `data`) plus
 /// `notification` plus `android.notification`; for APNs, `data` plus `notification` plus
@@ -45,15 +50,17 @@ public enum MessageValidator {
         rules.validate(message)
     }
 
-    public static func validate(_ message: Message) -> [ValidationIssue] {
-        rules.validate(message.json)
+    /// Every issue of `message`, accepting also the operator's extra field paths (see
+    /// `MessageRuleSet.allowing(extraFields:)`).
+    public static func validate(_ message: JSONValue, extraFields: Set<String>) -> [ValidationIssue] {
+        extraFields.isEmpty ? rules.validate(message) : rules.allowing(extraFields: extraFields).validate(message)
     }
 }
 
 extension MessageRuleSet {
     /// Every issue of `message` under these rules, in rule order.
     public func validate(_ message: JSONValue) -> [ValidationIssue] {
-        var run = Evaluation(set: compiled, message: message)
+        var run = Evaluation(set: compiled, message: message, extraFields: extraFields)
         for rule in compiled.root.rules { run.apply(rule, to: message) }
         if case .object(let object) = message { run.walk(compiled.root, object) }
         return run.finish()
@@ -78,11 +85,13 @@ extension JSONObject {
 private struct Evaluation {
     let set: CompiledRules
     let message: JSONValue
+    let extraFields: Set<String>
     var found: [(rule: Int, order: Int, issue: ValidationIssue)] = []
 
-    init(set: CompiledRules, message: JSONValue) {
+    init(set: CompiledRules, message: JSONValue, extraFields: Set<String>) {
         self.set = set
         self.message = message
+        self.extraFields = extraFields
     }
 
     mutating func finish() -> [ValidationIssue] {
@@ -251,6 +260,24 @@ private struct Evaluation {
                     ["expected": set.words.typeNames[.string] ?? "a string", "value": render(element)])))
             }
 
+        case .knownFields(let known):
+            guard case .object(let object) = value else { return }
+            var issues: [(key: String, issue: ValidationIssue)] = []
+            // Unlike elsewhere, a null member counts: FCM refuses a name it does not know whatever
+            // its value.
+            for member in object.members {
+                let key = member.key
+                if known.contains(key) { continue }
+                if !extraFields.isEmpty, isExtra(rule.field + "." + key) { continue }
+                let field = memberField(rule, key)
+                if let suggestion = known.suggestion(for: key) {
+                    issues.append((key, issue(rule, "unknown_field.suggest", field: field, ["suggestion": Text.quote(suggestion)])))
+                } else {
+                    issues.append((key, issue(rule, "unknown_field", field: field, [:])))
+                }
+            }
+            add(rule, issues)
+
         case .payloadSize(let max, let topicMax, let topicTargets, let paths, let platforms):
             guard case .object(let object) = value else { return }
             var largest = -1
@@ -323,6 +350,12 @@ private struct Evaluation {
         case .tooManyTopics(let position):
             report(rule, "condition.topics", ["value": shown, "position": String(position), "max": String(maxTopics)])
         }
+    }
+
+    /// Whether the operator allowed `path`, compared byte for byte as PostgreSQL does.
+    func isExtra(_ path: String) -> Bool {
+        guard let index = extraFields.firstIndex(of: path) else { return false }
+        return Text.same(extraFields[index], path)
     }
 
     // MARK: issues

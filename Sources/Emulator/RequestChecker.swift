@@ -34,11 +34,12 @@ public struct ValidatedSend: Sendable {
     public var message: JSONObject
 }
 
-/// FCM's server-side checks of a v1 `messages:send` body, standing in for Google's validator
-/// (the worker validates with its own code in the FCM module; this one must answer as FCM does,
-/// whatever the client sent). Field names are accepted in proto JSON's two spellings,
+/// FCM's server-side checks of a v1 `messages:send` body, standing in for Google's validator.
+/// Named apart from the client's `MessageValidator` (FCM module), which checks a message before
+/// it is sent with Herald's rule list: this one must answer as FCM does, whatever the client
+/// sent, with FCM's first violation. Field names are accepted in proto JSON's two spellings,
 /// `snake_case` and `lowerCamelCase`; unknown names are rejected as FCM rejects them.
-public enum MessageValidator {
+public enum RequestChecker {
     /// The payload limit for token, condition and device-group messages.
     public static let maxPayloadBytes = 4096
     /// The payload limit for topic messages.
@@ -222,6 +223,8 @@ public enum MessageValidator {
             let key = snakeCase(member.key)
             let field = "\(path).\(key)"
             guard androidFields.contains(key) else { throw unknownName(member.key, at: path) }
+            // proto JSON: null means "not set", for a known name.
+            if member.value.isNull { continue }
             switch key {
             case "priority":
                 // FCM takes the enum names in any case; the Python Admin SDK sends "high".
@@ -289,6 +292,7 @@ public enum MessageValidator {
             let key = snakeCase(member.key)
             let field = "\(path).\(key)"
             guard androidNotificationFields.contains(key) else { throw unknownName(member.key, at: path) }
+            if member.value.isNull { continue }
             switch key {
             case "color":
                 let color = try string(member.value, field)
@@ -322,9 +326,34 @@ public enum MessageValidator {
                     }
                 }
             case "light_settings":
-                guard member.value.objectValue != nil || member.value.isNull else { throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.LightSettings", member.value) }
+                try checkLightSettings(member.value, field)
             default:
                 _ = try string(member.value, field)
+            }
+        }
+    }
+
+    /// `LightSettings`: a `google.type.Color` and two durations.
+    private static func checkLightSettings(_ value: JSONValue, _ path: String) throws(FieldViolation) {
+        guard let settings = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.LightSettings", value) }
+        for member in settings {
+            let key = snakeCase(member.key)
+            let field = "\(path).\(key)"
+            guard ["color", "light_on_duration", "light_off_duration"].contains(key) else { throw unknownName(member.key, at: path) }
+            if member.value.isNull { continue }
+            switch key {
+            case "color":
+                guard let color = member.value.objectValue else { throw invalidValue(field, "type.googleapis.com/google.type.Color", member.value) }
+                for component in color {
+                    guard ["red", "green", "blue", "alpha"].contains(component.key) else { throw unknownName(component.key, at: field) }
+                    guard component.value.isNull || component.value.doubleValue != nil else {
+                        throw invalidValue("\(field).\(component.key)", "TYPE_FLOAT", component.value)
+                    }
+                }
+            default:
+                guard let text = member.value.stringValue, parseDuration(text) != nil else {
+                    throw invalidValue(field, "type.googleapis.com/google.protobuf.Duration", member.value)
+                }
             }
         }
     }

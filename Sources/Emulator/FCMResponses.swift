@@ -1,65 +1,27 @@
+import FCM
 import HTTPServer
 import JSON
 
-/// The error answers of FCM's HTTP v1 API, shaped as Google sends them.
-public enum FCMErrorCode: String, Sendable, CaseIterable {
-    case unregistered = "UNREGISTERED"
-    case invalidArgument = "INVALID_ARGUMENT"
-    case senderIDMismatch = "SENDER_ID_MISMATCH"
-    case quotaExceeded = "QUOTA_EXCEEDED"
-    case unavailable = "UNAVAILABLE"
-    case `internal` = "INTERNAL"
-    case thirdPartyAuthError = "THIRD_PARTY_AUTH_ERROR"
-    /// Not an FcmError code: our OAuth token was refused (401 without an FcmError detail).
-    case unauthenticated = "UNAUTHENTICATED"
-    /// Not an FcmError code: the token may not send for this project (403 without an FcmError detail).
-    case permissionDenied = "PERMISSION_DENIED"
-
-    /// The HTTP status FCM answers with.
-    public var httpStatus: Int {
-        switch self {
-        case .unregistered: return 404
-        case .invalidArgument: return 400
-        case .senderIDMismatch, .permissionDenied: return 403
-        case .quotaExceeded: return 429
-        case .unavailable: return 503
-        case .internal: return 500
-        case .thirdPartyAuthError, .unauthenticated: return 401
-        }
-    }
-
-    /// The `google.rpc.Code` name in the body's `status`.
-    public var rpcStatus: String {
-        switch self {
-        case .unregistered: return "NOT_FOUND"
-        case .invalidArgument: return "INVALID_ARGUMENT"
-        case .senderIDMismatch, .permissionDenied: return "PERMISSION_DENIED"
-        case .quotaExceeded: return "RESOURCE_EXHAUSTED"
-        case .unavailable: return "UNAVAILABLE"
-        case .internal: return "INTERNAL"
-        case .thirdPartyAuthError, .unauthenticated: return "UNAUTHENTICATED"
-        }
-    }
+extension FCMErrorCode {
+    /// The HTTP status the emulator answers with: FCM's, or 500 for UNSPECIFIED_ERROR, which has none.
+    var answerStatus: Int { httpStatus ?? 500 }
 
     /// The body's `message` as FCM words it.
     public var defaultMessage: String {
         switch self {
+        case .unspecifiedError: return "Unknown error."
         case .unregistered: return "Requested entity was not found."
         case .invalidArgument: return "The registration token is not a valid FCM registration token"
         case .senderIDMismatch: return "SenderId mismatch"
         case .quotaExceeded: return "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com'."
         case .unavailable: return "The service is currently unavailable."
         case .internal: return "Internal error encountered."
-        case .thirdPartyAuthError: return "Auth error from APNS or Web Push Service"
+        case .thirdPartyAuthError, .apnsAuthError: return "Auth error from APNS or Web Push Service"
         case .unauthenticated:
             return "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."
         case .permissionDenied: return "Permission 'cloudmessaging.messages.create' denied on resource (or it may not exist)."
         }
     }
-
-    /// Whether the body carries a `google.firebase.fcm.v1.FcmError` detail (real FCM leaves it
-    /// out of the OAuth-level 401 and 403).
-    public var hasFcmErrorDetail: Bool { self != .unauthenticated && self != .permissionDenied }
 }
 
 /// One scripted or computed error answer.
@@ -79,7 +41,7 @@ public struct ErrorAnswer: Sendable, Equatable {
         self.message = message
     }
 
-    public var httpStatus: Int { status ?? code.httpStatus }
+    public var httpStatus: Int { status ?? code.answerStatus }
 }
 
 enum FCMResponses {

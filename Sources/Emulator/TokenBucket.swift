@@ -1,0 +1,30 @@
+/// A project-wide token bucket: `capacity` sends at most, refilled at `perMinute / 60` a second.
+/// FCM's default quota is 600,000 a minute, measured as a bucket, not per clock minute.
+public struct TokenBucket: Sendable, Equatable {
+    public let capacity: Double
+    public let perSecond: Double
+    public private(set) var tokens: Double
+    private var last: UInt64
+
+    public init(perMinute: Int, capacity: Int? = nil, now: UInt64) {
+        self.perSecond = Double(perMinute) / 60
+        self.capacity = Double(capacity ?? perMinute)
+        self.tokens = self.capacity
+        self.last = now
+    }
+
+    /// Takes one send; nil when granted, else the whole seconds until one is available (>= 1).
+    public mutating func take(now: UInt64) -> Int? {
+        if now > last {
+            tokens = min(capacity, tokens + Double(now - last) / 1e9 * perSecond)
+            last = now
+        }
+        if tokens >= 1 {
+            tokens -= 1
+            return nil
+        }
+        guard perSecond > 0 else { return 60 }
+        let wait = (1 - tokens) / perSecond
+        return max(1, Int(wait.rounded(.up)))
+    }
+}

@@ -1,0 +1,97 @@
+import struct Foundation.Date
+import HTTPClient
+import JSON
+
+/// What the worker does with one FCM answer.
+public enum SendClassification: Sendable, Equatable {
+    /// FCM accepted the message; `name` is `projects/{p}/messages/{id}` (or the device group's
+    /// `notification_key` for a group-management call; empty when the answer carried neither).
+    case delivered(name: String)
+    /// The token is gone for good (UNREGISTERED, legacy NotRegistered): remove it, never retry.
+    case pruneToken(code: String, message: String)
+    /// Retrying cannot help (bad message or token, wrong sender, credentials FCM holds for APNs
+    /// or Web Push): dead-letter with `reason`.
+    case deadLetter(code: String, message: String)
+    /// Try again later, no sooner than `retryAfter` seconds when given. `slowSender` asks the
+    /// whole sender to slow down (project or topic quota), not just this job.
+    case retry(code: String, message: String, retryAfter: Double?, slowSender: Bool)
+    /// Our OAuth2 access token was refused: refresh it once and retry.
+    case reauthenticate(message: String)
+
+    /// Classifies an HTTP answer of FCM (v1 send, or the legacy-style device-group endpoint).
+    /// `now` resolves an HTTP-date `Retry-After`; every string in `redacting` (say the access
+    /// token and the job's registration token) is removed from the kept message, on top of
+    /// anything that looks like a bearer token, a Google access token or a JWT.
+    public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
+                redacting secrets: [String] = []) {
+        // One parse of the body serves both the failure and the success reading.
+        let json = try? JSONValue.parse(body)
+        if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, json: json, now: now, redacting: secrets) {
+            self = failure.classification
+        } else {
+            self = .delivered(name: FCMFailure.successName(json))
+        }
+    }
+
+    /// Classifies a request that got no HTTP answer. Every such failure is retried: nothing says
+    /// FCM saw the message, and the backoff keeps a dead network from being hammered.
+    public init(transport: TransportFailure, redacting secrets: [String] = []) {
+        self = .retry(code: transport.code, message: Redact.secrets(in: transport.detail, limit: FCMFailure.messageLimit, also: secrets),
+                      retryAfter: nil, slowSender: false)
+    }
+
+    /// `CODE: message` for a failure (what a dead-letter row or a log line shows); nil on delivery.
+    public var reason: String? {
+        switch self {
+        case .delivered: return nil
+        case .pruneToken(let code, let message), .deadLetter(let code, let message),
+             .retry(let code, let message, _, _):
+            return "\(code): \(message)"
+        case .reauthenticate(let message): return "UNAUTHENTICATED: \(message)"
+        }
+    }
+
+    /// Whether the failure is a quota answer, for `RetryPolicy.delay(quota:)`.
+    public var isQuota: Bool {
+        if case .retry(let code, _, _, _) = self { return code == FCMErrorCode.quotaExceeded.rawValue }
+        return false
+    }
+}
+
+/// A request that got no HTTP answer.
+public struct TransportFailure: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// No answer within the deadline.
+        case timeout = "TIMEOUT"
+        /// Could not connect, or the connection broke (DNS, refused, reset, HTTP/2 GOAWAY).
+        case connection = "CONNECTION"
+        /// The TLS handshake or certificate check failed.
+        case tls = "TLS"
+        case other = "TRANSPORT"
+    }
+
+    public var kind: Kind
+    /// What the HTTP client said (never include request headers).
+    public var detail: String
+
+    public init(_ kind: Kind, detail: String) {
+        self.kind = kind
+        self.detail = detail
+    }
+
+    var code: String { kind.rawValue }
+}
+
+extension TransportFailure {
+    /// The failure of a request the HTTP client could not complete.
+    public init(_ error: HTTPClientError) {
+        let kind: Kind
+        switch error.kind {
+        case .timeout: kind = .timeout
+        case .connection: kind = .connection
+        case .tls: kind = .tls
+        case .other: kind = .other
+        }
+        self.init(kind, detail: error.message)
+    }
+}

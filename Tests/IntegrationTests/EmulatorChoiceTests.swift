@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Only the embedded default or an explicit `--emulator` sends to the in-process emulator. A
+/// start with a real database and no credentials stops before it touches a job, saying which
+/// variable to set, instead of marking real jobs delivered to nowhere.
+@Suite(.serialized) struct EmulatorChoiceTests {
+    /// A data folder of its own, so a test never writes `./.herald` of the working directory.
+    static func dataFolder() -> String {
+        NSTemporaryDirectory() + "herald-home-\(UUID().uuidString)"
+    }
+
+    @Test func workWithADatabaseAndNoCredentialsStopsBeforeTouchingAJob() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.enqueue(5, prefix: "real-device-")
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let run = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2"],
+                                        environment: ["DATABASE_URL": stack.database.url, "HERALD_HOME": home], timeout: 60)
+        #expect(run.status != nil && run.status != 0, "\(run.output)")
+        #expect(run.output.contains("GOOGLE_APPLICATION_CREDENTIALS"), "\(run.output)")
+        #expect(run.output.contains("--emulator"))
+        // Every job is as it was: available, never attempted; nothing was added either.
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs") == 5)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts = 0") == 5)
+        #expect(!FileManager.default.fileExists(atPath: home + "/emulator-service-account.json"), "no emulator was started")
+    }
+
+    @Test func sendAndGroupsWithoutCredentialsSendNothing() throws {
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let send = try HeraldProcess.run(["send", "--token", "real-device", "--title", "Hello"],
+                                         environment: ["HERALD_HOME": home], timeout: 60)
+        #expect(send.status == 2, "\(send.output)")
+        #expect(send.output.contains("GOOGLE_APPLICATION_CREDENTIALS") && send.output.contains("nothing was sent"))
+        #expect(!send.output.contains("projects/"), "no message name is reported")
+        let groups = try HeraldProcess.run(["groups", "create", "--name", "family", "--token", "phone"],
+                                           environment: ["HERALD_HOME": home], timeout: 60)
+        #expect(groups.status == 2, "\(groups.output)")
+        #expect(groups.output.contains("GOOGLE_APPLICATION_CREDENTIALS"))
+    }
+
+    @Test func workAndSendUseTheEmulatorWhenAsked() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.enqueue(5, prefix: "test-device-")
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let run = try HeraldProcess.run(["work", "--emulator", "--drain", "--processes", "1", "--poll-interval", "0.2"],
+                                        environment: ["DATABASE_URL": stack.database.url, "HERALD_HOME": home], timeout: 120)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("--emulator") && run.output.contains("no message reaches a device"), "\(run.output)")
+        // Delivered to the emulator in the herald process, whose project is herald-local.
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND fcm_message_name LIKE 'projects/herald-local/messages/%'") == 5)
+        #expect(stack.emulator.deliveredMessages().isEmpty, "the test's own emulator was never configured")
+
+        let send = try HeraldProcess.run(["send", "--emulator", "--token", "test-device", "--title", "Hello"],
+                                         environment: ["HERALD_HOME": home], timeout: 60)
+        #expect(send.status == 0, "\(send.output)")
+        #expect(send.output.contains("projects/herald-local/messages/"))
+        #expect(send.output.contains("not to a device"))
+    }
+
+    @Test func theEmulatorAndCredentialsTogetherAreRefused() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let send = try HeraldProcess.run(["send", "--emulator", "--token", "t", "--title", "x"], environment: stack.environment, timeout: 60)
+        #expect(send.status == 2, "\(send.output)")
+        #expect(send.output.contains("--emulator") && send.output.contains("GOOGLE_APPLICATION_CREDENTIALS"))
+        #expect(stack.emulator.deliveredMessages().isEmpty)
+    }
+
+    @Test func theEmbeddedDefaultSaysItsMessagesWentToTheEmulator() throws {
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let run = try HeraldProcess.run(["work", "--sample", "40", "--drain", "--processes", "1", "--poll-interval", "0.2"],
+                                        environment: ["HERALD_HOME": home], timeout: 240)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("to the local FCM emulator, NOT to devices"), "\(run.output)")
+        #expect(run.output.contains("No message reached a phone"))
+        #expect(run.output.contains("To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS"))
+    }
+}

@@ -32,8 +32,9 @@ let package = Package(
                 plugins: [.plugin(name: "EmbedMigrations")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "Postgres", "JSON", "CEpoll"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
+        .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Queue", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
+                          dependencies: ["Worker", "Emulator", "Dashboard", "Queue", "FCM", "HTTPClient", "Postgres", "JSON", "Crypto"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)
         .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
@@ -51,7 +52,7 @@ let package = Package(
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "HTTPClient",
+                    dependencies: ["TestSupport", "Postgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto"]),
     ],
     swiftLanguageModes: [.v6]

@@ -39,6 +39,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "bench": (BenchCommand.help, BenchCommand.run),
     "dead": (DeadCommand.help, DeadCommand.run),
     "stats": (StatsCommand.help, StatsCommand.run),
+    "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]
 guard let command = commands[name] else {

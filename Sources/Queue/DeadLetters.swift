@@ -141,8 +141,9 @@ public struct RetryResult: Sendable, Equatable {
     }
 }
 
-/// The SQL of looking at, replaying and removing dead letters, each action recorded in
-/// herald.admin_log in the same transaction as the change.
+/// The SQL of looking at, replaying and removing dead letters, each action that changed something
+/// recorded in herald.admin_log in the same transaction as the change (a retry that kept every
+/// letter, or a filter that matched none, changed nothing and leaves no row).
 public enum DeadLetters {
     static let columns = """
         id, job_id, queue, kind, reason, attempts, max_attempts, dedupe_key,
@@ -230,8 +231,10 @@ public enum DeadLetters {
         try connection.transaction {
             if let error = try missing(connection, ids: ids) { throw error }
             let result = try requeue(connection, ids: ids, filter: DeadLetterFilter())
-            try AdminLog.record(connection, action: "retry", ids: result.retried.map(\.deadLetterID),
-                                details: details(result, filter: nil), source: source)
+            if !result.retried.isEmpty {
+                try AdminLog.record(connection, action: "retry", ids: result.retried.map(\.deadLetterID),
+                                    details: details(result, filter: nil), source: source)
+            }
             return result
         }
     }
@@ -242,8 +245,10 @@ public enum DeadLetters {
         return try connection.transaction {
             try requireQueueKnown(connection, filter)
             let result = try requeue(connection, ids: nil, filter: filter)
-            try AdminLog.record(connection, action: "retry_matching", ids: result.retried.map(\.deadLetterID),
-                                details: details(result, filter: filter), source: source)
+            if !result.retried.isEmpty {
+                try AdminLog.record(connection, action: "retry_matching", ids: result.retried.map(\.deadLetterID),
+                                    details: details(result, filter: filter), source: source)
+            }
             return result
         }
     }
@@ -295,7 +300,9 @@ public enum DeadLetters {
         try connection.transaction {
             if let error = try missing(connection, ids: ids) { throw error }
             let gone = try remove(connection, ids: ids, filter: DeadLetterFilter())
-            try AdminLog.record(connection, action: "discard", ids: gone, details: .object(JSONObject()), source: source)
+            if !gone.isEmpty {
+                try AdminLog.record(connection, action: "discard", ids: gone, details: .object(JSONObject()), source: source)
+            }
             return gone
         }
     }
@@ -306,8 +313,10 @@ public enum DeadLetters {
         return try connection.transaction {
             try requireQueueKnown(connection, filter)
             let gone = try remove(connection, ids: nil, filter: filter)
-            try AdminLog.record(connection, action: "discard_matching", ids: gone,
-                                details: ["filter": filter.json], source: source)
+            if !gone.isEmpty {
+                try AdminLog.record(connection, action: "discard_matching", ids: gone,
+                                    details: ["filter": filter.json], source: source)
+            }
             return gone
         }
     }

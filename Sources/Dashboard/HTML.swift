@@ -134,6 +134,6 @@ enum HTML {
         .filters label{margin-right:12px}.chart{width:100%;max-width:720px;background:#fff;border:1px solid #e3e6eb}
         .legend{font-size:13px;color:#5a6275}.swatch{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
         .swatch.blue{background:#3b6fd8}.swatch.red{background:#d8453b}.est{color:#8a93a6}
-        details summary{cursor:pointer;color:#3b6fd8}a{color:#3b6fd8}
+        details summary{cursor:pointer;color:#3b6fd8}a{color:#3b6fd8}#job th{width:180px}
         """
 }

@@ -85,7 +85,8 @@ enum Pages {
             """
         let filterFields = [("queue", queue ?? ""), ("reason", reason ?? "")]
         if problem == nil {
-            body += "<p id=\"matching\"><strong>\(total)</strong> dead letter\(total == 1 ? "" : "s") match \(HTML.escape(filter.summary)). "
+            let matching = filter.isEmpty ? "in all" : "\(total == 1 ? "matches" : "match") \(HTML.escape(filter.summary))"
+            body += "<p id=\"matching\"><strong>\(total)</strong> dead letter\(total == 1 ? "" : "s") \(matching). "
             if total > 0 {
                 body += HTML.actionButton("Retry all \(total) matching", action: "/dead-letters/retry", fields: filterFields,
                                           session: request.session, dashboard: dashboard)

@@ -70,17 +70,18 @@ enum DashboardCommand {
         }
         var configuration = DashboardConfiguration(databaseURL: url, host: host, port: port, token: token)
         configuration.threads = threads
-        let dashboard = Dashboard(configuration: configuration)
-        do { try dashboard.start() } catch let error as DashboardStartError {
-            throw UsageError("herald dashboard: \(error)")
-        }
-        log.info("serving \(dashboard.baseURL) (\(token == nil ? "read-only: no HERALD_DASHBOARD_TOKEN" : "token required; actions enabled"))")
-        // Stop on SIGTERM or SIGINT: wait for either on this thread, then close the listener.
+        // Stop on SIGTERM or SIGINT: blocked here, before the event-loop threads start (they inherit
+        // the mask), and waited for on this thread; then the listener closes.
         var signals = sigset_t()
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)
         sigaddset(&signals, SIGINT)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
+        let dashboard = Dashboard(configuration: configuration)
+        do { try dashboard.start() } catch let error as DashboardStartError {
+            throw UsageError("herald dashboard: \(error)")
+        }
+        log.info("serving \(dashboard.baseURL) (\(token == nil ? "read-only: no HERALD_DASHBOARD_TOKEN" : "token required; actions enabled"))")
         var received: Int32 = 0
         sigwait(&signals, &received)
         log.info("stopping (signal \(received))")

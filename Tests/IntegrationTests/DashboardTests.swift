@@ -335,3 +335,24 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         #expect(exact.queues.first { $0.name == "bulk" }?.count("completed") == 30_000)
     }
 }
+
+/// `herald dashboard` refuses what it must not do, before it listens, saying what to set.
+@Suite struct DashboardCommandTests {
+    @Test func refusesUnsafeOrIncompleteSettings() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        var run = try HeraldProcess.run(["dashboard", "--address", "0.0.0.0:0"], environment: ["DATABASE_URL": database.url], timeout: 30)
+        #expect(run.status == 2 && run.output.contains("refusing to serve on 0.0.0.0 without HERALD_DASHBOARD_TOKEN"), "\(run.output)")
+        run = try HeraldProcess.run(["dashboard"], environment: ["DATABASE_URL": database.url, "HERALD_DASHBOARD_TOKEN": "short"], timeout: 30)
+        #expect(run.status == 2 && run.output.contains("HERALD_DASHBOARD_TOKEN is 5 characters; use at least 16"), "\(run.output)")
+        #expect(!run.output.contains("short"), "the token itself is not repeated")
+        run = try HeraldProcess.run(["dashboard", "--address", "localhost"], environment: ["DATABASE_URL": database.url], timeout: 30)
+        #expect(run.status == 2 && run.output.contains("is not HOST:PORT"), "\(run.output)")
+        run = try HeraldProcess.run(["dashboard"], environment: [:], timeout: 30)
+        #expect(run.status == 2 && run.output.contains("set DATABASE_URL"), "\(run.output)")
+        let empty = try TestDatabase.fresh(migrated: false)
+        defer { empty.drop() }
+        run = try HeraldProcess.run(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": empty.url], timeout: 30)
+        #expect(run.status == 2 && run.output.contains("run `herald migrate` first"), "\(run.output)")
+    }
+}

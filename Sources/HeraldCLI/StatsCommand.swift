@@ -25,6 +25,7 @@ enum StatsCommand {
         var configuration = QueueStatistics.Configuration()
         configuration.pendingInterval = 0
         configuration.finishedInterval = max(interval, 10)
+        configuration.throughputInterval = 0
         let statistics = QueueStatistics(configuration: configuration)
         guard parsed.has("watch") else {
             print(try render(connection, statistics).joined(separator: "\n"))

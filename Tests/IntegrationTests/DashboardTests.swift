@@ -308,6 +308,40 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
 }
 
 @Suite struct QueueStatisticsTests {
+    @Test func throughputCountsTheHourOnceThenOnlyItsLastMinutes() throws {
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        let c = f.connection
+        func finish(_ count: Int, minutesAgo: Int, state: String = "completed") throws {
+            try c.query("""
+                INSERT INTO herald.jobs (message, state, finished_at) SELECT '{}', $1, now() - make_interval(mins => $2::int)
+                FROM generate_series(1, $3::int)
+                """, [.text(state), .int(minutesAgo), .int(count)])
+        }
+        try finish(5, minutesAgo: 30)
+        try finish(2, minutesAgo: 30, state: "discarded")
+        try finish(3, minutesAgo: 0)
+        try finish(9, minutesAgo: 90)
+        try f.add(reason: "INTERNAL: x", deadMinutesAgo: 10)
+        var configuration = QueueStatistics.Configuration()
+        configuration.throughputInterval = 0
+        let statistics = QueueStatistics(configuration: configuration)
+        var hour = try statistics.throughput(c)
+        #expect(hour.minutes.count == 60)
+        #expect(hour.total.completed == 8 && hour.total.discarded == 2 && hour.total.dead == 1, "nothing older than the hour")
+        // (Sums over neighbouring minutes: a minute may turn between the inserts and the count.)
+        func completed(_ range: ClosedRange<Int>) -> Int { hour.minutes[range].map(\.completed).reduce(0, +) }
+        #expect(completed(58...59) == 3, "this minute last")
+        #expect(completed(28...30) == 5, "30 minutes ago, in its minute")
+
+        // Later refreshes recount only the last minutes: new work shows, the past is kept as counted.
+        try finish(4, minutesAgo: 0)
+        try c.query("DELETE FROM herald.jobs WHERE finished_at < now() - interval '20 minutes'")
+        hour = try statistics.throughput(c)
+        #expect(hour.total.completed == 12 && completed(58...59) == 7)
+        #expect(completed(27...30) == 5, "retention deleting rows does not erase the chart's past")
+    }
+
     @Test func pendingStatesStayExactWhileFinishedOnesAreEstimatedOnALargeTable() throws {
         let f = try DeadLetterFixture()
         defer { f.close() }

@@ -7,7 +7,7 @@ enum DashboardCommand {
     static let options: [Option] = [
         Option(name: "address", env: "HERALD_DASHBOARD_ADDRESS", value: "HOST:PORT", help: "Where to listen.", defaultText: "127.0.0.1:8080"),
         Option(name: "threads", env: "HERALD_DASHBOARD_THREADS", value: "N", help: "Event-loop threads (each uses one database connection at a time).", defaultText: "2"),
-    ] + DeadCommand.databaseOptions
+    ] + DeadCommand.databaseOptions + connectionOptions.filter { $0.name == "log-level" }
 
     static let help = helpText(
         command: "dashboard", summary: "Web pages, a JSON API and /metrics for queues and dead letters.",

@@ -25,7 +25,10 @@ func shellSource() -> String {
 }
 
 enum DeadCommand {
-    static let databaseOptions: [Option] = connectionOptions.filter { ["database-url", "log-level"].contains($0.name) }
+    /// These commands read and change a deployment's database; they never start the embedded one.
+    static let databaseOptions: [Option] = [
+        Option(name: "database-url", env: "DATABASE_URL", value: "URL", help: "The PostgreSQL holding schema herald (required)."),
+    ]
     static let options: [Option] = [
         Option(name: "queue", value: "QUEUE", help: "Only dead letters of this queue."),
         Option(name: "reason", value: "TEXT", help: "Only dead letters whose reason contains TEXT (literally; % and _ are not wildcards)."),

@@ -285,7 +285,7 @@ public enum DeadLetters {
     public static func keptReason(_ connection: PGConnection, id: Int) throws(PostgresError) -> String {
         let row = try connection.query("""
             SELECT d.dedupe_key, j.id FROM herald.dead_letters d
-            LEFT JOIN herald.jobs j ON j.dedupe_key = d.dedupe_key AND j.state IN ('available', 'running')
+            LEFT JOIN herald.jobs j ON j.dedupe_key = d.dedupe_key AND j.state IN ('scheduled', 'available', 'running')
             WHERE d.id = $1
             """, [.int(id)])
         guard row.rowCount == 1 else { return "dead letter \(id) is gone" }

@@ -52,9 +52,9 @@ public struct Throughput: Sendable {
 ///
 /// A `GROUP BY queue, state` over herald.jobs reads every row, finished ones included, which is
 /// seconds on a large table. Instead:
-/// - states that have a partial index of their own (`available`, `running`, and `scheduled` once
-///   the schema has it) are counted exactly by walking those indexes, whose size is the pending
-///   work, not the history;
+/// - the pending states (`available`, `running`, and `scheduled` once the schema has it) are
+///   counted exactly through their partial indexes (jobs_claim, jobs_lease, jobs_scheduled),
+///   whose size is the pending work, not the history;
 /// - the other states (completed, discarded, cancelled, anything newer) are counted exactly while
 ///   the table is small, and estimated from a block sample (`TABLESAMPLE SYSTEM`) scaled to
 ///   pg_class.reltuples once it holds more than `exactRowLimit` rows;
@@ -132,29 +132,44 @@ public final class QueueStatistics: Sendable {
         return QueueSnapshot(queues: byQueue.values.sorted { $0.name < $1.name }, estimatedStates: estimated)
     }
 
-    /// States with a partial index `WHERE state = '...'` on herald.jobs: those are cheap to count.
+    /// The pending states and the statement that counts each from its partial index. The state
+    /// is written into each statement, not passed as a parameter: a generic plan for `state = $1`
+    /// could not use a partial index and would read the whole table.
+    static let pendingCounts: [(state: String, sql: String)] = [
+        // Before the schema had a `scheduled` state, jobs due later waited as available.
+        ("available", """
+            SELECT queue, CASE WHEN run_at > now() THEN 'scheduled' ELSE 'available' END, count(*),
+                   extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now()))
+            FROM herald.jobs WHERE state = 'available' GROUP BY 1, 2
+            """),
+        // Running jobs hold a lease: the lease index (on locked_until) finds them.
+        ("running", """
+            SELECT queue, 'running', count(*), NULL::float8 FROM herald.jobs
+            WHERE locked_until IS NOT NULL AND state = 'running' GROUP BY 1
+            """),
+        ("scheduled", """
+            SELECT queue, 'scheduled', count(*), NULL::float8 FROM herald.jobs WHERE state = 'scheduled' GROUP BY 1
+            """),
+    ]
+
+    /// The pending states this schema can count from an index: available and running always;
+    /// scheduled once a partial index `WHERE state = 'scheduled'` exists (migration 040).
     func indexedStates(_ connection: PGConnection) throws(PostgresError) -> Set<String> {
-        let rows = try connection.query("""
-            SELECT substring(pg_get_expr(indpred, indrelid) FROM '^\\(state = ''([a-z_]+)''::text\\)$')
-            FROM pg_index WHERE indrelid = 'herald.jobs'::regclass AND indpred IS NOT NULL
-            """)
-        return Set((0..<rows.rowCount).compactMap { rows[$0, 0] })
+        let scheduled = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = 'herald.jobs'::regclass
+                           AND pg_get_expr(indpred, indrelid) = '(state = ''scheduled''::text)')
+            """).bool(0, 0) ?? false
+        return scheduled ? ["available", "running", "scheduled"] : ["available", "running"]
     }
 
     func readPending(_ connection: PGConnection, indexed: Set<String>) throws(PostgresError) -> [String: QueueSnapshot.Queue] {
         var byQueue: [String: QueueSnapshot.Queue] = [:]
-        // One statement per indexed state, each restricted to its index's predicate. The state
-        // names come from the catalogue, but they still travel as parameters.
-        for indexedState in indexed.sorted() {
-            let rows = try connection.query("""
-                SELECT queue, CASE WHEN state = 'available' AND run_at > now() THEN 'scheduled' ELSE state END,
-                       count(*), extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'available' AND run_at <= now()))
-                FROM herald.jobs WHERE state = $1 GROUP BY 1, 2
-                """, [.text(indexedState)])
+        for (state, sql) in Self.pendingCounts where indexed.contains(state) {
+            let rows = try connection.query(sql)
             for row in 0..<rows.rowCount {
                 let name = rows[row, 0] ?? ""
                 var entry = byQueue[name] ?? QueueSnapshot.Queue(name: name)
-                entry.states[rows[row, 1] ?? indexedState, default: 0] += rows.int(row, 2) ?? 0
+                entry.states[rows[row, 1] ?? state, default: 0] += rows.int(row, 2) ?? 0
                 if let age = rows.double(row, 3) { entry.oldestAvailableAge = max(0, age) }
                 byQueue[name] = entry
             }

@@ -101,15 +101,17 @@ struct Access: Sendable {
         return nil
     }
 
-    /// Whether a browser says the request comes from another site: a foreign `Origin`, or
-    /// `Sec-Fetch-Site: cross-site`. Requests without either (older clients, curl) pass here and
-    /// still need the CSRF token.
+    /// Whether a browser says the request comes from another site: an `Origin` naming another
+    /// host, or `Sec-Fetch-Site: cross-site`. Requests without either (older clients, curl) pass
+    /// here and still need the CSRF token. Only the host is compared, not the scheme, so a
+    /// dashboard behind a TLS-terminating proxy (Origin https://, served as http://) still works.
     static func isCrossSite(_ request: HTTPServerRequest) -> Bool {
         if request.header("sec-fetch-site") == "cross-site" { return true }
         guard let origin = request.header("origin") else { return false }
         guard let host = request.header("host") ?? request.header(":authority") else { return true }
-        let expected = (request.isSecure ? "https://" : "http://") + host
-        return origin.lowercased() != expected.lowercased()
+        var named = Substring(origin.lowercased())
+        if let scheme = named.range(of: "://") { named = named[scheme.upperBound...] } else { return true }  // "null", opaque origins
+        return named != Substring(host.lowercased())
     }
 }
 

@@ -102,8 +102,8 @@ enum DeadCommand {
             if all == !ids.isEmpty {
                 throw UsageError("herald dead \(action): give dead-letter ids or --all (with --queue, --reason to choose), not \(all ? "both" : "neither")")
             }
-            if !all && (filter.queue != nil || filter.reason != nil) {
-                throw UsageError("herald dead \(action): --queue and --reason choose letters for --all; with ids, give the ids only")
+            if !all && !filter.isEmpty {
+                throw UsageError("herald dead \(action): --queue, --reason and --older-than choose letters for --all; with ids, give the ids only")
             }
             let connection = try operationsDatabase(parsed)
             let source = shellSource()

@@ -213,6 +213,20 @@ public enum DeadLetters {
             + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
     }
 
+    /// Runs `body` between BEGIN and COMMIT, rolling back when it throws anything (a refusal such
+    /// as an unknown id as much as a database error), so a refused action leaves no trace.
+    static func inTransaction<T>(_ connection: PGConnection, _ body: () throws -> T) throws -> T {
+        try connection.execute("BEGIN")
+        do {
+            let value = try body()
+            try connection.execute("COMMIT")
+            return value
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Ids that name no dead letter, as an error naming them (nil when all exist).
     static func missing(_ connection: PGConnection, ids: [Int]) throws -> DeadLetterError? {
         let rows = try connection.query("""
@@ -228,7 +242,7 @@ public enum DeadLetters {
     /// Puts the dead letters `ids` back as fresh jobs. Every id must exist, or nothing changes and
     /// the error names the missing ones. Letters whose dedupe key is pending stay (`kept`).
     public static func retry(_ connection: PGConnection, ids: [Int], source: String) throws -> RetryResult {
-        try connection.transaction {
+        try inTransaction(connection) {
             if let error = try missing(connection, ids: ids) { throw error }
             let result = try requeue(connection, ids: ids, filter: DeadLetterFilter())
             if !result.retried.isEmpty {
@@ -242,7 +256,7 @@ public enum DeadLetters {
     /// Puts every dead letter matching `filter` back as a fresh job.
     public static func retry(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> RetryResult {
         let filter = try filter.validated()
-        return try connection.transaction {
+        return try inTransaction(connection) {
             try requireQueueKnown(connection, filter)
             let result = try requeue(connection, ids: nil, filter: filter)
             if !result.retried.isEmpty {
@@ -297,7 +311,7 @@ public enum DeadLetters {
 
     /// Deletes the dead letters `ids`. Every id must exist, or nothing changes.
     public static func discard(_ connection: PGConnection, ids: [Int], source: String) throws -> [Int] {
-        try connection.transaction {
+        try inTransaction(connection) {
             if let error = try missing(connection, ids: ids) { throw error }
             let gone = try remove(connection, ids: ids, filter: DeadLetterFilter())
             if !gone.isEmpty {
@@ -310,7 +324,7 @@ public enum DeadLetters {
     /// Deletes every dead letter matching `filter`.
     public static func discard(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> [Int] {
         let filter = try filter.validated()
-        return try connection.transaction {
+        return try inTransaction(connection) {
             try requireQueueKnown(connection, filter)
             let gone = try remove(connection, ids: nil, filter: filter)
             if !gone.isEmpty {

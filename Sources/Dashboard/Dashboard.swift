@@ -26,6 +26,9 @@ public struct DashboardConfiguration: Sendable {
     /// Longest a statement of the dashboard may run (ms): a slow query must not hold an event
     /// loop for long. Default 10,000.
     public var statementTimeoutMilliseconds: Int = 10_000
+    /// Hears one line per action and per refused login or form (never a token or a cookie).
+    /// Default: nothing.
+    public var log: @Sendable (String) -> Void = { _ in }
 
     public init(databaseURL: String, host: String = "127.0.0.1", port: Int = 8080, token: String? = nil) {
         self.databaseURL = databaseURL
@@ -129,6 +132,24 @@ public final class Dashboard: Sendable {
     // MARK: handling
 
     func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        let response = answer(request)
+        // Every POST is an action or a login: say what became of it, and from where.
+        if request.method == "POST" {
+            let address = request.remoteAddress.isEmpty ? "an unknown address" : request.remoteAddress
+            let location = response.headers.first { $0.name == "location" }?.value ?? ""
+            let outcome: String
+            switch response.status {
+            case 200..<300: outcome = "done"
+            case 303 where !location.hasPrefix("/login"): outcome = request.path == "/logout" ? "logged out" : "done"
+            case 303: outcome = "refused: no session"
+            default: outcome = "refused with \(response.status)"
+            }
+            configuration.log("POST \(request.path) from \(address): \(outcome)")
+        }
+        return response
+    }
+
+    private func answer(_ request: HTTPServerRequest) -> HTTPServerResponse {
         let audience: Audience = Router.isAPIPath(request.path) ? .api : .page
         do {
             switch router.match(method: request.method, path: request.path) {

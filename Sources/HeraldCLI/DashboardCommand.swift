@@ -70,6 +70,7 @@ enum DashboardCommand {
         }
         var configuration = DashboardConfiguration(databaseURL: url, host: host, port: port, token: token)
         configuration.threads = threads
+        configuration.log = { log.info($0) }
         // Stop on SIGTERM or SIGINT: blocked here, before the event-loop threads start (they inherit
         // the mask), and waited for on this thread; then the listener closes.
         var signals = sigset_t()

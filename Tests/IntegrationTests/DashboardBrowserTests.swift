@@ -71,6 +71,10 @@ import TestSupport
         dashboard.signal(SIGTERM)
         #expect(dashboard.wait(timeout: 30) == 0, "SIGTERM stops the dashboard cleanly: \(dashboard.output)")
         #expect(!dashboard.output.contains(token), "the token never reaches the log")
+        #expect(dashboard.output.contains("POST /login from 127.0.0.1:") && dashboard.output.contains("refused with 401"),
+                "a wrong login is logged, without what was typed: \(dashboard.output)")
+        #expect(!dashboard.output.contains("not-the-token-at-all"))
+        #expect(dashboard.output.contains("POST /dead-letters/\(deadLetter)/retry from 127.0.0.1:"), "the action is logged")
         for page in ["login", "overview", "dead-letters", "retried", "job", "admin-log"] {
             #expect(FileManager.default.fileExists(atPath: Self.screenshots + "/\(page).png"), "screenshot of \(page)")
         }

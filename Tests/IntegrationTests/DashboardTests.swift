@@ -229,6 +229,36 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         #expect(actions == ["discard", "retry_matching"], "a kept retry changed nothing and is not an action done")
     }
 
+    @Test func theDeadLettersPageRetriesAndDiscardsAllThatMatchItsFilter() throws {
+        let stack = try DashboardStack()
+        defer { stack.close() }
+        let f = stack.fixture
+        let auth = try f.add(reason: "THIRD_PARTY_AUTH_ERROR: expired", token: "page-1")
+        try f.add(queue: "marketing", reason: "THIRD_PARTY_AUTH_ERROR: expired", token: "page-2")
+        let invalidOld = try f.add(queue: "marketing", reason: "INVALID_ARGUMENT: bad", token: "page-3")
+        let invalid = try f.add(reason: "INVALID_ARGUMENT: bad", token: "page-4")
+        let cookie = try stack.login()
+        let csrf = try stack.csrf(cookie)
+        let form = ["Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"]
+
+        let filtered = try stack.get("/dead-letters?queue=default&reason=THIRD_PARTY", headers: ["Cookie": cookie])
+        #expect(filtered.body.contains("Retry all 1 matching") && filtered.body.contains("dead-letter-\(auth)"))
+        #expect(!filtered.body.contains("page-2") && !filtered.body.contains("page-4"), "only what the filter shows")
+
+        let retried = try stack.post("/dead-letters/retry", headers: form, body: "csrf=\(csrf)&queue=default&reason=THIRD_PARTY")
+        let location = try #require(retried.headers["location"])
+        #expect(retried.status == 303 && location.contains("done=retried") && location.contains("count=1") && location.contains("queue=default"))
+        #expect(try f.count("SELECT count(*) FROM herald.jobs WHERE message->>'token' = 'page-1'") == 1)
+        #expect(try f.count("SELECT count(*) FROM herald.jobs WHERE message->>'token' = 'page-2'") == 0, "the other queue's letter stays")
+
+        let discarded = try stack.post("/dead-letters/discard", headers: form, body: "csrf=\(csrf)&reason=INVALID_ARGUMENT")
+        #expect(discarded.status == 303 && discarded.headers["location"]?.contains("count=2") == true)
+        #expect(try f.deadLetterIDs.count == 1, "the marketing auth error is all that is left")
+        let log = try AdminLog.recent(f.connection, limit: 5)
+        #expect(log.map(\.action) == ["discard_matching", "retry_matching"])
+        #expect(log[0].ids == [invalidOld, invalid] && log[1].ids == [auth])
+    }
+
     @Test func badInputGetsAClear4xxAndChangesNothing() throws {
         let stack = try DashboardStack()
         defer { stack.close() }

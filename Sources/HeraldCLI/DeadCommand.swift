@@ -165,7 +165,7 @@ enum DeadCommand {
     }
 }
 
-/// Left-aligned columns separated by two spaces; numbers right-aligned.
+/// Left-aligned columns separated by two spaces; counts right-aligned.
 func formatColumns(_ rows: [[String]]) -> [String] {
     guard let first = rows.first else { return [] }
     var widths = Array(repeating: 0, count: first.count)
@@ -173,7 +173,9 @@ func formatColumns(_ rows: [[String]]) -> [String] {
     return rows.map { row in
         row.enumerated().map { index, cell in
             let pad = String(repeating: " ", count: widths[index] - cell.count)
-            let numeric = !cell.isEmpty && cell.allSatisfy(\.isNumber)
+            // Counts, estimated ones (~) included, line up on the right.
+            let digits = cell.hasPrefix("~") ? cell.dropFirst() : Substring(cell)
+            let numeric = !digits.isEmpty && digits.allSatisfy(\.isNumber)
             if index == row.count - 1 && !numeric { return cell }
             return numeric ? pad + cell : cell + pad
         }.joined(separator: "  ")

@@ -40,9 +40,10 @@ let package = Package(
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
         // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
+        .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient", "Postgres",
-                                         "JSON", "Crypto", "Logging", "Metrics"]),
+                          dependencies: ["Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
+                                         "Postgres", "JSON", "Crypto", "Logging", "Metrics"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)
         .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
@@ -63,7 +64,7 @@ let package = Package(
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
         .testTarget(name: "IntegrationTests",
-                    dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "HTTPClient",
+                    dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto", "Metrics"]),
     ],
     swiftLanguageModes: [.v6]

@@ -49,6 +49,9 @@ final class Connection {
 
     var isSecure: Bool { tls != nil }
 
+    /// The client's address, read once, when the first request on the connection is handed out.
+    lazy var peerAddress: String = Listener.peerAddress(fd)
+
     /// True while a response is still owed (a delayed one), so idle sweeping leaves it alone.
     var hasPendingWork: Bool {
         switch engine {

@@ -166,7 +166,7 @@ final class HTTP1Session {
             }
         }
         let request = HTTPServerRequest(method: method, path: path, query: query, headers: headers, body: body,
-                                        version: .http1_1, isSecure: connection.isSecure)
+                                        version: .http1_1, isSecure: connection.isSecure, remoteAddress: connection.peerAddress)
         headers = []
         body = []
         let response = loop.handler(request)

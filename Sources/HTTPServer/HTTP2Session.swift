@@ -146,7 +146,7 @@ final class HTTP2Session {
             path = String(path[..<mark])
         }
         let request = HTTPServerRequest(method: stream.method, path: path, query: query, headers: stream.headers,
-                                        body: stream.body, version: .http2, isSecure: connection.isSecure)
+                                        body: stream.body, version: .http2, isSecure: connection.isSecure, remoteAddress: connection.peerAddress)
         stream.body = []
         stream.headers = []
         let response = loop.handler(request)

@@ -249,9 +249,11 @@ public struct HTTPServerRequest: Sendable {
     public var version: HTTPVersion
     /// True when the connection is TLS.
     public var isSecure: Bool
+    /// The client's address and port (`127.0.0.1:53124`, `[::1]:53124`), or empty when unknown.
+    public var remoteAddress: String
 
     public init(method: String, path: String, query: String = "", headers: [HTTPHeader] = [], body: [UInt8] = [],
-                version: HTTPVersion = .http2, isSecure: Bool = false) {
+                version: HTTPVersion = .http2, isSecure: Bool = false, remoteAddress: String = "") {
         self.method = method
         self.path = path
         self.query = query
@@ -259,6 +261,7 @@ public struct HTTPServerRequest: Sendable {
         self.body = body
         self.version = version
         self.isSecure = isSecure
+        self.remoteAddress = remoteAddress
     }
 
     /// The first header of that name (case-insensitive), or nil.

@@ -84,6 +84,40 @@ enum Listener {
     }
 }
 
+extension Listener {
+    /// The address of a connected socket's peer, as `127.0.0.1:53124` or `[::1]:53124`; empty when
+    /// the kernel cannot say (the peer is already gone).
+    static func peerAddress(_ fd: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let rc = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard rc == 0 else { return "" }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(storage.ss_family) {
+        case AF_INET:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
+                    var ip = address.pointee.sin_addr
+                    inet_ntop(AF_INET, &ip, &text, socklen_t(text.count))
+                    return "\(String(cString: text)):\(UInt16(bigEndian: address.pointee.sin_port))"
+                }
+            }
+        case AF_INET6:
+            return withUnsafePointer(to: &storage) {
+                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
+                    var ip = address.pointee.sin6_addr
+                    inet_ntop(AF_INET6, &ip, &text, socklen_t(text.count))
+                    return "[\(String(cString: text))]:\(UInt16(bigEndian: address.pointee.sin6_port))"
+                }
+            }
+        default:
+            return ""
+        }
+    }
+}
+
 func errnoText() -> String { String(cString: strerror(errno)) }
 
 /// CLOCK_MONOTONIC in nanoseconds.

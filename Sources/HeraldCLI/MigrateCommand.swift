@@ -4,7 +4,7 @@ import Queue
 import Worker
 
 enum MigrateCommand {
-    static let options: [Option] = connectionOptions.filter { ["database-url", "data-dir", "log-level"].contains($0.name) }
+    static let options: [Option] = connectionOptions.filter { ["database-url", "data-dir", "log-level", "log-format"].contains($0.name) }
     static let help = helpText(
         command: "migrate", summary: "Create or update the herald schema (migrations compiled into this binary).",
         usage: "[options]", options: options,

@@ -12,6 +12,9 @@ Commands:
   migrate    Create or update the herald schema in DATABASE_URL.
   send       Send one message now and print FCM's answer.
   groups     Manage device groups (create, add, remove, get).
+  dead       Look at, replay (retry) and remove (discard) dead letters.
+  stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
+  dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
 
@@ -34,6 +37,9 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "send": (SendCommand.help, SendCommand.run),
     "groups": (GroupsCommand.help, GroupsCommand.run),
     "bench": (BenchCommand.help, BenchCommand.run),
+    "dead": (DeadCommand.help, DeadCommand.run),
+    "stats": (StatsCommand.help, StatsCommand.run),
+    "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]
 guard let command = commands[name] else {

@@ -30,19 +30,9 @@ import TestSupport
         #expect(emulator.tokensIssued >= 2)
     }
 
-    /// `.build/python-venv/bin/python` with firebase-admin, created on first use and reused after.
+    /// `.build/python-venv/bin/python` with firebase-admin (see `PythonEnvironment`).
     static func virtualEnvironmentPython() throws -> String {
-        let venv = packageRoot.appendingPathComponent(".build/python-venv").path
-        let python = venv + "/bin/python"
-        let check = try? run(python, ["-c", "import firebase_admin, firebase_admin.messaging"])
-        if check?.status == 0 { return python }
-        let (created, creationOutput) = try run("/usr/bin/env", ["python3", "-m", "venv", "--clear", venv])
-        guard created == 0 else {
-            throw TestFailure("python3 -m venv \(venv) failed (install python3-venv):\n\(creationOutput)")
-        }
-        let (installed, installOutput) = try run(python, ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "firebase-admin"])
-        guard installed == 0 else { throw TestFailure("pip install firebase-admin failed (PyPI reachable?):\n\(installOutput)") }
-        return python
+        try PythonEnvironment.python(importing: ["firebase_admin", "firebase_admin.messaging"], packages: ["firebase-admin"])
     }
 
     static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {

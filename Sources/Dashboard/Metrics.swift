@@ -1,0 +1,56 @@
+import HTTPServer
+import Queue
+
+/// The database's gauges in Prometheus text format, computed here once for the deployment and
+/// not by every pool (pools export their own counters). Cached by `QueueStatistics`, so scrapes
+/// cost the database at most one read per interval.
+enum Metrics {
+    static func scrape(_ request: DashboardRequest) throws -> HTTPServerResponse {
+        let snapshot = try request.database { try request.dashboard.statistics.snapshot($0) }
+        return HTTPServerResponse(status: 200, headers: [
+            HTTPHeader(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8"),
+            HTTPHeader(name: "cache-control", value: "no-store"),
+        ], body: Array(text(snapshot).utf8))
+    }
+
+    static func text(_ snapshot: QueueSnapshot) -> String {
+        var lines: [String] = []
+        let states = snapshot.states
+        lines.append("# HELP herald_jobs Jobs in herald.jobs by queue and state; pending states are exact, finished states are estimated from a sample on large tables.")
+        lines.append("# TYPE herald_jobs gauge")
+        for queue in snapshot.queues {
+            for state in states {
+                lines.append("herald_jobs{queue=\"\(label(queue.name))\",state=\"\(label(state))\"} \(queue.count(state))")
+            }
+        }
+        lines.append("# HELP herald_oldest_available_age_seconds Seconds the oldest due available job of the queue has waited past its run_at (0 when none is waiting).")
+        lines.append("# TYPE herald_oldest_available_age_seconds gauge")
+        for queue in snapshot.queues {
+            lines.append("herald_oldest_available_age_seconds{queue=\"\(label(queue.name))\"} \(number(queue.oldestAvailableAge ?? 0))")
+        }
+        lines.append("# HELP herald_dead_letters Rows in herald.dead_letters by queue.")
+        lines.append("# TYPE herald_dead_letters gauge")
+        for queue in snapshot.queues {
+            lines.append("herald_dead_letters{queue=\"\(label(queue.name))\"} \(queue.deadLetters)")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A label value as the exposition format wants it: backslash, double quote and line feed escaped.
+    static func label(_ value: String) -> String {
+        var out = ""
+        for character in value {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.3f", value)
+    }
+}

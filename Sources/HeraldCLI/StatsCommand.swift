@@ -1,0 +1,82 @@
+import Foundation
+import Postgres
+import Queue
+
+enum StatsCommand {
+    static let options: [Option] = [
+        Option(name: "watch", help: "Redraw in place every --interval until interrupted."),
+        Option(name: "interval", value: "SECONDS", help: "With --watch: seconds between redraws.", defaultText: "2"),
+    ] + DeadCommand.databaseOptions
+
+    static let help = helpText(
+        command: "stats", summary: "Queues, jobs per state, the oldest available job's age, and rates.",
+        usage: "[--watch [--interval SECONDS]]", options: options,
+        footer: """
+        available, running (and scheduled where the schema indexes it) are exact; finished states are
+        exact on small tables and estimated from a sample above 200,000 rows (marked ~). Rates count
+        what finished in the last minute and hour.
+        """)
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "stats", arguments: arguments, options: options)
+        let interval = try parsed.seconds("interval", default: 2)
+        guard interval >= 0.1 else { throw UsageError("herald stats: --interval must be at least 0.1 seconds") }
+        let connection = try operationsDatabase(parsed)
+        var configuration = QueueStatistics.Configuration()
+        configuration.pendingInterval = 0
+        configuration.finishedInterval = max(interval, 10)
+        configuration.throughputInterval = 0
+        let statistics = QueueStatistics(configuration: configuration)
+        guard parsed.has("watch") else {
+            print(try render(connection, statistics).joined(separator: "\n"))
+            return 0
+        }
+        while true {
+            let lines = try render(connection, statistics)
+            // Cursor home, each line cleared to its end, then everything below cleared: the table
+            // is redrawn in place without a flash of an empty screen.
+            let frame = "\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\n") + "\n\u{1B}[J"
+            FileHandle.standardOutput.write(Data(frame.utf8))
+            Thread.sleep(forTimeInterval: interval)
+        }
+    }
+
+    static func render(_ connection: PGConnection, _ statistics: QueueStatistics) throws -> [String] {
+        let snapshot = try statistics.snapshot(connection)
+        let throughput = try statistics.throughput(connection)
+        let states = snapshot.states
+        var rows = [["QUEUE"] + states.map { $0.uppercased() } + ["DEAD", "OLDEST AVAILABLE"]]
+        for queue in snapshot.queues {
+            var row = [queue.name]
+            for state in states {
+                let count = String(queue.count(state))
+                row.append(snapshot.estimatedStates.contains(state) && queue.count(state) > 0 ? "~" + count : count)
+            }
+            row.append(String(queue.deadLetters))
+            row.append(queue.oldestAvailableAge.map(formatAge) ?? "-")
+            rows.append(row)
+        }
+        var lines = ["herald stats  \(timestamp())", ""]
+        lines += snapshot.queues.isEmpty ? ["no jobs and no dead letters"] : formatColumns(rows)
+        let hour = throughput.total
+        let minute = (completed: throughput.minutes.last?.completed ?? 0, discarded: throughput.minutes.last?.discarded ?? 0,
+                      dead: throughput.minutes.last?.dead ?? 0)
+        lines += ["",
+                  "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.dead) dead",
+                  "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.dead) dead"]
+        return lines
+    }
+
+    static func formatAge(_ seconds: Double) -> String {
+        switch seconds {
+        case ..<60: return String(format: "%.1fs", seconds)
+        case ..<3600: return "\(Int(seconds) / 60)m\(Int(seconds) % 60)s"
+        default: return "\(Int(seconds) / 3600)h\(Int(seconds) % 3600 / 60)m"
+        }
+    }
+
+    static func timestamp() -> String {
+        let formatter = ISO8601DateFormatter()
+        return formatter.string(from: Date())
+    }
+}

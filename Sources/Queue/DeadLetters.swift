@@ -1,0 +1,372 @@
+import JSON
+import Postgres
+
+/// Which dead letters an operator means: a queue, text the reason contains, an age. Every part
+/// is optional; an empty filter means every dead letter.
+public struct DeadLetterFilter: Sendable, Equatable {
+    /// The queue, matched exactly.
+    public var queue: String?
+    /// Text the reason contains, matched literally (case-sensitive): `%`, `_` and `\` are not
+    /// wildcards, so `THIRD_PARTY_AUTH_ERROR` matches just what it says.
+    public var reason: String?
+    /// Only letters dead for longer than this many seconds (discard only).
+    public var olderThanSeconds: Double?
+
+    public init(queue: String? = nil, reason: String? = nil, olderThanSeconds: Double? = nil) {
+        self.queue = queue
+        self.reason = reason
+        self.olderThanSeconds = olderThanSeconds
+    }
+
+    public var isEmpty: Bool { queue == nil && reason == nil && olderThanSeconds == nil }
+
+    /// The reason as a LIKE pattern for herald.requeue_dead_letters and friends.
+    public var reasonPattern: String? {
+        reason.map { text in
+            var escaped = ""
+            for character in text {
+                if character == "\\" || character == "%" || character == "_" { escaped.append("\\") }
+                escaped.append(character)
+            }
+            return "%" + escaped + "%"
+        }
+    }
+
+    /// Longest filter value accepted; a longer one is a mistake, not a reason.
+    public static let maximumLength = 200
+
+    /// Checks what a user typed; the error names the field and says what to do.
+    public func validated() throws(DeadLetterError) -> DeadLetterFilter {
+        for (field, value) in [("queue", queue), ("reason", reason)] {
+            guard let value else { continue }
+            if value.isEmpty {
+                throw DeadLetterError(.badFilter, "\(field) is empty; leave it out to match every \(field)")
+            }
+            if value.count > Self.maximumLength {
+                throw DeadLetterError(.badFilter, "\(field) is \(value.count) characters long; give at most \(Self.maximumLength)")
+            }
+            if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
+                throw DeadLetterError(.badFilter, "\(field) contains a control character; give printable text")
+            }
+        }
+        if let age = olderThanSeconds, !(age >= 0 && age.isFinite) {
+            throw DeadLetterError(.badFilter, "older-than must be a duration of 0 or more")
+        }
+        return self
+    }
+
+    /// For messages: `queue=default reason="INTERNAL"`, or `every dead letter`.
+    public var summary: String {
+        var parts: [String] = []
+        if let queue { parts.append("queue=\(JSONValue.quoted(queue))") }
+        if let reason { parts.append("reason=\(JSONValue.quoted(reason))") }
+        if let olderThanSeconds { parts.append("older than \(Int(olderThanSeconds)) s") }
+        return parts.isEmpty ? "every dead letter" : parts.joined(separator: " ")
+    }
+
+    var json: JSONValue {
+        var object = JSONObject()
+        if let queue { object["queue"] = .string(queue) }
+        if let reason { object["reason"] = .string(reason) }
+        if let olderThanSeconds { object["older_than_seconds"] = .number(String(Int(olderThanSeconds))) }
+        return .object(object)
+    }
+}
+
+/// What went wrong with a dead-letter request, in words an operator can act on.
+public struct DeadLetterError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// A filter value is malformed (HTTP 400).
+        case badFilter
+        /// An id or a queue names nothing (HTTP 404).
+        case notFound
+        /// The letter cannot be retried now: its dedupe key is pending (HTTP 409).
+        case conflict
+    }
+    public var kind: Kind
+    public var description: String
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+}
+
+/// One row of herald.dead_letters, as pages, the API and the shell show it.
+public struct DeadLetter: Sendable {
+    public var id: Int
+    public var jobID: Int
+    public var queue: String
+    public var kind: String
+    public var reason: String
+    public var attempts: Int
+    public var maxAttempts: Int
+    public var dedupeKey: String?
+    /// RFC 3339 timestamps (UTC).
+    public var deadAt: String
+    public var createdAt: String
+    /// The message and the error history as stored (JSON).
+    public var message: JSONValue
+    public var errors: JSONValue
+
+    /// The API's shape: `id`, `job_id`, `queue`, `reason`, `attempts`, `dead_at`, `message`, and
+    /// with `detail` also `kind`, `max_attempts`, `dedupe_key`, `created_at`, `errors`.
+    public func json(detail: Bool = false) -> JSONValue {
+        var object = JSONObject()
+        object["id"] = JSONValue(id)
+        object["job_id"] = JSONValue(jobID)
+        object["queue"] = .string(queue)
+        object["reason"] = .string(reason)
+        object["attempts"] = JSONValue(attempts)
+        object["dead_at"] = .string(deadAt)
+        object["message"] = message
+        if detail {
+            object["kind"] = .string(kind)
+            object["max_attempts"] = JSONValue(maxAttempts)
+            object["dedupe_key"] = dedupeKey.map { .string($0) } ?? .null
+            object["created_at"] = .string(createdAt)
+            object["errors"] = errors
+        }
+        return .object(object)
+    }
+}
+
+/// The result of a retry: which letters became which jobs, and which stayed because their
+/// dedupe key is held by a pending job.
+public struct RetryResult: Sendable, Equatable {
+    public var retried: [(deadLetterID: Int, jobID: Int)]
+    public var kept: [Int]
+    public static func == (a: RetryResult, b: RetryResult) -> Bool {
+        a.kept == b.kept && a.retried.map(\.deadLetterID) == b.retried.map(\.deadLetterID)
+            && a.retried.map(\.jobID) == b.retried.map(\.jobID)
+    }
+}
+
+/// The SQL of looking at, replaying and removing dead letters, each action that changed something
+/// recorded in herald.admin_log in the same transaction as the change (a retry that kept every
+/// letter, or a filter that matched none, changed nothing and leaves no row).
+public enum DeadLetters {
+    static let columns = """
+        id, job_id, queue, kind, reason, attempts, max_attempts, dedupe_key,
+        to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+        to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), message::text, errors::text
+        """
+
+    static func letters(_ rows: PGResult) -> [DeadLetter] {
+        (0..<rows.rowCount).map { row in
+            DeadLetter(id: rows.int(row, 0) ?? 0, jobID: rows.int(row, 1) ?? 0, queue: rows[row, 2] ?? "",
+                       kind: rows[row, 3] ?? "send", reason: rows[row, 4] ?? "", attempts: rows.int(row, 5) ?? 0,
+                       maxAttempts: rows.int(row, 6) ?? 0, dedupeKey: rows[row, 7], deadAt: rows[row, 8] ?? "",
+                       createdAt: rows[row, 9] ?? "",
+                       message: (try? JSONValue.parse(rows.bytes(row, 10) ?? [])) ?? .null,
+                       errors: (try? JSONValue.parse(rows.bytes(row, 11) ?? [])) ?? .array([]))
+        }
+    }
+
+    /// The newest dead letters matching `filter`, at most `limit`, older than id `before` when
+    /// given (the next page starts below the last id shown).
+    public static func list(_ connection: PGConnection, filter: DeadLetterFilter, limit: Int, before: Int? = nil) throws -> [DeadLetter] {
+        let filter = try filter.validated()
+        try requireQueueKnown(connection, filter)
+        let rows = try connection.query("""
+            SELECT \(columns) FROM herald.dead_letters
+            WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
+              AND ($3::bigint IS NULL OR id < $3)
+            ORDER BY id DESC LIMIT $4
+            """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }, before.map { .int($0) },
+                  .int(max(0, limit))])
+        return letters(rows)
+    }
+
+    /// How many dead letters match `filter`.
+    public static func count(_ connection: PGConnection, filter: DeadLetterFilter) throws -> Int {
+        let filter = try filter.validated()
+        return try connection.query("""
+            SELECT count(*) FROM herald.dead_letters
+            WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
+            """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }]).int(0, 0) ?? 0
+    }
+
+    public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> DeadLetter? {
+        letters(try connection.query("SELECT \(columns) FROM herald.dead_letters WHERE id = $1", [.int(id)])).first
+    }
+
+    /// The dead letter a job became, if it is still in herald.dead_letters.
+    public static func forJob(_ connection: PGConnection, jobID: Int) throws(PostgresError) -> DeadLetter? {
+        letters(try connection.query("SELECT \(columns) FROM herald.dead_letters WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
+                                     [.int(jobID)])).first
+    }
+
+    /// Queues that hold dead letters, by name (an index-only walk of dead_letters_queue).
+    public static func queues(_ connection: PGConnection) throws(PostgresError) -> [String] {
+        let rows = try connection.query("SELECT DISTINCT queue FROM herald.dead_letters ORDER BY queue")
+        return (0..<rows.rowCount).compactMap { rows[$0, 0] }
+    }
+
+    /// A queue filter that names no queue holding dead letters is a typo until shown otherwise:
+    /// say so, with the queues that do hold some.
+    static func requireQueueKnown(_ connection: PGConnection, _ filter: DeadLetterFilter) throws {
+        guard let queue = filter.queue else { return }
+        let exists = try connection.query("SELECT EXISTS (SELECT 1 FROM herald.dead_letters WHERE queue = $1)", [.text(queue)])
+        if exists.bool(0, 0) == true { return }
+        let known = try queues(connection)
+        throw DeadLetterError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
+            + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
+    }
+
+    /// Runs `body` between BEGIN and COMMIT, rolling back when it throws anything (a refusal such
+    /// as an unknown id as much as a database error), so a refused action leaves no trace.
+    static func inTransaction<T>(_ connection: PGConnection, _ body: () throws -> T) throws -> T {
+        try connection.execute("BEGIN")
+        do {
+            let value = try body()
+            try connection.execute("COMMIT")
+            return value
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Ids that name no dead letter, as an error naming them (nil when all exist).
+    static func missing(_ connection: PGConnection, ids: [Int]) throws -> DeadLetterError? {
+        let rows = try connection.query("""
+            SELECT wanted FROM unnest($1::bigint[]) AS wanted
+            WHERE NOT EXISTS (SELECT 1 FROM herald.dead_letters d WHERE d.id = wanted) ORDER BY wanted
+            """, [JobStore.textArray(ids.map(String.init))])
+        let absent = (0..<rows.rowCount).compactMap { rows.int($0, 0) }
+        guard !absent.isEmpty else { return nil }
+        let list = absent.map(String.init).joined(separator: ", ")
+        return DeadLetterError(.notFound, absent.count == 1 ? "no dead letter with id \(list)" : "no dead letters with ids \(list)")
+    }
+
+    /// Puts the dead letters `ids` back as fresh jobs. Every id must exist, or nothing changes and
+    /// the error names the missing ones. Letters whose dedupe key is pending stay (`kept`).
+    public static func retry(_ connection: PGConnection, ids: [Int], source: String) throws -> RetryResult {
+        try inTransaction(connection) {
+            if let error = try missing(connection, ids: ids) { throw error }
+            let result = try requeue(connection, ids: ids, filter: DeadLetterFilter())
+            if !result.retried.isEmpty {
+                try AdminLog.record(connection, action: "retry", ids: result.retried.map(\.deadLetterID),
+                                    details: details(result, filter: nil), source: source)
+            }
+            return result
+        }
+    }
+
+    /// Puts every dead letter matching `filter` back as a fresh job.
+    public static func retry(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> RetryResult {
+        let filter = try filter.validated()
+        return try inTransaction(connection) {
+            try requireQueueKnown(connection, filter)
+            let result = try requeue(connection, ids: nil, filter: filter)
+            if !result.retried.isEmpty {
+                try AdminLog.record(connection, action: "retry_matching", ids: result.retried.map(\.deadLetterID),
+                                    details: details(result, filter: filter), source: source)
+            }
+            return result
+        }
+    }
+
+    static func requeue(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> RetryResult {
+        let rows = try connection.query("SELECT dead_letter_id, job_id FROM herald.requeue_dead_letters($1::bigint[], $2, $3)",
+                                        [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
+                                         filter.reasonPattern.map { .text($0) }])
+        let retried = (0..<rows.rowCount).map { (deadLetterID: rows.int($0, 0) ?? 0, jobID: rows.int($0, 1) ?? 0) }
+        let done = Set(retried.map(\.deadLetterID))
+        var kept: [Int] = []
+        if let ids {
+            kept = ids.filter { !done.contains($0) }
+        } else {
+            // What still matches after the replay was kept (its dedupe key is pending) or locked by another session.
+            let left = try connection.query("""
+                SELECT id FROM herald.dead_letters WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
+                ORDER BY id LIMIT 1000
+                """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }])
+            kept = (0..<left.rowCount).compactMap { left.int($0, 0) }
+        }
+        return RetryResult(retried: retried, kept: kept)
+    }
+
+    static func details(_ result: RetryResult, filter: DeadLetterFilter?) -> JSONValue {
+        var object = JSONObject()
+        if let filter { object["filter"] = filter.json }
+        object["jobs"] = .array(result.retried.map { JSONValue($0.jobID) })
+        if !result.kept.isEmpty { object["kept"] = .array(result.kept.map { JSONValue($0) }) }
+        return .object(object)
+    }
+
+    /// Why a kept letter stayed: the pending job holding its dedupe key.
+    public static func keptReason(_ connection: PGConnection, id: Int) throws(PostgresError) -> String {
+        let row = try connection.query("""
+            SELECT d.dedupe_key, j.id FROM herald.dead_letters d
+            LEFT JOIN herald.jobs j ON j.dedupe_key = d.dedupe_key AND j.state IN ('scheduled', 'available', 'running')
+            WHERE d.id = $1
+            """, [.int(id)])
+        guard row.rowCount == 1 else { return "dead letter \(id) is gone" }
+        if let key = row[0, 0], let job = row[0, 1] {
+            return "dead letter \(id) is kept: its dedupe_key \(JSONValue.quoted(key)) is held by pending job \(job); retry it once that job has finished"
+        }
+        return "dead letter \(id) is kept: another session is handling it; try again"
+    }
+
+    /// Deletes the dead letters `ids`. Every id must exist, or nothing changes.
+    public static func discard(_ connection: PGConnection, ids: [Int], source: String) throws -> [Int] {
+        try inTransaction(connection) {
+            if let error = try missing(connection, ids: ids) { throw error }
+            let gone = try remove(connection, ids: ids, filter: DeadLetterFilter())
+            if !gone.isEmpty {
+                try AdminLog.record(connection, action: "discard", ids: gone, details: .object(JSONObject()), source: source)
+            }
+            return gone
+        }
+    }
+
+    /// Deletes every dead letter matching `filter`.
+    public static func discard(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> [Int] {
+        let filter = try filter.validated()
+        return try inTransaction(connection) {
+            try requireQueueKnown(connection, filter)
+            let gone = try remove(connection, ids: nil, filter: filter)
+            if !gone.isEmpty {
+                try AdminLog.record(connection, action: "discard_matching", ids: gone,
+                                    details: ["filter": filter.json], source: source)
+            }
+            return gone
+        }
+    }
+
+    static func remove(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> [Int] {
+        let rows = try connection.query("SELECT herald.remove_dead_letters($1::bigint[], $2, $3, make_interval(secs => $4::float8))",
+                                        [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
+                                         filter.reasonPattern.map { .text($0) }, filter.olderThanSeconds.map { .double($0) }])
+        return (0..<rows.rowCount).compactMap { rows.int($0, 0) }.sorted()
+    }
+}
+
+/// herald.admin_log: when, what, which ids, from where.
+public enum AdminLog {
+    public struct Entry: Sendable {
+        public var at: String
+        public var action: String
+        public var ids: [Int]
+        public var details: JSONValue
+        public var source: String
+    }
+
+    public static func record(_ connection: PGConnection, action: String, ids: [Int], details: JSONValue, source: String) throws(PostgresError) {
+        try connection.query("INSERT INTO herald.admin_log (action, ids, details, source) VALUES ($1, $2::bigint[], $3::jsonb, $4)",
+                             [.text(action), JobStore.textArray(ids.map(String.init)), .text(details.serialized), .text(source)])
+    }
+
+    public static func recent(_ connection: PGConnection, limit: Int) throws(PostgresError) -> [Entry] {
+        let rows = try connection.query("""
+            SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), action, array_to_json(ids)::text, details::text, source
+            FROM herald.admin_log ORDER BY id DESC LIMIT $1
+            """, [.int(limit)])
+        return (0..<rows.rowCount).map { row in
+            let ids = ((try? JSONValue.parse(rows[row, 2] ?? "[]"))?.arrayValue ?? []).compactMap(\.intValue)
+            return Entry(at: rows[row, 0] ?? "", action: rows[row, 1] ?? "", ids: ids,
+                         details: (try? JSONValue.parse(rows[row, 3] ?? "{}")) ?? .null, source: rows[row, 4] ?? "")
+        }
+    }
+}

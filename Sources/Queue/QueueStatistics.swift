@@ -1,0 +1,263 @@
+import Foundation
+import Postgres
+import Synchronization
+
+/// Jobs per queue and state, the age of each queue's oldest available job and its dead letters:
+/// what `herald stats`, the dashboard and its /metrics show.
+public struct QueueSnapshot: Sendable {
+    public struct Queue: Sendable, Equatable {
+        public var name: String
+        /// Jobs by state. `scheduled` also holds available jobs whose run_at is still ahead.
+        public var states: [String: Int]
+        /// Seconds the oldest due available job has waited since its run_at; nil with none due.
+        public var oldestAvailableAge: Double?
+        public var deadLetters: Int
+        public init(name: String, states: [String: Int] = [:], oldestAvailableAge: Double? = nil, deadLetters: Int = 0) {
+            self.name = name
+            self.states = states
+            self.oldestAvailableAge = oldestAvailableAge
+            self.deadLetters = deadLetters
+        }
+        public func count(_ state: String) -> Int { states[state] ?? 0 }
+    }
+    /// By queue name.
+    public var queues: [Queue]
+    /// States whose counts are estimates (a sample of a large table), not exact.
+    public var estimatedStates: Set<String>
+    /// Every state seen, known ones first in their life-cycle order.
+    public var states: [String] {
+        let seen = Set(queues.flatMap { $0.states.keys })
+        let extra = seen.subtracting(QueueStatistics.knownStates).sorted()
+        return QueueStatistics.knownStates + extra
+    }
+}
+
+/// Finished work per minute over the last hour (completed, discarded, dead), oldest first.
+public struct Throughput: Sendable {
+    public struct Minute: Sendable, Equatable {
+        /// Start of the minute, seconds since 1970.
+        public var start: Int
+        public var completed: Int
+        public var discarded: Int
+        public var dead: Int
+    }
+    public var minutes: [Minute]
+    public var completedLastMinute: Int { minutes.last?.completed ?? 0 }
+    public var total: (completed: Int, discarded: Int, dead: Int) {
+        minutes.reduce((0, 0, 0)) { ($0.0 + $1.completed, $0.1 + $1.discarded, $0.2 + $1.dead) }
+    }
+}
+
+/// Reads the queue gauges so that a scrape stays cheap on a table of ten million rows.
+///
+/// A `GROUP BY queue, state` over herald.jobs reads every row, finished ones included, which is
+/// seconds on a large table. Instead:
+/// - the pending states (`available`, `running`, and `scheduled` once the schema has it) are
+///   counted exactly through their partial indexes (jobs_claim, jobs_lease, jobs_scheduled),
+///   whose size is the pending work, not the history;
+/// - the other states (completed, discarded, cancelled, anything newer) are counted exactly while
+///   the table is small, and estimated from a block sample (`TABLESAMPLE SYSTEM`) scaled to
+///   pg_class.reltuples once it holds more than `exactRowLimit` rows;
+/// - dead letters are counted exactly with an index-only walk of dead_letters_queue.
+/// Each part is cached: pending counts for `pendingInterval`, estimates for `finishedInterval`,
+/// so however often Prometheus and browsers ask, the database works at most that often.
+public final class QueueStatistics: Sendable {
+    /// The states of a job's life, in the order pages show them.
+    public static let knownStates = ["available", "scheduled", "running", "completed", "discarded", "cancelled"]
+
+    public struct Configuration: Sendable {
+        /// Pending counts and dead letters are re-read at most this often (seconds). Default 2.
+        public var pendingInterval: Double = 2
+        /// Finished counts are re-read at most this often (seconds). Default 30.
+        public var finishedInterval: Double = 30
+        /// The last minutes of throughput are recounted at most this often (seconds). Default 5.
+        public var throughputInterval: Double = 5
+        /// Up to this many rows (pg_class.reltuples), finished states are counted exactly. Default 200,000.
+        public var exactRowLimit: Double = 200_000
+        /// Rows a block sample aims to read when estimating. Default 100,000.
+        public var sampleRows: Double = 100_000
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private struct Cached<Value> {
+        var value: Value
+        var at: Double
+    }
+    private struct State: @unchecked Sendable {
+        var pending: Cached<[String: QueueSnapshot.Queue]>?
+        var finished: Cached<(counts: [String: [String: Int]], estimated: Bool)>?
+        var throughput: Cached<Throughput>?
+        /// The last hour's minutes counted so far, by start (seconds since 1970).
+        var minutes: [Int: Throughput.Minute]?
+        var indexedStates: Set<String>?
+    }
+    private let state = Mutex(State())
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+    }
+
+    static func now() -> Double { Date().timeIntervalSince1970 }
+
+    /// The snapshot, from the cache where it is fresh enough.
+    public func snapshot(_ connection: PGConnection) throws(PostgresError) -> QueueSnapshot {
+        let now = Self.now()
+        let cached = state.withLock { $0 }
+        let indexed: Set<String>
+        if let known = cached.indexedStates { indexed = known } else { indexed = try indexedStates(connection) }
+        var pending = cached.pending
+        if pending == nil || now - pending!.at >= configuration.pendingInterval {
+            pending = Cached(value: try readPending(connection, indexed: indexed), at: now)
+        }
+        var finished = cached.finished
+        if finished == nil || now - finished!.at >= configuration.finishedInterval
+            || (!finished!.value.estimated && now - finished!.at >= configuration.pendingInterval) {
+            finished = Cached(value: try readOthers(connection, skipping: indexed), at: now)
+        }
+        state.withLock {
+            $0.indexedStates = indexed
+            $0.pending = pending
+            $0.finished = finished
+        }
+        var byQueue = pending!.value
+        for (queue, counts) in finished!.value.counts {
+            var entry = byQueue[queue] ?? QueueSnapshot.Queue(name: queue)
+            // Disjoint rows: the finished part never counts an indexed state, so the two add up.
+            for (state, count) in counts { entry.states[state, default: 0] += count }
+            byQueue[queue] = entry
+        }
+        let estimated = finished!.value.estimated
+            ? Set(finished!.value.counts.values.flatMap(\.keys)).subtracting(indexed) : []
+        return QueueSnapshot(queues: byQueue.values.sorted { $0.name < $1.name }, estimatedStates: estimated)
+    }
+
+    /// The pending states and the statement that counts each from its partial index. The state
+    /// is written into each statement, not passed as a parameter: a generic plan for `state = $1`
+    /// could not use a partial index and would read the whole table.
+    static let pendingCounts: [(state: String, sql: String)] = [
+        // Before the schema had a `scheduled` state, jobs due later waited as available.
+        ("available", """
+            SELECT queue, CASE WHEN run_at > now() THEN 'scheduled' ELSE 'available' END, count(*),
+                   extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now()))
+            FROM herald.jobs WHERE state = 'available' GROUP BY 1, 2
+            """),
+        // Running jobs hold a lease: the lease index (on locked_until) finds them.
+        ("running", """
+            SELECT queue, 'running', count(*), NULL::float8 FROM herald.jobs
+            WHERE locked_until IS NOT NULL AND state = 'running' GROUP BY 1
+            """),
+        ("scheduled", """
+            SELECT queue, 'scheduled', count(*), NULL::float8 FROM herald.jobs WHERE state = 'scheduled' GROUP BY 1
+            """),
+    ]
+
+    /// The pending states this schema can count from an index: available and running always;
+    /// scheduled once a partial index `WHERE state = 'scheduled'` exists (migration 040).
+    func indexedStates(_ connection: PGConnection) throws(PostgresError) -> Set<String> {
+        let scheduled = try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = 'herald.jobs'::regclass
+                           AND pg_get_expr(indpred, indrelid) = '(state = ''scheduled''::text)')
+            """).bool(0, 0) ?? false
+        return scheduled ? ["available", "running", "scheduled"] : ["available", "running"]
+    }
+
+    func readPending(_ connection: PGConnection, indexed: Set<String>) throws(PostgresError) -> [String: QueueSnapshot.Queue] {
+        var byQueue: [String: QueueSnapshot.Queue] = [:]
+        for (state, sql) in Self.pendingCounts where indexed.contains(state) {
+            let rows = try connection.query(sql)
+            for row in 0..<rows.rowCount {
+                let name = rows[row, 0] ?? ""
+                var entry = byQueue[name] ?? QueueSnapshot.Queue(name: name)
+                entry.states[rows[row, 1] ?? state, default: 0] += rows.int(row, 2) ?? 0
+                if let age = rows.double(row, 3) { entry.oldestAvailableAge = max(0, age) }
+                byQueue[name] = entry
+            }
+        }
+        let dead = try connection.query("SELECT queue, count(*) FROM herald.dead_letters GROUP BY queue")
+        for row in 0..<dead.rowCount {
+            let name = dead[row, 0] ?? ""
+            var entry = byQueue[name] ?? QueueSnapshot.Queue(name: name)
+            entry.deadLetters = dead.int(row, 1) ?? 0
+            byQueue[name] = entry
+        }
+        return byQueue
+    }
+
+    func readOthers(_ connection: PGConnection, skipping indexed: Set<String>) throws(PostgresError)
+        -> (counts: [String: [String: Int]], estimated: Bool) {
+        let rows = try connection.query("SELECT reltuples FROM pg_class WHERE oid = 'herald.jobs'::regclass").double(0, 0) ?? -1
+        var counts: [String: [String: Int]] = [:]
+        if rows < configuration.exactRowLimit {
+            // Small (or never analysed, reltuples -1): exact, but only the states the indexes do not cover.
+            let result = try connection.query("""
+                SELECT queue, state, count(*) FROM herald.jobs WHERE state <> ALL ($1::text[]) GROUP BY 1, 2
+                """, [JobStore.textArray(indexed.sorted())])
+            for row in 0..<result.rowCount {
+                counts[result[row, 0] ?? "", default: [:]][result[row, 1] ?? "", default: 0] += result.int(row, 2) ?? 0
+            }
+            return (counts, false)
+        }
+        let percent = min(100, max(0.01, 100 * configuration.sampleRows / rows))
+        let result = try connection.query("""
+            SELECT queue, state, count(*), sum(count(*)) OVER () FROM herald.jobs TABLESAMPLE SYSTEM ($1::float4) GROUP BY 1, 2
+            """, [.double(percent)])
+        for row in 0..<result.rowCount {
+            let state = result[row, 1] ?? ""
+            guard !indexed.contains(state), let sampled = result.double(row, 3), sampled > 0 else { continue }
+            let estimate = Int(((result.double(row, 2) ?? 0) * rows / sampled).rounded())
+            counts[result[row, 0] ?? "", default: [:]][state, default: 0] += estimate
+        }
+        return (counts, true)
+    }
+
+    /// Completed, discarded and dead per minute over the last hour.
+    ///
+    /// Counting the whole hour reads every job finished in it: on a table of ten million rows
+    /// kept for a day that is about 400,000 rows and seconds (measured: a parallel sequential scan,
+    /// 4 s). So the hour is counted once, and after that each refresh recounts only the last
+    /// `recountMinutes` minutes (a few thousand rows through the finished_at and dead_at indexes)
+    /// and keeps the older minutes, which no longer change: a job's finished_at is its recording
+    /// transaction's time, and those commit within seconds.
+    public func throughput(_ connection: PGConnection) throws(PostgresError) -> Throughput {
+        let now = Self.now()
+        let thisMinute = Int(now / 60) * 60
+        let known = state.withLock { ($0.throughput, $0.minutes) }
+        if let cached = known.0, now - cached.at < configuration.throughputInterval { return cached.value }
+        var buckets = known.1 ?? [:]
+        let from = known.1 == nil ? thisMinute - 59 * 60 : thisMinute - (Self.recountMinutes - 1) * 60
+        let rows = try connection.query("""
+            SELECT (floor(extract(epoch FROM finished_at) / 60) * 60)::bigint, state, count(*) FROM herald.jobs
+            WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at >= to_timestamp($1::float8) GROUP BY 1, 2
+            UNION ALL
+            SELECT (floor(extract(epoch FROM dead_at) / 60) * 60)::bigint, 'dead', count(*) FROM herald.dead_letters
+            WHERE dead_at >= to_timestamp($1::float8) GROUP BY 1
+            """, [.double(Double(from))])
+        for start in stride(from: from, through: thisMinute, by: 60) {
+            buckets[start] = Throughput.Minute(start: start, completed: 0, discarded: 0, dead: 0)
+        }
+        for row in 0..<rows.rowCount {
+            guard let start = rows.int(row, 0), start >= from, start <= thisMinute else { continue }
+            let count = rows.int(row, 2) ?? 0
+            switch rows[row, 1] {
+            case "completed": buckets[start]?.completed += count
+            case "dead": buckets[start]?.dead += count
+            default: buckets[start]?.discarded += count
+            }
+        }
+        let minutes = (0..<60).map { index -> Throughput.Minute in
+            let start = thisMinute - (59 - index) * 60
+            return buckets[start] ?? Throughput.Minute(start: start, completed: 0, discarded: 0, dead: 0)
+        }
+        let kept = Dictionary(uniqueKeysWithValues: minutes.map { ($0.start, $0) })
+        let value = Throughput(minutes: minutes)
+        state.withLock {
+            $0.throughput = Cached(value: value, at: now)
+            $0.minutes = kept
+        }
+        return value
+    }
+
+    /// Minutes recounted on each refresh after the first; older ones are final.
+    static let recountMinutes = 3
+}

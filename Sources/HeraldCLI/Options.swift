@@ -57,6 +57,15 @@ struct ParsedOptions {
         return value
     }
 
+    /// A rate per second: a number of at least 0 (0: no limit).
+    func rate(_ name: String, default fallback: Double) throws(UsageError) -> Double {
+        guard let (text, source) = lookup(name) else { return fallback }
+        guard let value = Double(text), value.isFinite, value >= 0 else {
+            throw UsageError("herald \(command): \(source) \"\(text)\" is not a rate; give messages per second, e.g. 10000, or 0 for no limit")
+        }
+        return value
+    }
+
     /// A duration: plain seconds ("90", "0.5") or with a unit ("500ms", "30s", "15m", "24h", "7d").
     func seconds(_ name: String, default fallback: Double) throws(UsageError) -> Double {
         guard let (text, source) = lookup(name) else { return fallback }

@@ -16,6 +16,9 @@ enum WorkCommand {
         Option(name: "poll-interval", env: "HERALD_POLL_INTERVAL", value: "SECONDS", help: "Claim at least this often without a notification.", defaultText: "1"),
         Option(name: "request-timeout", env: "HERALD_REQUEST_TIMEOUT", value: "SECONDS", help: "Timeout of one FCM request.", defaultText: "30"),
         Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
+        Option(name: "max-rate", env: "HERALD_MAX_RATE", value: "N",
+               help: "Messages per second for the whole FCM project, shared by every pool of the project through PostgreSQL and spread evenly over each second; 0 for no limit.",
+               defaultText: "10000 (FCM's default quota, 600,000 a minute)"),
         Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
         Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
@@ -52,6 +55,7 @@ enum WorkCommand {
         c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
+        c.maxRate = try parsed.rate("max-rate", default: 10_000)
         let logger = try RunEnvironment.logger(parsed, prefix: "herald")
         c.logLevel = logger.level
         c.logFormat = logger.format

@@ -51,14 +51,18 @@ public struct ClaimedJob: Sendable {
     public var groupMembers: [String]
     /// herald.jobs.validate_only: a dry run, FCM validates and delivers nothing.
     public var validateOnly: Bool
+    /// The campaign the job belongs to (herald.campaigns), if any.
+    public var campaignID: Int?
 
     public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
                 maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,
-                dueAt: Double = 0, groupKey: String? = nil, groupMembers: [String] = [], validateOnly: Bool = false) {
+                dueAt: Double = 0, groupKey: String? = nil, groupMembers: [String] = [], validateOnly: Bool = false,
+                campaignID: Int? = nil) {
         self.id = id; self.queue = queue; self.kind = kind; self.message = message; self.attempt = attempt
         self.maxAttempts = maxAttempts; self.tokenPruned = tokenPruned; self.lastError = lastError
         self.createdAt = createdAt; self.dueAt = dueAt; self.groupKey = groupKey; self.groupMembers = groupMembers
         self.validateOnly = validateOnly
+        self.campaignID = campaignID
     }
 
     /// This claim's outcome: it settles this attempt and no later one.
@@ -149,6 +153,14 @@ public struct RecordSummary: Sendable, Equatable {
     public init() {}
 }
 
+/// What one claim statement gave.
+public struct Claim: Sendable {
+    public var jobs: [ClaimedJob]
+    /// A rate limit or max_in_flight held jobs back: in how many seconds they may go.
+    public var heldBackFor: Double?
+    public init(jobs: [ClaimedJob], heldBackFor: Double? = nil) { self.jobs = jobs; self.heldBackFor = heldBackFor }
+}
+
 /// What `promoteDueJobs` did: how many scheduled jobs became available, and when the next one is due.
 public struct Promotion: Sendable, Equatable {
     public var promoted: Int
@@ -169,6 +181,8 @@ public final class JobStore: @unchecked Sendable {
     /// The FCM project this worker sends for: claims wait while herald.sender_pauses holds it
     /// back (nil: no such check, e.g. the PostgreSQL ceiling benchmark).
     public var projectID: String?
+    /// The project's rate, per second, shared by every pool of the project (0: none).
+    public var projectRate: Double = 0
 
     public init(connection: PGConnection, workerID: String = JobStore.defaultWorkerID(), retention: Double = 86_400,
                 projectID: String? = nil) {
@@ -191,29 +205,42 @@ public final class JobStore: @unchecked Sendable {
         return .text("{" + items.joined(separator: ",") + "}")
     }
 
-    /// Claims up to `limit` available jobs (all queues when `queues` is empty), by priority then
-    /// run_at, into `running` under a lease of `leaseSeconds`.
+    /// Claims up to `limit` available jobs (all queues when `queues` is empty) into `running`
+    /// under a lease of `leaseSeconds`: each queue and campaign in turn, priority first within
+    /// each, within every rate limit.
     public func claim(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> [ClaimedJob] {
+        try claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds).jobs
+    }
+
+    /// `claim`, and whether a limit held jobs back (and for how long).
+    public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
         let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
-                                                          .double(leaseSeconds), .text(workerID), projectID.map { .text($0) }])
+                                                          .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
+                                                          .double(projectRate)])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
         let lastError = try result.column("last_error"), createdAt = try result.column("created_at")
         let dueAt = try result.column("due_at"), groupKey = try result.column("group_key")
         let groupMembers = try result.column("group_members"), validateOnly = try result.column("validate_only")
-        var jobs: [ClaimedJob] = []
-        jobs.reserveCapacity(result.rowCount)
+        let campaignID = try result.column("campaign_id"), waitSeconds = try result.column("wait_seconds")
+        var claim = Claim(jobs: [])
+        claim.jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            jobs.append(ClaimedJob(
-                id: result.int(row, id)!, queue: result[row, queue]!, kind: JobKind(rawValue: result[row, kind]!) ?? .send,
+            guard let jobID = result.int(row, id) else {
+                claim.heldBackFor = result.double(row, waitSeconds)
+                continue
+            }
+            claim.jobs.append(ClaimedJob(
+                id: jobID, queue: result[row, queue]!, kind: JobKind(rawValue: result[row, kind]!) ?? .send,
                 message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
                 tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
                 createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
                 groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers]),
-                validateOnly: result.bool(row, validateOnly) ?? false))
+                validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID)))
         }
-        return jobs.sorted { $0.id < $1.id }
+        claim.jobs.sort { $0.id < $1.id }
+        return claim
     }
 
     /// Makes up to `limit` scheduled jobs that are due available (earliest first) and reports
@@ -346,6 +373,12 @@ public final class JobStore: @unchecked Sendable {
     @discardableResult
     public func deleteFinished(batch: Int = 10_000) throws(PostgresError) -> Int {
         try connection.query(SQL.deleteFinishedJobs, [.double(retention), .int(batch)]).affectedRows
+    }
+
+    /// Marks finished the running campaigns with nothing left to send. Returns how many.
+    @discardableResult
+    public func finishCampaigns() throws(PostgresError) -> Int {
+        try connection.query(SQL.finishCampaigns).affectedRows
     }
 
     /// Whether the queues (all when empty) hold a job not yet finished (scheduled, available or running).

@@ -2,8 +2,8 @@ import Postgres
 import Queue
 
 /// The upkeep one process of all the pools does: the one whose connection holds the maintenance
-/// advisory lock (the leader) takes back jobs whose lease ran out and deletes finished jobs past
-/// their retention, in batches.
+/// advisory lock (the leader) takes back jobs whose lease ran out, marks campaigns with nothing
+/// left to send finished, and deletes finished jobs past their retention, in batches.
 ///
 /// `Leadership` holds the decisions (pure, time passed in); `Maintenance` runs them on a store.
 struct Leadership: Sendable, Equatable {
@@ -35,6 +35,7 @@ struct Leadership: Sendable, Equatable {
 struct MaintenanceReport: Sendable, Equatable {
     var rescued = 0
     var purged = 0
+    var finishedCampaigns = 0
 }
 
 final class Maintenance {
@@ -58,6 +59,7 @@ final class Maintenance {
         }
         guard leadership.mayRescue(now: now) else { return report }
         report.rescued = try store.rescueExpiredLeases()
+        report.finishedCampaigns = try store.finishCampaigns()
         for _ in 0..<purgeStatements {
             let deleted = try store.deleteFinished(batch: purgeBatch)
             report.purged += deleted

@@ -26,6 +26,7 @@ final class StoreLoop {
         self.configuration = configuration
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
+        store.projectRate = configuration.maxRate
         self.inbox = inbox
         self.outbox = outbox
         self.stop = stop
@@ -109,8 +110,9 @@ final class StoreLoop {
             case .promote(let limit):
                 machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
             case .claim(let limit):
-                let jobs = try store.claim(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
-                machine.claimed(jobs, limit: limit, now: now)
+                let claim = try store.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                let jobs = claim.jobs
+                machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
                 metrics.claimed(jobs)
                 inbox.put(jobs)

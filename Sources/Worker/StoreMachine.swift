@@ -102,6 +102,8 @@ struct StoreMachine: Sendable {
     private var nextHeartbeat: Double
     private var nextMaintenance: Double
     private var claimNotBefore = 0.0
+    /// A rate limit or max_in_flight held jobs back at the last claim: claim again from then.
+    private(set) var limitedUntil = 0.0
     private var drainCheckWanted = false
 
     init(settings: Settings, now: Double) {
@@ -151,7 +153,7 @@ struct StoreMachine: Sendable {
             if promoteWanted || now >= nextPoll || (nextDue.map { now >= $0 } ?? false) {
                 return .promote(limit: settings.promoteBatch)
             }
-            if claimWanted, now >= pausedUntil, let limit = claimLimit { return .claim(limit: limit) }
+            if claimWanted, now >= pausedUntil, now >= limitedUntil, let limit = claimLimit { return .claim(limit: limit) }
             if drainCheckWanted { return .checkDrained }
         }
         return .wait(until: wakeUpTime(now: now))
@@ -171,6 +173,7 @@ struct StoreMachine: Sendable {
             time = min(time, nextPoll)
             if let nextDue { time = min(time, nextDue) }
             if claimWanted && pausedUntil > now { time = min(time, pausedUntil) }
+            if claimWanted && limitedUntil > now { time = min(time, limitedUntil) }
             if claimNotBefore > now { time = min(time, claimNotBefore) }
         }
         if case .stopping(let since) = phase, senderFinished, case .down = database {
@@ -230,10 +233,16 @@ struct StoreMachine: Sendable {
         if case .drained = phase { phase = .stopping(since: now) }
     }
 
-    mutating func claimed(_ jobs: [ClaimedJob], limit: Int, now: Double) {
+    /// `heldBackFor`: a limit (a rate, max_in_flight) held jobs back for that many seconds.
+    mutating func claimed(_ jobs: [ClaimedJob], limit: Int, heldBackFor: Double? = nil, now: Double) {
         outstanding += jobs.count
         leases.claimed(jobs.map(\.id), now: now)
         claimWanted = jobs.count >= limit
+        if let heldBackFor {
+            // There is more, but not before the limit allows it.
+            claimWanted = true
+            limitedUntil = now + heldBackFor
+        }
         if jobs.isEmpty && settings.drain && outstanding <= 0 && pending.isEmpty { drainCheckWanted = true }
     }
 

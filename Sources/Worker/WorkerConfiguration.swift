@@ -29,6 +29,9 @@ public struct WorkerConfiguration: Sendable {
     public var connectTimeout: Double = 10
     public var maxStreamsPerConnection: Int = 100
     public var retryPolicy = RetryPolicy()
+    /// Messages per second for the whole FCM project, shared by every pool that sends for it
+    /// (herald.project_rates); 0: no limit. FCM's default quota is 600,000 a minute.
+    public var maxRate: Double = 10_000
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .text
     /// Message fields allowed beyond the validation rules (herald.message_extra_fields, read when

@@ -1,8 +1,9 @@
 -- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token}) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
--- attempt it belongs to (`att`), so a late answer never settles a later claim. Returns how many
--- rows each kind of outcome changed.
+-- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
+-- jobs' campaigns move with them; a campaign that reaches max_errors dead letters pauses itself.
+-- Returns how many rows each kind of outcome changed.
 WITH input AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int)
 ),
@@ -15,12 +16,12 @@ finished AS (
                  ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
     WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
-    RETURNING j.id
+    RETURNING j.id, j.campaign_id, i.a
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
-    RETURNING j.id
+    RETURNING j.id, j.campaign_id, i.a
 ),
 retried AS (
     UPDATE herald.jobs j
@@ -45,13 +46,34 @@ dead AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
-        j.created_at, i.err, j.validate_only,
+        j.created_at, i.err, j.validate_only, j.campaign_id,
         j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
 ),
 lettered AS (
     INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
-                                     reason, errors, created_at, validate_only)
-    SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at, validate_only FROM dead
+                                     reason, errors, created_at, validate_only, campaign_id)
+    SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at, validate_only, campaign_id FROM dead
+    RETURNING 1
+),
+settled AS (
+    SELECT campaign_id, a, NULL::text AS err FROM finished WHERE campaign_id IS NOT NULL
+    UNION ALL SELECT campaign_id, a, NULL FROM removed WHERE campaign_id IS NOT NULL
+    UNION ALL SELECT campaign_id, 'dead', err FROM dead WHERE campaign_id IS NOT NULL
+),
+counted AS (
+    UPDATE herald.campaigns c
+    SET completed = c.completed + n.completed, discarded = c.discarded + n.discarded, dead = c.dead + n.dead,
+        errors = c.errors + n.dead,
+        state = CASE WHEN c.state IN ('scheduled', 'running') AND c.errors + n.dead >= c.max_errors THEN 'paused' ELSE c.state END,
+        paused_reason = CASE WHEN c.state IN ('scheduled', 'running') AND c.errors + n.dead >= c.max_errors
+                             THEN 'paused itself after ' || (c.errors + n.dead) || ' dead letters (max_errors ' || c.max_errors
+                                  || '); the last: ' || left(n.last_error, 500)
+                             ELSE c.paused_reason END
+    FROM (SELECT campaign_id, count(*) FILTER (WHERE a = 'complete') AS completed,
+                 count(*) FILTER (WHERE a IN ('discard', 'prune')) AS discarded,
+                 count(*) FILTER (WHERE a = 'dead') AS dead, max(err) AS last_error
+          FROM settled GROUP BY campaign_id) n
+    WHERE c.id = n.campaign_id
     RETURNING 1
 ),
 ledger AS (
@@ -64,4 +86,5 @@ SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed) AS finis
        (SELECT count(*) FROM retried) AS retried,
        (SELECT count(*) FROM released) AS released,
        (SELECT count(*) FROM lettered) AS dead,
-       (SELECT count(*) FROM ledger) AS pruned
+       (SELECT count(*) FROM ledger) AS pruned,
+       (SELECT count(*) FROM counted) AS campaigns

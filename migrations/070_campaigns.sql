@@ -83,6 +83,12 @@ CREATE FUNCTION herald._refill(tokens double precision, rate double precision, r
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$ SELECT least(herald._burst(rate), tokens + greatest(0, extract(epoch FROM at - refilled_at)) * rate) $$;
 
+-- How long until a bucket holding `tokens` has enough for the next claim: half its burst (at
+-- least one token, at most what the claim wants).
+CREATE FUNCTION herald._wait(tokens double precision, rate double precision, wanted integer) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT greatest(0.001, (greatest(1.0, least(herald._burst(rate) / 2, wanted)) - tokens) / rate) $$;
+
 -- Counts the jobs a statement added to each campaign; refuses jobs for a cancelled campaign.
 CREATE FUNCTION herald._count_campaign_jobs() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
@@ -250,7 +256,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     PERFORM herald._known_queue(pause_queue.name, 'herald.pause_queue');
     INSERT INTO herald.queues AS q (name, paused) VALUES (pause_queue.name, true)
-    ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = now();
+    ON CONFLICT ON CONSTRAINT queues_pkey DO UPDATE SET paused = true, updated_at = now();
     PERFORM pg_notify('herald_jobs', '');
 END $$;
 
@@ -281,7 +287,7 @@ BEGIN
     INSERT INTO herald.queues AS q (name, max_per_second, max_in_flight, tokens, refilled_at)
     VALUES (set_queue_limits.name, set_queue_limits.max_per_second, set_queue_limits.max_in_flight,
             herald._burst(coalesce(set_queue_limits.max_per_second, 1)), now())
-    ON CONFLICT (name) DO UPDATE
+    ON CONFLICT ON CONSTRAINT queues_pkey DO UPDATE
     SET max_per_second = excluded.max_per_second, max_in_flight = excluded.max_in_flight, updated_at = now(),
         tokens = least(q.tokens, herald._burst(coalesce(excluded.max_per_second, 1)));
 END $$;
@@ -427,6 +433,8 @@ DECLARE
     v_c herald.campaigns;
     v_qt double precision;
     v_ct double precision;
+    v_desired integer;
+    v_room integer;
 BEGIN
     IF p_project IS NOT NULL THEN
         -- A quota answer holds every worker of the project back (herald.sender_pauses).
@@ -476,32 +484,24 @@ BEGIN
                 EXIT WHEN v_budget <= 0;
                 CONTINUE WHEN pass = 2 AND NOT v_more[i];
                 v_more[i] := false;
-                v_allow := least(v_share, v_budget);
+                v_desired := least(v_share, v_budget);
+                v_allow := v_desired;
                 IF v_project IS NOT NULL THEN
-                    IF v_project < 1 THEN
-                        v_wait := least(coalesce(v_wait, 1e9), (1 - v_project) / p_project_rate);
-                        EXIT;
-                    END IF;
-                    v_allow := least(v_allow, floor(v_project)::integer);
+                    v_allow := least(v_allow, greatest(0, floor(v_project))::integer);
                 END IF;
                 v_qt := NULL;
+                v_room := NULL;
                 SELECT * INTO v_q FROM herald.queues qs WHERE qs.name = v_queues[i];
                 IF FOUND THEN
                     IF v_q.max_per_second IS NOT NULL THEN
                         v_qt := herald._refill(v_q.tokens, v_q.max_per_second, v_q.refilled_at, v_now);
-                        IF v_qt < 1 THEN
-                            v_wait := least(coalesce(v_wait, 1e9), (1 - v_qt) / v_q.max_per_second);
-                        END IF;
                         v_allow := least(v_allow, greatest(0, floor(v_qt))::integer);
                     END IF;
                     IF v_q.max_in_flight IS NOT NULL THEN
                         SELECT count(*) INTO v_running FROM herald.jobs j
                         WHERE j.locked_until IS NOT NULL AND j.state = 'running' AND j.queue = v_queues[i];
-                        IF v_running >= v_q.max_in_flight THEN
-                            -- Room comes back with answers: look again shortly.
-                            v_wait := least(coalesce(v_wait, 1e9), 0.02);
-                        END IF;
-                        v_allow := least(v_allow, greatest(0, v_q.max_in_flight - v_running)::integer);
+                        v_room := greatest(0, v_q.max_in_flight - v_running)::integer;
+                        v_allow := least(v_allow, v_room);
                     END IF;
                 END IF;
                 v_ct := NULL;
@@ -511,14 +511,11 @@ BEGIN
                     v_label := v_c.analytics_label;
                     IF v_c.max_per_second IS NOT NULL THEN
                         v_ct := herald._refill(v_c.tokens, v_c.max_per_second, v_c.refilled_at, v_now);
-                        IF v_ct < 1 THEN
-                            v_wait := least(coalesce(v_wait, 1e9), (1 - v_ct) / v_c.max_per_second);
-                        END IF;
                         v_allow := least(v_allow, greatest(0, floor(v_ct))::integer);
                     END IF;
                 END IF;
-                CONTINUE WHEN v_allow <= 0;
-
+                v_got := 0;
+                IF v_allow > 0 THEN
                 RETURN QUERY
                 WITH picked AS (
                     SELECT j.id AS picked_id FROM herald.jobs j
@@ -550,8 +547,25 @@ BEGIN
                         WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
                     j.validate_only, j.campaign_id, NULL::float8;
                 GET DIAGNOSTICS v_got = ROW_COUNT;
+                END IF;
                 v_budget := v_budget - v_got;
                 v_more[i] := v_got = v_allow AND v_allow = v_share;
+                -- Held back by a limit (it gave all it allowed, less than the unit's share): come
+                -- back when the binding bucket holds half its burst again, or room came back.
+                IF v_got = v_allow AND v_allow < v_desired THEN
+                    IF v_project IS NOT NULL AND v_project - v_got < v_desired THEN
+                        v_wait := least(coalesce(v_wait, 1e9), herald._wait(v_project - v_got, p_project_rate, v_desired));
+                    END IF;
+                    IF v_qt IS NOT NULL AND v_qt - v_got < v_desired THEN
+                        v_wait := least(coalesce(v_wait, 1e9), herald._wait(v_qt - v_got, v_q.max_per_second, v_desired));
+                    END IF;
+                    IF v_ct IS NOT NULL AND v_ct - v_got < v_desired THEN
+                        v_wait := least(coalesce(v_wait, 1e9), herald._wait(v_ct - v_got, v_c.max_per_second, v_desired));
+                    END IF;
+                    IF v_room IS NOT NULL AND v_room - v_got <= 0 THEN
+                        v_wait := least(coalesce(v_wait, 1e9), 0.02);
+                    END IF;
+                END IF;
                 IF v_got > 0 THEN
                     IF v_project IS NOT NULL THEN
                         v_project := v_project - v_got;

@@ -94,6 +94,9 @@ struct StoreMachine: Sendable {
 
     /// Worth claiming now (notified, or the last claim came back full).
     private(set) var claimWanted = true
+    /// A NOTIFY said new jobs arrived: claim with whatever room there is, not only once a quarter
+    /// batch is free, so a one-time code does not wait for a backlog's answers to come back.
+    private var newWork = false
     /// Worth promoting now (start, reconnect, a promotion that hit its limit).
     private(set) var promoteWanted = true
     /// The earliest known due time of a scheduled job.
@@ -162,7 +165,7 @@ struct StoreMachine: Sendable {
     /// How many jobs a claim may take now, or nil when the sender has too little room.
     private var claimLimit: Int? {
         let capacity = settings.concurrency - outstanding
-        guard capacity >= settings.claimThreshold || (outstanding <= 0 && capacity > 0) else { return nil }
+        guard capacity >= settings.claimThreshold || (capacity > 0 && (outstanding <= 0 || newWork)) else { return nil }
         return min(capacity, settings.batch)
     }
 
@@ -220,6 +223,7 @@ struct StoreMachine: Sendable {
     mutating func notified(now: Double) {
         claimWanted = true
         promoteWanted = true
+        newWork = true
     }
 
     mutating func stopRequested(now: Double) {
@@ -237,6 +241,7 @@ struct StoreMachine: Sendable {
     mutating func claimed(_ jobs: [ClaimedJob], limit: Int, heldBackFor: Double? = nil, now: Double) {
         outstanding += jobs.count
         leases.claimed(jobs.map(\.id), now: now)
+        newWork = false
         claimWanted = jobs.count >= limit
         if let heldBackFor {
             // There is more, but not before the limit allows it.

@@ -87,6 +87,30 @@ import Testing
         #expect(machine.outstanding == 0 && machine.leases.count == 0 && machine.pending.isEmpty)
     }
 
+    @Test func newJobsAreClaimedWithWhateverRoomThereIs() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...40), limit: 40, now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(41...80), limit: 40, now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(81...95), limit: 20, now: t0)
+        guard case .wait = machine.next(now: t0) else { Issue.record("five free of 100: no claim for a backlog"); return }
+        // A one-time code arrives: it may not wait for a quarter batch of answers.
+        machine.notified(now: t0 + 0.01)
+        #expect(machine.next(now: t0 + 0.01) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 0.01)
+        #expect(machine.next(now: t0 + 0.01) == .claim(limit: 5))
+    }
+
+    @Test func aClaimHeldBackByARateLimitComesBackWhenTheLimitAllows() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...7), limit: 40, heldBackFor: 0.05, now: t0)
+        #expect(machine.next(now: t0 + 0.01) == .wait(until: t0 + 0.05), "more jobs wait for the rate, not for the poll")
+        #expect(machine.next(now: t0 + 0.05) == .claim(limit: 40))
+    }
+
     // MARK: Time
 
     @Test func aRetryIsADueTimeTheWorkerKnowsWithoutAsking() {

@@ -311,6 +311,26 @@ import TestSupport
         }
     }
 
+    @Test func legacyMulticastsJoinTheirCampaignWithEveryToken() throws {
+        try withDatabase { c, _ in
+            let campaign = try c.query("SELECT herald.create_campaign('legacy-blast')").int(0, 0)!
+            let ids = try c.query("""
+                SELECT array_length(herald.enqueue_legacy('{"registration_ids": ["a", "b", "c"], "data": {"k": "v"}}', campaign_id => $1), 1)
+                """, [.int(campaign)]).int(0, 0)
+            #expect(ids == 3)
+            // Old code writing a multicast straight into herald.jobs, with the campaign.
+            try c.query("""
+                INSERT INTO herald.jobs (message, campaign_id) VALUES ('{"registration_ids": ["d", "e"], "data": {"k": "v"}}', $1)
+                """, [.int(campaign)])
+            #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE campaign_id = $1", [.int(campaign)]).int(0, 0) == 5)
+            let progress = try c.query("SELECT total, pending FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])
+            #expect(progress.int(0, 0) == 5 && progress.int(0, 1) == 5, "each token counted once")
+            #expect(throws: PostgresError.self, "an unknown campaign is refused") {
+                try c.query("SELECT herald.enqueue_legacy('{\"to\": \"x\"}', campaign_id => 987654)")
+            }
+        }
+    }
+
     @Test func queueStatsShowsCountsAndOldestAge() throws {
         try withDatabase { c, _ in
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() - interval '10 minutes')")

@@ -435,6 +435,8 @@ DECLARE
     v_ct double precision;
     v_desired integer;
     v_room integer;
+    v_locked_queues text[];
+    v_locked_campaigns bigint[];
 BEGIN
     IF p_project IS NOT NULL THEN
         -- A quota answer holds every worker of the project back (herald.sender_pauses).
@@ -469,12 +471,16 @@ BEGIN
     v_n := coalesce(array_length(v_queues, 1), 0);
 
     IF v_n > 0 THEN
-        -- Lock the limited rows in one order, so two workers never wait for each other in a circle.
-        PERFORM 1 FROM herald.queues qs
-        WHERE qs.name = ANY (v_queues) AND (qs.max_per_second IS NOT NULL OR qs.max_in_flight IS NOT NULL)
-        ORDER BY qs.name FOR UPDATE;
-        PERFORM 1 FROM herald.campaigns cs WHERE cs.id = ANY (v_cids) AND cs.max_per_second IS NOT NULL
-        ORDER BY cs.id FOR UPDATE;
+        -- The limited rows whose buckets this claim may spend. SKIP LOCKED: a row another claim
+        -- (or an application's open transaction) holds is left for now, never waited for; its
+        -- pairs sit this claim out and are tried again shortly.
+        SELECT coalesce(array_agg(qs.name), '{}') INTO v_locked_queues FROM (
+            SELECT q.name FROM herald.queues q
+            WHERE q.name = ANY (v_queues) AND (q.max_per_second IS NOT NULL OR q.max_in_flight IS NOT NULL)
+            FOR UPDATE SKIP LOCKED) qs;
+        SELECT coalesce(array_agg(cs.id), '{}') INTO v_locked_campaigns FROM (
+            SELECT c.id FROM herald.campaigns c WHERE c.id = ANY (v_cids) AND c.max_per_second IS NOT NULL
+            FOR UPDATE SKIP LOCKED) cs;
         v_more := array_fill(false, ARRAY[v_n]);
         -- Pass 1: each pair its share of the batch; pass 2: what is left, to pairs that had more.
         FOR pass IN 1..2 LOOP
@@ -492,6 +498,11 @@ BEGIN
                 v_qt := NULL;
                 v_room := NULL;
                 SELECT * INTO v_q FROM herald.queues qs WHERE qs.name = v_queues[i];
+                IF FOUND AND (v_q.max_per_second IS NOT NULL OR v_q.max_in_flight IS NOT NULL)
+                   AND NOT v_queues[i] = ANY (v_locked_queues) THEN
+                    v_wait := least(coalesce(v_wait, 1e9), 0.02);
+                    CONTINUE;
+                END IF;
                 IF FOUND THEN
                     IF v_q.max_per_second IS NOT NULL THEN
                         v_qt := herald._refill(v_q.tokens, v_q.max_per_second, v_q.refilled_at, v_now);
@@ -508,6 +519,10 @@ BEGIN
                 v_label := NULL;
                 IF v_cids[i] <> 0 THEN
                     SELECT * INTO v_c FROM herald.campaigns cs WHERE cs.id = v_cids[i];
+                    IF v_c.max_per_second IS NOT NULL AND NOT v_cids[i] = ANY (v_locked_campaigns) THEN
+                        v_wait := least(coalesce(v_wait, 1e9), 0.02);
+                        CONTINUE;
+                    END IF;
                     v_label := v_c.analytics_label;
                     IF v_c.max_per_second IS NOT NULL THEN
                         v_ct := herald._refill(v_c.tokens, v_c.max_per_second, v_c.refilled_at, v_now);
@@ -573,7 +588,9 @@ BEGIN
                     IF v_qt IS NOT NULL THEN
                         UPDATE herald.queues qs SET tokens = v_qt - v_got, refilled_at = v_now WHERE qs.name = v_queues[i];
                     END IF;
-                    IF v_cids[i] <> 0 THEN
+                    -- A campaign's row is written only for its bucket or its first claim, so
+                    -- claims do not queue behind each other (or behind recording) on it.
+                    IF v_cids[i] <> 0 AND (v_ct IS NOT NULL OR v_c.state <> 'running') THEN
                         UPDATE herald.campaigns cs
                         SET tokens = CASE WHEN v_ct IS NULL THEN cs.tokens ELSE v_ct - v_got END,
                             refilled_at = CASE WHEN v_ct IS NULL THEN cs.refilled_at ELSE v_now END,

@@ -20,6 +20,7 @@ let package = Package(
 
         // Pure Swift foundations
         .target(name: "JSON"),
+        .target(name: "CommandOptions"),
         .target(name: "Crypto", dependencies: ["COpenSSL", "JSON"]),
         .target(name: "Logging", dependencies: ["JSON"]),
         // Prometheus text format, and the shared-memory counters a pool's workers write
@@ -37,12 +38,12 @@ let package = Package(
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics"]),
-        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
+        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
-                          dependencies: ["Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
+                          dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
                                          "Postgres", "JSON", "Crypto", "Logging", "Metrics"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)

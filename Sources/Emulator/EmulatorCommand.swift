@@ -1,36 +1,40 @@
+import CommandOptions
 import Glibc
 import HTTPServer
 
 /// `herald emulator`: parses its flags, runs an `EmulatorServer` until SIGINT or SIGTERM.
 public enum EmulatorCommand {
-    public static let help = """
-        USAGE: herald emulator [options]
+    /// Its flags, in the vocabulary every herald command shares.
+    public static let options: [Option] = [
+        Option(name: "host", env: "HERALD_EMULATOR_HOST", value: "ADDRESS", help: "Address to listen on.", defaultText: "127.0.0.1"),
+        Option(name: "port", env: "HERALD_EMULATOR_PORT", value: "PORT", help: "Port to listen on, 0 for any free one.", defaultText: "8085"),
+        Option(name: "threads", value: "N", help: "Event-loop threads (1 to 64).", defaultText: "2"),
+        Option(name: "accept-mode", value: "MODE",
+               help: "acceptor (one thread accepts and deals connections out round-robin) or reuseport (a listener per thread).",
+               defaultText: "acceptor"),
+        Option(name: "latency-ms", value: "N", help: "Answer every send N milliseconds late.", defaultText: "0"),
+        Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
+        Option(name: "write-service-account", value: "FILE",
+               help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600)."),
+        Option(name: "project-id", value: "ID", help: "Project of the written service account.", defaultText: "herald-emulator"),
+        Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
+        Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
+        Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
+        Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
+        Option(name: "public-url", value: "URL",
+               help: "The URL clients reach this emulator at, when it differs from where it listens (e.g. http://emulator:8085 in docker-compose); used in token_uri of written accounts."),
+        Option(name: "max-stored-messages", value: "N", help: "Delivered messages kept for /emulator/messages.", defaultText: "1000000"),
+    ]
 
+    public static let help = helpText(
+        command: "emulator",
+        summary: """
         Runs a local stand-in for Firebase Cloud Messaging: the HTTP v1 send API, the OAuth2 token
         endpoint, device groups, fault injection and observation endpoints. HTTP/2 (h2c prior
         knowledge, or h2 over TLS by ALPN) and HTTP/1.1 share one port.
-
-        OPTIONS:
-          --host ADDRESS                 address to listen on (default 127.0.0.1)
-          --port PORT                    port to listen on, 0 for any free one (default 8085)
-          --threads N                    event-loop threads (default 2)
-          --accept-mode MODE             acceptor (one thread accepts, deals connections out
-                                         round-robin; default) or reuseport (a listener per thread)
-          --latency-ms N                 answer every send N milliseconds late (default 0)
-          --scenario FILE                JSON scenario: scripts per token prefix, random errors,
-                                         latency, a project quota (format: see below)
-          --write-service-account FILE   generate a service account (fresh RSA key) whose token_uri
-                                         is this emulator and write it to FILE (mode 0600)
-          --project-id ID                project of the written service account (default herald-emulator)
-          --service-account FILE         also accept JWTs of an existing service-account file
-          --tls-cert FILE --tls-key FILE serve HTTPS with this PEM certificate chain and key
-          --token-lifetime SECONDS       expires_in of issued access tokens (default 3600)
-          --public-url URL               the URL clients reach this emulator at, when it differs
-                                         from where it listens (e.g. http://emulator:8085 in
-                                         docker-compose); used in token_uri of written accounts
-          --max-stored-messages N        delivered messages kept for /emulator/messages (default 1000000)
-          -h, --help                     show this help
-
+        """,
+        usage: "[options]", options: options,
+        footer: """
         ENDPOINTS:
           POST /token                               OAuth2 jwt-bearer grant
           POST /v1/projects/{project}/messages:send send one message (validated as FCM does); with
@@ -57,7 +61,7 @@ public enum EmulatorCommand {
            "quota": {"per_minute": 600000, "burst": 10000},
            "scripts": [{"prefix": "flaky-", "answers": [{"error": "INTERNAL"}, "success"],
                         "then": "success"}]}
-        """
+        """)
 
     /// Runs the emulator in the foreground; returns the process exit code once a SIGINT or
     /// SIGTERM stopped it. Throws `EmulatorError` (naming the flag) for unusable arguments.
@@ -113,80 +117,64 @@ public enum EmulatorCommand {
 
         /// nil when help was asked for.
         public static func parse(_ arguments: [String]) throws(EmulatorError) -> Options? {
+            if arguments.contains("--help") || arguments.contains("-h") { return nil }
+            let parsed: ParsedOptions
+            do {
+                parsed = try CommandOptions.parse(command: "emulator", arguments: arguments, options: EmulatorCommand.options)
+            } catch {
+                throw EmulatorError(error.description)
+            }
+            func integer(_ name: String, _ range: ClosedRange<Int>) throws(EmulatorError) -> Int? {
+                guard let (text, source) = parsed.lookup(name) else { return nil }
+                guard let n = Int(text), range.contains(n) else {
+                    throw EmulatorError("herald emulator: \(source) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
+                }
+                return n
+            }
             var options = Options()
-            var certificate: String? = nil
-            var key: String? = nil
-            var index = 0
-            func usage(_ text: String) -> EmulatorError { EmulatorError("\(text); run 'herald emulator --help' for the options") }
-            while index < arguments.count {
-                var flag = arguments[index]
-                var inline: String? = nil
-                if flag.hasPrefix("--"), let eq = flag.firstIndex(of: "=") {
-                    inline = String(flag[flag.index(after: eq)...])
-                    flag = String(flag[..<eq])
+            var configuration = options.configuration
+            if let host = parsed.string("host") { configuration.host = host }
+            if let port = try integer("port", 0...65535) { configuration.port = port }
+            if let threads = try integer("threads", 1...64) { configuration.threads = threads }
+            switch parsed.string("accept-mode") {
+            case nil, "acceptor": configuration.acceptMode = .acceptorHandsOff
+            case "reuseport": configuration.acceptMode = .reusePort
+            case let other?: throw EmulatorError("herald emulator: --accept-mode must be acceptor or reuseport, not '\(other)'")
+            }
+            if let latency = try integer("latency-ms", 0...600_000) { configuration.latencyMilliseconds = latency }
+            if let lifetime = try integer("token-lifetime", 1...86400 * 365) { configuration.tokenLifetimeSeconds = lifetime }
+            if let stored = try integer("max-stored-messages", 0...Int(Int32.max)) { configuration.maxStoredMessages = stored }
+            if let url = parsed.string("public-url") {
+                guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
+                    throw EmulatorError("herald emulator: --public-url \"\(url)\" must start with http:// or https://")
                 }
-                index += 1
-                func value() throws(EmulatorError) -> String {
-                    if let inline { return inline }
-                    guard index < arguments.count else { throw usage("\(flag) needs a value") }
-                    defer { index += 1 }
-                    return arguments[index]
+                configuration.publicURL = url
+            }
+            options.serviceAccountPath = parsed.string("write-service-account")
+            if let project = parsed.string("project-id") {
+                guard !project.isEmpty, !project.contains("/") else {
+                    throw EmulatorError("herald emulator: --project-id must be a project ID such as my-app-123, not '\(project)'")
                 }
-                func integer(_ range: ClosedRange<Int>) throws(EmulatorError) -> Int {
-                    let text = try value()
-                    guard let n = Int(text), range.contains(n) else {
-                        throw usage("\(flag) must be a whole number from \(range.lowerBound) to \(range.upperBound), not '\(text)'")
-                    }
-                    return n
-                }
-                switch flag {
-                case "-h", "--help": return nil
-                case "--host": options.configuration.host = try value()
-                case "--port": options.configuration.port = try integer(0...65535)
-                case "--threads": options.configuration.threads = try integer(1...64)
-                case "--accept-mode":
-                    switch try value() {
-                    case "acceptor": options.configuration.acceptMode = .acceptorHandsOff
-                    case "reuseport": options.configuration.acceptMode = .reusePort
-                    case let other: throw usage("--accept-mode must be acceptor or reuseport, not '\(other)'")
-                    }
-                case "--latency-ms": options.configuration.latencyMilliseconds = try integer(0...600_000)
-                case "--token-lifetime": options.configuration.tokenLifetimeSeconds = try integer(1...86400 * 365)
-                case "--public-url":
-                    let url = try value()
-                    guard url.hasPrefix("http://") || url.hasPrefix("https://") else {
-                        throw EmulatorError("--public-url: \"\(url)\" must start with http:// or https://")
-                    }
-                    options.configuration.publicURL = url
-                case "--max-stored-messages": options.configuration.maxStoredMessages = try integer(0...Int(Int32.max))
-                case "--write-service-account": options.serviceAccountPath = try value()
-                case "--project-id":
-                    let project = try value()
-                    guard !project.isEmpty, !project.contains("/") else { throw usage("--project-id must be a project ID such as my-app-123, not '\(project)'") }
-                    options.projectID = project
-                case "--service-account": options.trustedAccounts.append(try value())
-                case "--tls-cert": certificate = try value()
-                case "--tls-key": key = try value()
-                case "--scenario":
-                    let path = try value()
-                    let text: String
-                    do { text = try readTextFile(path) } catch { throw usage("--scenario: \(error)") }
-                    do {
-                        options.configuration.scenario = try Scenario.parse(text)
-                    } catch {
-                        throw usage("--scenario \(path): \(error)")
-                    }
-                default:
-                    throw usage("unknown option '\(flag)'")
+                options.projectID = project
+            }
+            options.trustedAccounts = parsed.all("service-account")
+            if let path = parsed.string("scenario") {
+                let text: String
+                do { text = try readTextFile(path) } catch { throw EmulatorError("herald emulator: --scenario: \(error)") }
+                do {
+                    configuration.scenario = try Scenario.parse(text)
+                } catch {
+                    throw EmulatorError("herald emulator: --scenario \(path): \(error)")
                 }
             }
-            switch (certificate, key) {
+            switch (parsed.string("tls-cert"), parsed.string("tls-key")) {
             case (nil, nil): break
             case let (certificate?, key?):
-                options.configuration.tls = HTTPServer.TLSFiles(certificateFile: certificate, privateKeyFile: key)
-            case (nil, _): throw usage("--tls-key needs --tls-cert as well")
-            case (_, nil): throw usage("--tls-cert needs --tls-key as well")
+                configuration.tls = HTTPServer.TLSFiles(certificateFile: certificate, privateKeyFile: key)
+            case (nil, _): throw EmulatorError("herald emulator: --tls-key needs --tls-cert as well")
+            case (_, nil): throw EmulatorError("herald emulator: --tls-cert needs --tls-key as well")
             }
+            options.configuration = configuration
             return options
         }
     }

@@ -1,3 +1,4 @@
+import CommandOptions
 import Benchmark
 import Emulator
 import Foundation

@@ -1,3 +1,4 @@
+import CommandOptions
 import Dashboard
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import CommandOptions
 import FCM
 import Foundation
 import HTTPClient

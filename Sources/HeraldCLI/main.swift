@@ -1,3 +1,4 @@
+import CommandOptions
 import Emulator
 import Foundation
 

@@ -333,7 +333,7 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         (["--port"], "--port needs a value"),
         (["--threads", "0"], "--threads"),
         (["--tls-cert", "c.pem"], "--tls-key"),
-        (["--frobnicate"], "unknown option '--frobnicate'"),
+        (["--frobnicate"], "unknown option --frobnicate"),
         (["--scenario", "/nonexistent/scenario.json"], "--scenario"),
     ])
     func errorsNameTheFlag(arguments: [String], fragment: String) {

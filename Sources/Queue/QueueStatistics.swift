@@ -53,7 +53,7 @@ public struct Throughput: Sendable {
 /// A `GROUP BY queue, state` over herald.jobs reads every row, finished ones included, which is
 /// seconds on a large table. Instead:
 /// - the pending states (`available`, `running`, and `scheduled` once the schema has it) are
-///   counted exactly through their partial indexes (jobs_claim, jobs_lease, jobs_scheduled),
+///   counted exactly through their partial indexes (jobs_claim_unit, jobs_lease, jobs_scheduled),
 ///   whose size is the pending work, not the history;
 /// - the other states (completed, discarded, cancelled, anything newer) are counted exactly while
 ///   the table is small, and estimated from a block sample (`TABLESAMPLE SYSTEM`) scaled to

@@ -17,6 +17,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 base, token, shots, reason, device = sys.argv[1:6]
 os.makedirs(shots, exist_ok=True)
@@ -53,10 +55,12 @@ try:
     check("the login form has one field named token", len(browser.find_elements(By.CSS_SELECTOR, "form[action='/login'] input:not([type=hidden])")) == 1)
     field.send_keys("not-the-token-at-all")
     field.submit()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(field))
     check("a wrong token is refused", "not this dashboard" in browser.page_source)
     field = browser.find_element(By.NAME, "token")
     field.send_keys(token)
     field.submit()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(field))
     check("the right token leads back to the page asked for", "/dead-letters" in browser.current_url, browser.current_url)
     cookie = browser.get_cookie("herald_session")
     check("the session cookie is HttpOnly and not the token",
@@ -73,11 +77,13 @@ try:
     reason_box = browser.find_element(By.NAME, "reason")
     reason_box.send_keys(reason)
     reason_box.submit()
+    # The filtered page: wait for it to replace the one the form was on (a busy machine is slow).
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(reason_box))
     letters = [element for element in browser.find_elements(By.CSS_SELECTOR, ".letter") if device in element.text]
     check("the filter finds the dead letter", len(letters) == 1, browser.page_source[:2000])
     shot(browser, "dead-letters-filtered")
     letters[0].find_element(By.XPATH, ".//button[text()='Retry']").click()
-    notice = browser.find_element(By.ID, "notice").text
+    notice = WebDriverWait(browser, 30).until(expected_conditions.presence_of_element_located((By.ID, "notice"))).text
     check("the page says it was retried", notice.startswith("Retried 1 dead letter"), notice)
     shot(browser, "retried")
     match = re.search(r"job (\d+)", notice)

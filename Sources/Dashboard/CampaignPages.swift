@@ -39,10 +39,18 @@ enum CampaignPages {
 
     // MARK: page
 
+    /// The bar's parts in the order drawn; what is left of the bar is pending.
+    static let segmentColours: [(name: String, colour: String)] = [
+        ("completed", "#3b6fd8"), ("dead", "#d8453b"), ("discarded", "#8a93a6"), ("cancelled", "#c9ced8"), ("running", "#8fb0ee"),
+    ]
+
     static func page(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let dashboard = request.dashboard
         let campaigns = try request.database { try Campaigns.list($0, limit: listLimit) }
         var body = notice(request.http) ?? ""
+        let swatches = segmentColours.map { "<span class=\"swatch\" style=\"background:\($0.colour)\"></span> \($0.name)" }
+        body += "<p class=\"legend\">\(swatches.joined(separator: " ")); the rest is pending. Pause holds a campaign back on every pool;"
+            + " Cancel turns its pending jobs into cancelled ones and cannot be undone.</p>"
         if campaigns.isEmpty {
             body += "<p>No campaigns yet. Create one in SQL with <code>herald.create_campaign(name)</code> and fill it with <code>INSERT INTO herald.jobs (..., campaign_id) SELECT ...</code>.</p>"
         }
@@ -58,13 +66,10 @@ enum CampaignPages {
     /// One campaign: its name and state, a stacked bar (completed, dead, discarded, cancelled,
     /// running, pending), the counts, rate and ETA, and the buttons its state allows.
     static func card(_ c: CampaignProgress, request: DashboardRequest) -> String {
-        let parts: [(String, Int, String)] = [
-            ("completed", c.completed, "#3b6fd8"), ("dead", c.dead, "#d8453b"), ("discarded", c.discarded, "#8a93a6"),
-            ("cancelled", c.cancelled, "#c9ced8"), ("running", c.running, "#8fb0ee"),
-        ]
+        let counts = [c.completed, c.dead, c.discarded, c.cancelled, c.running]
         var segments = ""
         if c.total > 0 {
-            for (name, count, colour) in parts where count > 0 {
+            for ((name, colour), count) in zip(segmentColours, counts) where count > 0 {
                 let width = Double(count) / Double(c.total) * 100
                 segments += "<span class=\"seg \(name)\" style=\"width:\(String(format: "%.3f", width))%;background:\(colour)\" title=\"\(count) \(name)\"></span>"
             }

@@ -199,7 +199,7 @@ public final class Dashboard: Sendable {
         let now = Date().timeIntervalSince1970
         guard access.isProtected else {
             if route.changesState {
-                throw DashboardError(403, "this dashboard is read-only: set HERALD_DASHBOARD_TOKEN and restart `herald dashboard` to retry and discard from it")
+                throw DashboardError(403, "this dashboard is read-only: set HERALD_DASHBOARD_TOKEN and restart `herald dashboard` to retry, discard, pause and cancel from it")
             }
             return nil
         }

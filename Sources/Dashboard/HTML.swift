@@ -44,7 +44,7 @@ enum HTML {
             account = "<form method=\"post\" action=\"/logout\" class=\"logout\">\(csrfField(session))<button>Log out</button></form>"
         }
         let banner = dashboard.access.isProtected ? "" : """
-            <p class="banner">Read-only: this dashboard has no token. Set <code>HERALD_DASHBOARD_TOKEN</code> and restart it to retry and discard from here.</p>
+            <p class="banner">Read-only: this dashboard has no token. Set <code>HERALD_DASHBOARD_TOKEN</code> and restart it to retry, discard, pause and cancel from here.</p>
             """
         return """
             <!doctype html>

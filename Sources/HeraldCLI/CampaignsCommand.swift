@@ -6,7 +6,7 @@ import Queue
 enum CampaignsCommand {
     static let options: [Option] = [
         Option(name: "json", help: "list, show: print JSON (the API's fields) instead of a table."),
-        Option(name: "watch", help: "show: redraw in place every --interval until the campaign is finished or cancelled."),
+        Option(name: "watch", help: "show: redraw in place every --interval until the campaign is finished or cancelled (with --json: one object per line)."),
         Option(name: "interval", value: "SECONDS", help: "With --watch: seconds between redraws.", defaultText: "2"),
         Option(name: "limit", value: "N", help: "list: at most N campaigns, newest first.", defaultText: "200"),
     ] + DeadCommand.databaseOptions
@@ -68,9 +68,14 @@ enum CampaignsCommand {
             }
             while true {
                 let campaign = try find(connection, id, action)
-                let lines = parsed.has("json") ? [campaign.json.serialized] : render(campaign)
-                // As herald stats --watch: cursor home, each line cleared to its end, the rest below cleared.
-                let frame = "\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\n") + "\n\u{1B}[J"
+                let frame: String
+                if parsed.has("json") {
+                    // For scripts: one JSON object per line, no terminal codes.
+                    frame = campaign.json.serialized + "\n"
+                } else {
+                    // As herald stats --watch: cursor home, each line cleared to its end, the rest below cleared.
+                    frame = "\u{1B}[H" + render(campaign).map { $0 + "\u{1B}[K" }.joined(separator: "\n") + "\n\u{1B}[J"
+                }
                 FileHandle.standardOutput.write(Data(frame.utf8))
                 if campaign.isOver { return 0 }
                 Thread.sleep(forTimeInterval: interval)

@@ -159,6 +159,10 @@ import TestSupport
         #expect(output.contains("\u{1B}[K") && output.contains("\u{1B}[J"))
         #expect(output.contains("[########################################] 100.0%  3 of 3 done"), "\(output)")
         #expect(output.contains("watched  finished"), "\(output)")
+        // For scripts: one JSON object per line, no terminal codes; a finished campaign ends it at once.
+        let json = try f.herald(["campaigns", "show", String(id), "--watch", "--json"])
+        #expect(json.status == 0 && !json.output.contains("\u{1B}"), "\(json.output)")
+        #expect(try JSONValue.parse(json.output.trimmingCharacters(in: .whitespacesAndNewlines))["state"]?.stringValue == "finished")
     }
 
     @Test func queuesPauseResumeAndLimits() throws {

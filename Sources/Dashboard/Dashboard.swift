@@ -78,6 +78,10 @@ public final class Dashboard: Sendable {
         Route("POST", "/dead-letters/:id/discard", .page, changesState: true, Pages.discardOne),
         Route("GET", "/jobs/:id", .page, Pages.job),
         Route("GET", "/admin-log", .page, Pages.adminLog),
+        Route("GET", "/campaigns", .page, CampaignPages.page),
+        Route("POST", "/campaigns/:id/pause", .page, changesState: true, CampaignPages.pause),
+        Route("POST", "/campaigns/:id/resume", .page, changesState: true, CampaignPages.resume),
+        Route("POST", "/campaigns/:id/cancel", .page, changesState: true, CampaignPages.cancel),
         Route("GET", "/login", .page, isPublic: true, Pages.loginForm),
         Route("POST", "/login", .page, isPublic: true, Pages.login),
         Route("POST", "/logout", .page, isPublic: true, Pages.logout),
@@ -90,6 +94,11 @@ public final class Dashboard: Sendable {
         Route("POST", "/api/dead-letters/:id/retry", .api, changesState: true, API.retryOne),
         Route("POST", "/api/dead-letters/:id/discard", .api, changesState: true, API.discardOne),
         Route("GET", "/api/jobs/:id", .api, API.job),
+        Route("GET", "/api/campaigns", .api, CampaignPages.apiList),
+        Route("GET", "/api/campaigns/:id", .api, CampaignPages.apiGet),
+        Route("POST", "/api/campaigns/:id/pause", .api, changesState: true, CampaignPages.apiPause),
+        Route("POST", "/api/campaigns/:id/resume", .api, changesState: true, CampaignPages.apiResume),
+        Route("POST", "/api/campaigns/:id/cancel", .api, changesState: true, CampaignPages.apiCancel),
         Route("GET", "/metrics", .api, Metrics.scrape),
     ]
 
@@ -190,7 +199,7 @@ public final class Dashboard: Sendable {
         let now = Date().timeIntervalSince1970
         guard access.isProtected else {
             if route.changesState {
-                throw DashboardError(403, "this dashboard is read-only: set HERALD_DASHBOARD_TOKEN and restart `herald dashboard` to retry and discard from it")
+                throw DashboardError(403, "this dashboard is read-only: set HERALD_DASHBOARD_TOKEN and restart `herald dashboard` to retry, discard, pause and cancel from it")
             }
             return nil
         }

@@ -30,6 +30,7 @@ enum HTML {
     static let navigation = [
         NavigationItem(path: "/", title: "Overview"),
         NavigationItem(path: "/dead-letters", title: "Dead letters"),
+        NavigationItem(path: "/campaigns", title: "Campaigns"),
         NavigationItem(path: "/admin-log", title: "Admin log"),
     ]
 
@@ -43,7 +44,7 @@ enum HTML {
             account = "<form method=\"post\" action=\"/logout\" class=\"logout\">\(csrfField(session))<button>Log out</button></form>"
         }
         let banner = dashboard.access.isProtected ? "" : """
-            <p class="banner">Read-only: this dashboard has no token. Set <code>HERALD_DASHBOARD_TOKEN</code> and restart it to retry and discard from here.</p>
+            <p class="banner">Read-only: this dashboard has no token. Set <code>HERALD_DASHBOARD_TOKEN</code> and restart it to retry, discard, pause and cancel from here.</p>
             """
         return """
             <!doctype html>
@@ -135,5 +136,7 @@ enum HTML {
         .legend{font-size:13px;color:#5a6275}.swatch{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
         .swatch.blue{background:#3b6fd8}.swatch.red{background:#d8453b}.est{color:#8a93a6}
         details summary{cursor:pointer;color:#3b6fd8}a{color:#3b6fd8}#job th{width:180px}
+        .bar{display:flex;height:14px;background:#eef0f4;border:1px solid #d5d9e0;border-radius:3px;overflow:hidden;margin:6px 0}
+        .bar .seg{display:block;height:100%}
         """
 }

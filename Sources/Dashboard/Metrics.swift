@@ -6,11 +6,13 @@ import Queue
 /// cost the database at most one read per interval.
 enum Metrics {
     static func scrape(_ request: DashboardRequest) throws -> HTTPServerResponse {
-        let snapshot = try request.database { try request.dashboard.statistics.snapshot($0) }
+        let (snapshot, campaigns) = try request.database { connection in
+            (try request.dashboard.statistics.snapshot(connection), try CampaignPages.metricsText(connection))
+        }
         return HTTPServerResponse(status: 200, headers: [
             HTTPHeader(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8"),
             HTTPHeader(name: "cache-control", value: "no-store"),
-        ], body: Array(text(snapshot).utf8))
+        ], body: Array((text(snapshot) + campaigns).utf8))
     }
 
     static func text(_ snapshot: QueueSnapshot) -> String {

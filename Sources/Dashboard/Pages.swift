@@ -224,7 +224,7 @@ enum Pages {
                 : entry.ids.map(String.init).joined(separator: ", ")
             return "<tr><td>\(HTML.escape(entry.at))</td><td>\(HTML.escape(entry.action))</td><td>\(HTML.escape(ids))</td><td>\(HTML.escape(entry.details.serialized))</td><td>\(HTML.escape(entry.source))</td></tr>"
         }.joined()
-        return "<table class=\"log\"><tr><th>When</th><th>Action</th><th>Dead letters</th><th>Details</th><th>From</th></tr>\(rows)</table>"
+        return "<table class=\"log\"><tr><th>When</th><th>Action</th><th>Ids</th><th>Details</th><th>From</th></tr>\(rows)</table>"
     }
 
     // MARK: login

@@ -15,6 +15,8 @@ Commands:
   groups     Manage device groups (create, add, remove, get).
   dead       Look at, replay (retry) and remove (discard) dead letters.
   stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
+  campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
+  queues     Queues: pause, resume, rate and in-flight limits.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
@@ -40,6 +42,8 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "bench": (BenchCommand.help, BenchCommand.run),
     "dead": (DeadCommand.help, DeadCommand.run),
     "stats": (StatsCommand.help, StatsCommand.run),
+    "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
+    "queues": (QueuesCommand.help, QueuesCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]

@@ -7,9 +7,13 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// The SQLSTATE code when the server sent one (e.g. "40001"), otherwise nil.
     public var sqlState: String?
     public var message: String
-    public init(_ message: String, sqlState: String? = nil) {
+    /// The server's own one-line message (what a RAISE EXCEPTION said), without the severity,
+    /// CONTEXT and HINT lines around it; nil when the error did not come from the server.
+    public var serverMessage: String?
+    public init(_ message: String, sqlState: String? = nil, serverMessage: String? = nil) {
         self.message = message
         self.sqlState = sqlState
+        self.serverMessage = serverMessage
     }
     public var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
 }
@@ -187,8 +191,9 @@ public final class PGConnection: @unchecked Sendable {
         default:
             let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
             if let handle, PQstatus(handle) != CONNECTION_OK { prepared = [:] }
-            throw PostgresError(message.isEmpty ? "statement failed" : message, sqlState: state)
+            throw PostgresError(message.isEmpty ? "statement failed" : message, sqlState: state, serverMessage: primary)
         }
     }
 

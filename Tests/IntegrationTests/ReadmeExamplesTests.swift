@@ -54,7 +54,25 @@ import TestSupport
             SELECT count(*) FROM herald.jobs WHERE kind = 'send' AND CASE WHEN herald.is_legacy(message)
                 THEN herald._legacy_translate(message, 0) ? 'error' ELSE cardinality(herald.validate_message(message)) > 0 END
             """) == 0, "every example message is valid (legacy ones once translated)")
-        let examples = try stack.count("SELECT count(*) FROM herald.jobs")
+        // The campaigns: tomorrow 09:00 on each user's own wall clock, always ahead of now.
+        #expect(try stack.count("""
+            SELECT count(*) FROM herald.jobs j JOIN herald.campaigns c ON c.id = j.campaign_id
+            JOIN herald.device_tokens d ON d.token = j.message->>'token' JOIN public.app_users u ON u.user_ref = d.user_ref
+            WHERE c.name = 'spring-sale-local' AND j.state = 'scheduled' AND j.run_at > now()
+              AND (j.run_at AT TIME ZONE u.time_zone)::time = '09:00'
+              AND (j.run_at AT TIME ZONE u.time_zone)::date = (now() AT TIME ZONE u.time_zone)::date + 1
+            """) == 1000, "every device of the time-zone campaign waits for 09:00 tomorrow in its user's zone")
+        #expect(try stack.count("SELECT count(DISTINCT run_at) FROM herald.jobs j JOIN herald.campaigns c ON c.id = j.campaign_id WHERE c.name = 'spring-sale-local'") == 4,
+                "four zones, four instants")
+        #expect(try stack.count("SELECT count(*) FROM herald.campaigns WHERE name = 'app-update-3-2' AND max_per_second = 500 AND state = 'scheduled'") == 1,
+                "paused and resumed, it waits for its first claim")
+        #expect(try stack.count("""
+            SELECT count(*) FROM herald.campaign_progress WHERE name = 'wrong-audience' AND state = 'cancelled' AND cancelled = 1000 AND pending = 0 AND total = 1000
+            """) == 1)
+        #expect(try stack.count("SELECT count(*) FROM herald.queues WHERE name = 'campaigns' AND NOT paused AND max_per_second = 1000 AND max_in_flight = 100") == 1)
+        let cancelled = try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'cancelled'")
+        #expect(cancelled == 1000, "only the cancelled campaign's jobs are cancelled")
+        let examples = try stack.count("SELECT count(*) FROM herald.jobs") - cancelled
 
         // Deliver everything now, the campaign included.
         try c.query("UPDATE herald.jobs SET run_at = now()")
@@ -63,6 +81,18 @@ import TestSupport
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == examples)
         #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
         #expect(try stack.count("SELECT count(*) FROM herald.device_groups WHERE name = 'family-7'") == 1)
+        // Both delivered campaigns are accounted for in full; the cancelled one sent nothing.
+        #expect(try stack.count("""
+            SELECT count(*) FROM herald.campaign_progress
+            WHERE name IN ('spring-sale-local', 'app-update-3-2') AND state = 'finished' AND completed = 1000 AND total = 1000
+              AND pending = 0 AND running = 0 AND dead = 0
+            """) == 2)
+        #expect(try stack.count("SELECT count(*) FROM herald.campaign_progress WHERE name = 'wrong-audience' AND completed = 0 AND cancelled = 1000") == 1)
+        // Each campaign's analytics label reached FCM on its messages.
+        let labels = stack.emulator.deliveredMessages(token: "campaign-device-7").compactMap {
+            try? JSONValue.parse($0.body)["message"]?["fcm_options"]?["analytics_label"]?.stringValue
+        }
+        #expect(labels.sorted() == ["app-update-3-2", "spring-sale"], "\(labels)")
 
         // Now the group exists: the README's group send reaches both members.
         let groupBlock = try #require(blocks.first { $0.contains("enqueue_group_op") })

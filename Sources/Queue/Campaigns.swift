@@ -1,0 +1,218 @@
+import JSON
+import Postgres
+
+/// What went wrong with a campaign or queue request, in words an operator can act on.
+public struct SteeringError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// A value is malformed: a rate of 0, an empty name (HTTP 400).
+        case badInput
+        /// The id or name names nothing (HTTP 404).
+        case notFound
+        /// The campaign's state forbids it: resuming a cancelled one (HTTP 409).
+        case conflict
+    }
+    public var kind: Kind
+    public var description: String
+    public init(_ kind: Kind, _ description: String) {
+        self.kind = kind
+        self.description = description
+    }
+
+    /// The refusal a herald.* steering function raised, as its own one-line message (without the
+    /// `herald.pause_campaign: ` it starts with, nor PostgreSQL's CONTEXT lines); nil for any
+    /// other failure, which stays a database error.
+    static func refusal(_ error: PostgresError, stateError: Kind) -> SteeringError? {
+        let kind: Kind
+        switch error.sqlState {
+        case "P0002": kind = .notFound           // no_data_found: no such campaign or queue
+        case "22023": kind = stateError          // invalid_parameter_value
+        default: return nil
+        }
+        var text = error.serverMessage ?? error.message
+        if text.hasPrefix("herald."), let colon = text.range(of: ": ") {
+            text = String(text[colon.upperBound...])
+        }
+        return SteeringError(kind, text)
+    }
+
+    /// Runs `body`, turning the refusals of the SQL functions into steering errors.
+    static func translating<T>(stateError: Kind = .conflict, _ body: () throws -> T) throws -> T {
+        do { return try body() } catch let error as PostgresError {
+            throw refusal(error, stateError: stateError) ?? error
+        }
+    }
+}
+
+/// One row of herald.campaign_progress with the campaign's settings, as the shell, the pages
+/// and the API show it. Every job of the campaign is in exactly one of pending, running,
+/// completed, dead, discarded (pruned included) and cancelled.
+public struct CampaignProgress: Sendable, Equatable {
+    public var id: Int
+    public var name: String
+    /// scheduled, running, paused, cancelled or finished.
+    public var state: String
+    public var total: Int
+    public var pending: Int
+    public var running: Int
+    public var completed: Int
+    public var dead: Int
+    public var discarded: Int
+    public var cancelled: Int
+    /// Jobs completed in the last minute.
+    public var sentLastMinute: Int
+    /// RFC 3339 timestamps (UTC).
+    public var createdAt: String
+    public var startedAt: String?
+    public var finishedAt: String?
+    /// When the pending jobs will have gone at the last minute's rate (nil: not running, or no rate yet).
+    public var eta: String?
+    public var etaSeconds: Double?
+    public var maxPerSecond: Double?
+    public var analyticsLabel: String?
+    public var maxErrors: Int
+    /// Why it is paused: by hand, or by itself after max_errors dead letters.
+    public var pausedReason: String?
+
+    /// Jobs that will not be sent again: completed, dead, discarded or cancelled.
+    public var done: Int { completed + dead + discarded + cancelled }
+    /// The part done, 0...1 (1 for a campaign with no jobs that is over).
+    public var fractionDone: Double {
+        total > 0 ? min(1, Double(done) / Double(total)) : (isOver ? 1 : 0)
+    }
+    /// Finished or cancelled: nothing of it will be claimed again.
+    public var isOver: Bool { state == "finished" || state == "cancelled" }
+    /// Which actions make sense now (the others are refused or change nothing).
+    public var canPause: Bool { state == "scheduled" || state == "running" }
+    public var canResume: Bool { state == "paused" }
+    public var canCancel: Bool { !isOver }
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        object["id"] = JSONValue(id)
+        object["name"] = .string(name)
+        object["state"] = .string(state)
+        for (key, value) in [("total", total), ("pending", pending), ("running", running), ("completed", completed),
+                             ("dead", dead), ("discarded", discarded), ("cancelled", cancelled),
+                             ("sent_last_minute", sentLastMinute)] {
+            object[key] = JSONValue(value)
+        }
+        object["created_at"] = .string(createdAt)
+        object["started_at"] = startedAt.map { .string($0) } ?? .null
+        object["finished_at"] = finishedAt.map { .string($0) } ?? .null
+        object["eta"] = eta.map { .string($0) } ?? .null
+        object["max_per_second"] = maxPerSecond.map { .number(Self.number($0)) } ?? .null
+        object["analytics_label"] = analyticsLabel.map { .string($0) } ?? .null
+        object["max_errors"] = JSONValue(maxErrors)
+        object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
+        return .object(object)
+    }
+
+    /// A rate as people write it: `500`, `2.5`.
+    public static func number(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
+    }
+}
+
+/// What a pause, resume or cancel did.
+public struct CampaignChange: Sendable {
+    /// The campaign afterwards.
+    public var campaign: CampaignProgress
+    /// False when it was in that state already (nothing was recorded in herald.admin_log).
+    public var changed: Bool
+    /// For a cancel: how many jobs not yet claimed became `cancelled`.
+    public var cancelledJobs: Int
+}
+
+/// The SQL of watching and steering campaigns (herald.campaign_progress, herald.pause_campaign,
+/// resume_campaign, cancel_campaign). Every action that changed something is recorded in
+/// herald.admin_log in the same transaction as the change; a refused one changes nothing.
+public enum Campaigns {
+    static let timestamp = #"'YYYY-MM-DD"T"HH24:MI:SS"Z"'"#
+    static let columns = """
+        p.campaign_id, p.name, p.state, p.total, p.pending, p.running, p.completed, p.dead, p.discarded, p.cancelled,
+        p.sent_last_minute, to_char(c.created_at AT TIME ZONE 'UTC', \(timestamp)),
+        to_char(p.started_at AT TIME ZONE 'UTC', \(timestamp)), to_char(p.finished_at AT TIME ZONE 'UTC', \(timestamp)),
+        to_char(p.eta AT TIME ZONE 'UTC', \(timestamp)), extract(epoch FROM p.eta - now())::float8,
+        c.max_per_second, c.analytics_label, c.max_errors, c.paused_reason
+        FROM herald.campaign_progress p JOIN herald.campaigns c ON c.id = p.campaign_id
+        """
+
+    static func rows(_ result: PGResult) -> [CampaignProgress] {
+        (0..<result.rowCount).map { row in
+            CampaignProgress(
+                id: result.int(row, 0) ?? 0, name: result[row, 1] ?? "", state: result[row, 2] ?? "",
+                total: result.int(row, 3) ?? 0, pending: result.int(row, 4) ?? 0, running: result.int(row, 5) ?? 0,
+                completed: result.int(row, 6) ?? 0, dead: result.int(row, 7) ?? 0, discarded: result.int(row, 8) ?? 0,
+                cancelled: result.int(row, 9) ?? 0, sentLastMinute: result.int(row, 10) ?? 0, createdAt: result[row, 11] ?? "",
+                startedAt: result[row, 12], finishedAt: result[row, 13], eta: result[row, 14], etaSeconds: result.double(row, 15),
+                maxPerSecond: result.double(row, 16), analyticsLabel: result[row, 17], maxErrors: result.int(row, 18) ?? 0,
+                pausedReason: result[row, 19])
+        }
+    }
+
+    /// The newest campaigns first, at most `limit`.
+    public static func list(_ connection: PGConnection, limit: Int = 200) throws(PostgresError) -> [CampaignProgress] {
+        rows(try connection.query("SELECT \(columns) ORDER BY p.campaign_id DESC LIMIT $1", [.int(max(0, limit))]))
+    }
+
+    public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> CampaignProgress? {
+        rows(try connection.query("SELECT \(columns) WHERE p.campaign_id = $1", [.int(id)])).first
+    }
+
+    /// The campaigns /metrics labels by name: those not finished or cancelled more than a day
+    /// ago, unfinished ones first, then the newest, at most `limit`; and how many more there were.
+    public static func labelled(_ connection: PGConnection, limit: Int) throws(PostgresError) -> (shown: [CampaignProgress], left: Int) {
+        let recent = "c.state NOT IN ('finished', 'cancelled') OR c.finished_at IS NULL OR c.finished_at > now() - interval '1 day'"
+        let shown = rows(try connection.query("""
+            SELECT \(columns) WHERE \(recent)
+            ORDER BY c.state IN ('finished', 'cancelled'), p.campaign_id DESC LIMIT $1
+            """, [.int(max(0, limit))]))
+        let all = try connection.query("SELECT count(*) FROM herald.campaigns c WHERE \(recent)").int(0, 0) ?? 0
+        return (shown, max(0, all - shown.count))
+    }
+
+    /// No job of the campaign is claimed until it is resumed; requests in flight finish.
+    public static func pause(_ connection: PGConnection, id: Int, source: String) throws -> CampaignChange {
+        try act(connection, id: id, function: "pause_campaign", source: source)
+    }
+
+    /// Claims go on; max_errors counts dead letters afresh. A cancelled campaign is refused.
+    public static func resume(_ connection: PGConnection, id: Int, source: String) throws -> CampaignChange {
+        try act(connection, id: id, function: "resume_campaign", source: source)
+    }
+
+    /// Jobs not yet claimed become `cancelled` (`cancelledJobs` says how many); requests in
+    /// flight finish; the campaign takes no new jobs.
+    public static func cancel(_ connection: PGConnection, id: Int, source: String) throws -> CampaignChange {
+        try act(connection, id: id, function: "cancel_campaign", source: source)
+    }
+
+    static func act(_ connection: PGConnection, id: Int, function: String, source: String) throws -> CampaignChange {
+        try DeadLetters.inTransaction(connection) {
+            let before = try connection.query("SELECT state, name FROM herald.campaigns WHERE id = $1 FOR UPDATE", [.int(id)])
+            let sql: String
+            switch function {
+            case "pause_campaign": sql = "SELECT herald.pause_campaign($1)::text"
+            case "resume_campaign": sql = "SELECT herald.resume_campaign($1)::text"
+            default: sql = "SELECT herald.cancel_campaign($1)::text"
+            }
+            let result = try SteeringError.translating { try connection.query(sql, [.int(id)]) }
+            let cancelledJobs = function == "cancel_campaign" ? (result.int(0, 0) ?? 0) : 0
+            let stateBefore = before[0, 0] ?? ""
+            guard let after = try get(connection, id: id) else {
+                throw SteeringError(.notFound, "no campaign with id \(id)")
+            }
+            let stateAfter = try connection.query("SELECT state FROM herald.campaigns WHERE id = $1", [.int(id)])[0, 0] ?? ""
+            let changed = stateAfter != stateBefore || cancelledJobs > 0
+            if changed {
+                var details = JSONObject()
+                details["campaign"] = .string(before[0, 1] ?? "")
+                details["from"] = .string(stateBefore)
+                details["to"] = .string(stateAfter)
+                if function == "cancel_campaign" { details["cancelled_jobs"] = JSONValue(cancelledJobs) }
+                try AdminLog.record(connection, action: function, ids: [id], details: .object(details), source: source)
+            }
+            return CampaignChange(campaign: after, changed: changed, cancelledJobs: cancelledJobs)
+        }
+    }
+}

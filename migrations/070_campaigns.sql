@@ -163,12 +163,28 @@ BEGIN
     RETURN found_row;
 END $$;
 
+-- A running campaign whose jobs have all been settled is finished, even before the maintenance
+-- leader marks it so: says whether the campaign is finished (pause and cancel then refuse it).
+CREATE FUNCTION herald._finish_if_done(c herald.campaigns) RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    IF c.state = 'running' AND NOT EXISTS (
+        SELECT 1 FROM herald.jobs j WHERE j.campaign_id = c.id AND j.state IN ('scheduled', 'available', 'running')) THEN
+        UPDATE herald.campaigns SET state = 'finished', finished_at = coalesce(finished_at, now()) WHERE id = c.id;
+        RETURN true;
+    END IF;
+    RETURN c.state = 'finished';
+END $$;
+
 -- pause_campaign: no job of it is claimed until it is resumed; requests in flight finish.
 CREATE FUNCTION herald.pause_campaign(campaign_id bigint) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     c herald.campaigns := herald._campaign(pause_campaign.campaign_id, 'herald.pause_campaign');
 BEGIN
+    IF herald._finish_if_done(c) THEN
+        c.state := 'finished';
+    END IF;
     IF c.state IN ('cancelled', 'finished') THEN
         RAISE EXCEPTION 'herald.pause_campaign: campaign % (%) is %; there is nothing left to pause', c.id, c.name, c.state
             USING ERRCODE = 'invalid_parameter_value';
@@ -200,6 +216,9 @@ DECLARE
     c herald.campaigns := herald._campaign(cancel_campaign.campaign_id, 'herald.cancel_campaign');
     n integer;
 BEGIN
+    IF herald._finish_if_done(c) THEN
+        c.state := 'finished';
+    END IF;
     IF c.state = 'finished' THEN
         RAISE EXCEPTION 'herald.cancel_campaign: campaign % (%) has finished; there is nothing left to cancel', c.id, c.name
             USING ERRCODE = 'invalid_parameter_value';

@@ -331,6 +331,21 @@ import TestSupport
         }
     }
 
+    @Test func aCampaignWhoseJobsAreAllSettledCannotBePausedOrCancelled() throws {
+        try withDatabase { c, _ in
+            let campaign = try c.query("SELECT herald.create_campaign('done-already')").int(0, 0)!
+            try c.query("INSERT INTO herald.jobs (message, campaign_id) VALUES ('{\"token\": \"a\"}', $1)", [.int(campaign)])
+            let store = JobStore(connection: c)
+            let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            try store.record([job.outcome(.completed(messageName: "projects/p/messages/1"))])
+            // Sent, and the maintenance leader has not looked yet: the table still says running.
+            #expect(try c.query("SELECT state FROM herald.campaigns WHERE id = $1", [.int(campaign)])[0, 0] == "running")
+            #expect(throws: PostgresError.self) { try c.query("SELECT herald.pause_campaign($1)", [.int(campaign)]) }
+            #expect(throws: PostgresError.self) { try c.query("SELECT herald.cancel_campaign($1)", [.int(campaign)]) }
+            #expect(try c.query("SELECT state FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])[0, 0] == "finished")
+        }
+    }
+
     @Test func queueStatsShowsCountsAndOldestAge() throws {
         try withDatabase { c, _ in
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() - interval '10 minutes')")

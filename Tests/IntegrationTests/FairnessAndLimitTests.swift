@@ -45,74 +45,78 @@ import TestSupport
     }
 
     @Test func transactionalJobsAreNotStuckBehindACampaignBacklog() throws {
-        let stack = try WorkerStack()
-        defer { stack.close() }
-        try stack.connection.query("""
-            INSERT INTO herald.jobs (message, queue)
-            SELECT jsonb_build_object('token', 'backlog-' || g, 'data', jsonb_build_object('n', g::text)), 'marketing'
-            FROM generate_series(1, 100000) AS g
-            """)
-        // 64 in flight per process: the emulator shares this machine's two cores with the pool and
-        // PostgreSQL, so every request in flight waits in its queue (Little's law: 512 in flight at
-        // 3,000 answers a second is 170 ms for anyone), which FCM's own capacity does not do. What
-        // is measured here is whether the claim lets the codes past the backlog.
-        let pools = try startPools(stack, pools: 1, processes: 2, extra: ["--concurrency", "64"])
-        #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "backlog-").count > 2_000 }, "the backlog is draining")
-        // One-time codes while the backlog drains: one every 20 ms.
-        for n in 1...150 {
-            try stack.connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'otp-' || $1::text, 'data', jsonb_build_object('code', '123456')))",
-                                       [.int(n)])
-            Thread.sleep(forTimeInterval: 0.02)  // the offered load's pace, not a synchronisation
+        try MachineLock.alone {
+            let stack = try WorkerStack()
+            defer { stack.close() }
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, queue)
+                SELECT jsonb_build_object('token', 'backlog-' || g, 'data', jsonb_build_object('n', g::text)), 'marketing'
+                FROM generate_series(1, 100000) AS g
+                """)
+            // 64 in flight per process: the emulator shares this machine's two cores with the pool and
+            // PostgreSQL, so every request in flight waits in its queue (Little's law: 512 in flight at
+            // 3,000 answers a second is 170 ms for anyone), which FCM's own capacity does not do. What
+            // is measured here is whether the claim lets the codes past the backlog.
+            let pools = try startPools(stack, pools: 1, processes: 2, extra: ["--concurrency", "64"])
+            #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "backlog-").count > 2_000 }, "the backlog is draining")
+            // One-time codes while the backlog drains: one every 20 ms.
+            for n in 1...150 {
+                try stack.connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'otp-' || $1::text, 'data', jsonb_build_object('code', '123456')))",
+                                           [.int(n)])
+                Thread.sleep(forTimeInterval: 0.02)  // the offered load's pace, not a synchronisation
+            }
+            let delivered = waitUntil(timeout: 60) { arrivals(stack, prefix: "otp-").count == 150 }
+            stop(pools)
+            #expect(delivered)
+            let created = try stack.connection.query(
+                "SELECT message->>'token', extract(epoch FROM created_at) * 1000 FROM herald.jobs WHERE queue = 'default'")
+            var enqueuedAt: [String: Double] = [:]
+            for row in 0..<created.rowCount { enqueuedAt[created[row, 0]!] = created.double(row, 1)! }
+            var waits: [Double] = []
+            for message in stack.emulator.deliveredMessages() {
+                guard let token = message.token, token.hasPrefix("otp-"), let at = enqueuedAt[token] else { continue }
+                waits.append(Double(message.receivedAtMilliseconds) - at)
+            }
+            waits.sort()
+            #expect(waits.count == 150)
+            let p50 = waits[waits.count / 2], p99 = waits[waits.count * 99 / 100]
+            let backlogLeft = try stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'marketing' AND state = 'available'")
+            print("one-time codes behind a 100,000-job backlog: enqueue to FCM p50 \(Int(p50)) ms, p99 \(Int(p99)) ms; \(backlogLeft) backlog jobs still waiting")
+            #expect(backlogLeft > 0, "the backlog was still there while the codes went out")
+            #expect(p99 <= 150, "p99 enqueue-to-FCM behind the backlog was \(p99) ms (at most 150 ms allowed)")
         }
-        let delivered = waitUntil(timeout: 60) { arrivals(stack, prefix: "otp-").count == 150 }
-        stop(pools)
-        #expect(delivered)
-        let created = try stack.connection.query(
-            "SELECT message->>'token', extract(epoch FROM created_at) * 1000 FROM herald.jobs WHERE queue = 'default'")
-        var enqueuedAt: [String: Double] = [:]
-        for row in 0..<created.rowCount { enqueuedAt[created[row, 0]!] = created.double(row, 1)! }
-        var waits: [Double] = []
-        for message in stack.emulator.deliveredMessages() {
-            guard let token = message.token, token.hasPrefix("otp-"), let at = enqueuedAt[token] else { continue }
-            waits.append(Double(message.receivedAtMilliseconds) - at)
-        }
-        waits.sort()
-        #expect(waits.count == 150)
-        let p50 = waits[waits.count / 2], p99 = waits[waits.count * 99 / 100]
-        let backlogLeft = try stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'marketing' AND state = 'available'")
-        print("one-time codes behind a 100,000-job backlog: enqueue to FCM p50 \(Int(p50)) ms, p99 \(Int(p99)) ms; \(backlogLeft) backlog jobs still waiting")
-        #expect(backlogLeft > 0, "the backlog was still there while the codes went out")
-        #expect(p99 <= 150, "p99 enqueue-to-FCM behind the backlog was \(p99) ms (at most 150 ms allowed)")
     }
 
     @Test func campaignAndQueueRatesHoldAcrossTwoPools() throws {
-        let stack = try WorkerStack()
-        defer { stack.close() }
-        let campaign = try stack.connection.query("SELECT herald.create_campaign('spring-sale', max_per_second => 150)").int(0, 0)!
-        try stack.connection.query("SELECT herald.set_queue_limits('digest', max_per_second => 100)")
-        try stack.connection.query("""
-            INSERT INTO herald.jobs (message, queue, campaign_id)
-            SELECT jsonb_build_object('token', 'sale-' || g), 'marketing', $1::bigint FROM generate_series(1, 1200) AS g
-            """, [.int(campaign)])
-        try stack.connection.query("""
-            INSERT INTO herald.jobs (message, queue)
-            SELECT jsonb_build_object('token', 'digest-' || g), 'digest' FROM generate_series(1, 800) AS g
-            """)
-        let pools = try startPools(stack, pools: 2, processes: 1)
-        let done = waitUntil(timeout: 120, interval: 0.1) { stack.emulator.deliveredMessages().count >= 2_000 }
-        stop(pools)
-        #expect(done)
-        for (prefix, rate) in [("sale-", 150.0), ("digest-", 100.0)] {
-            let times = arrivals(stack, prefix: prefix)
-            let busiest = busiestWindow(times, window: 2_000, skip: 1_000)
-            let seconds = Double((times.last ?? 0) - (times.first ?? 0)) / 1000
-            let average = Double(times.count - 1) / max(seconds, 0.001)
-            print("\(prefix) limited to \(Int(rate))/s: busiest 2 s window \(busiest) (limit \(Int(rate * 2))), average \(String(format: "%.1f", average))/s over \(String(format: "%.1f", seconds)) s")
-            #expect(Double(busiest) <= rate * 2 * 1.15, "\(prefix): \(busiest) in one 2 s window")
-            #expect(average >= rate * 0.85, "\(prefix): \(average)/s on average")
+        try MachineLock.alone {
+            let stack = try WorkerStack()
+            defer { stack.close() }
+            let campaign = try stack.connection.query("SELECT herald.create_campaign('spring-sale', max_per_second => 150)").int(0, 0)!
+            try stack.connection.query("SELECT herald.set_queue_limits('digest', max_per_second => 100)")
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, queue, campaign_id)
+                SELECT jsonb_build_object('token', 'sale-' || g), 'marketing', $1::bigint FROM generate_series(1, 1200) AS g
+                """, [.int(campaign)])
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, queue)
+                SELECT jsonb_build_object('token', 'digest-' || g), 'digest' FROM generate_series(1, 800) AS g
+                """)
+            let pools = try startPools(stack, pools: 2, processes: 1)
+            let done = waitUntil(timeout: 120, interval: 0.1) { stack.emulator.deliveredMessages().count >= 2_000 }
+            stop(pools)
+            #expect(done)
+            for (prefix, rate) in [("sale-", 150.0), ("digest-", 100.0)] {
+                let times = arrivals(stack, prefix: prefix)
+                let busiest = busiestWindow(times, window: 2_000, skip: 1_000)
+                let seconds = Double((times.last ?? 0) - (times.first ?? 0)) / 1000
+                let average = Double(times.count - 1) / max(seconds, 0.001)
+                print("\(prefix) limited to \(Int(rate))/s: busiest 2 s window \(busiest) (limit \(Int(rate * 2))), average \(String(format: "%.1f", average))/s over \(String(format: "%.1f", seconds)) s")
+                #expect(Double(busiest) <= rate * 2 * 1.15, "\(prefix): \(busiest) in one 2 s window")
+                #expect(average >= rate * 0.85, "\(prefix): \(average)/s on average")
+            }
+            let progress = try stack.connection.query("SELECT state, completed, total FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])
+            #expect(progress[0, 0] == "finished" && progress.int(0, 1) == 1200 && progress.int(0, 2) == 1200)
         }
-        let progress = try stack.connection.query("SELECT state, completed, total FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])
-        #expect(progress[0, 0] == "finished" && progress.int(0, 1) == 1200 && progress.int(0, 2) == 1200)
     }
 
     @Test func maxRateKeepsAFullSpeedDrainWithinTheProjectQuota() throws {
@@ -139,53 +143,55 @@ import TestSupport
     }
 
     @Test func pauseResumeAndCancelReachEveryPoolWithinASecond() throws {
-        let stack = try WorkerStack()
-        defer { stack.close() }
-        let campaign = try stack.connection.query("SELECT herald.create_campaign('weekly', max_per_second => 200)").int(0, 0)!
-        try stack.connection.query("""
-            INSERT INTO herald.jobs (message, campaign_id)
-            SELECT jsonb_build_object('token', 'weekly-' || g), $1::bigint FROM generate_series(1, 4000) AS g
-            """, [.int(campaign)])
-        let pools = try startPools(stack, pools: 2, processes: 1)
-        #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "weekly-").count >= 200 })
+        try MachineLock.alone {
+            let stack = try WorkerStack()
+            defer { stack.close() }
+            let campaign = try stack.connection.query("SELECT herald.create_campaign('weekly', max_per_second => 200)").int(0, 0)!
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, campaign_id)
+                SELECT jsonb_build_object('token', 'weekly-' || g), $1::bigint FROM generate_series(1, 4000) AS g
+                """, [.int(campaign)])
+            let pools = try startPools(stack, pools: 2, processes: 1)
+            #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "weekly-").count >= 200 })
 
-        func serverMilliseconds() throws -> Int64 {
-            Int64(try stack.connection.query("SELECT extract(epoch FROM clock_timestamp()) * 1000").double(0, 0)!)
+            func serverMilliseconds() throws -> Int64 {
+                Int64(try stack.connection.query("SELECT extract(epoch FROM clock_timestamp()) * 1000").double(0, 0)!)
+            }
+            try stack.connection.query("SELECT herald.pause_campaign($1)", [.int(campaign)])
+            let pausedAt = try serverMilliseconds()
+            #expect(try stack.connection.query("SELECT state FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])[0, 0] == "paused")
+            // Two seconds of watching: nothing new may arrive after the first second.
+            let quietUntil = Date().addingTimeInterval(2)
+            while Date() < quietUntil { Thread.sleep(forTimeInterval: 0.1) }
+            let afterPause = arrivals(stack, prefix: "weekly-").filter { $0 > pausedAt + 1_000 }
+            #expect(afterPause.isEmpty, "\(afterPause.count) messages went out more than a second after the pause")
+            let sentWhilePaused = arrivals(stack, prefix: "weekly-").count
+
+            try stack.connection.query("SELECT herald.resume_campaign($1)", [.int(campaign)])
+            let resumedAt = try serverMilliseconds()
+            #expect(waitUntil(timeout: 10) { arrivals(stack, prefix: "weekly-").count > sentWhilePaused + 50 })
+            let firstAfterResume = arrivals(stack, prefix: "weekly-").filter { $0 > resumedAt }.first ?? Int64.max
+            #expect(firstAfterResume - resumedAt <= 1_000, "the first message after resuming came \(firstAfterResume - resumedAt) ms later")
+
+            let cancelled = try stack.connection.query("SELECT herald.cancel_campaign($1)", [.int(campaign)]).int(0, 0)!
+            let cancelledAt = try serverMilliseconds()
+            #expect(cancelled > 0)
+            let settleUntil = Date().addingTimeInterval(2)
+            while Date() < settleUntil { Thread.sleep(forTimeInterval: 0.1) }
+            stop(pools)
+            let late = arrivals(stack, prefix: "weekly-").filter { $0 > cancelledAt + 1_000 }
+            #expect(late.isEmpty, "\(late.count) messages went out more than a second after the cancel")
+
+            // Nothing lost, nothing sent twice: every job is completed (sent once) or cancelled.
+            let delivered = stack.emulator.deliveredMessages().compactMap(\.token).filter { $0.hasPrefix("weekly-") }
+            #expect(Set(delivered).count == delivered.count, "a message was sent twice")
+            let progress = try stack.connection.query(
+                "SELECT state, total, completed, cancelled, pending, running FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])
+            #expect(progress[0, 0] == "cancelled")
+            #expect(progress.int(0, 1) == 4000 && progress.int(0, 4) == 0 && progress.int(0, 5) == 0)
+            #expect(progress.int(0, 2) == delivered.count && progress.int(0, 3) == cancelled)
+            #expect(delivered.count + cancelled == 4000)
         }
-        try stack.connection.query("SELECT herald.pause_campaign($1)", [.int(campaign)])
-        let pausedAt = try serverMilliseconds()
-        #expect(try stack.connection.query("SELECT state FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])[0, 0] == "paused")
-        // Two seconds of watching: nothing new may arrive after the first second.
-        let quietUntil = Date().addingTimeInterval(2)
-        while Date() < quietUntil { Thread.sleep(forTimeInterval: 0.1) }
-        let afterPause = arrivals(stack, prefix: "weekly-").filter { $0 > pausedAt + 1_000 }
-        #expect(afterPause.isEmpty, "\(afterPause.count) messages went out more than a second after the pause")
-        let sentWhilePaused = arrivals(stack, prefix: "weekly-").count
-
-        try stack.connection.query("SELECT herald.resume_campaign($1)", [.int(campaign)])
-        let resumedAt = try serverMilliseconds()
-        #expect(waitUntil(timeout: 10) { arrivals(stack, prefix: "weekly-").count > sentWhilePaused + 50 })
-        let firstAfterResume = arrivals(stack, prefix: "weekly-").filter { $0 > resumedAt }.first ?? Int64.max
-        #expect(firstAfterResume - resumedAt <= 1_000, "the first message after resuming came \(firstAfterResume - resumedAt) ms later")
-
-        let cancelled = try stack.connection.query("SELECT herald.cancel_campaign($1)", [.int(campaign)]).int(0, 0)!
-        let cancelledAt = try serverMilliseconds()
-        #expect(cancelled > 0)
-        let settleUntil = Date().addingTimeInterval(2)
-        while Date() < settleUntil { Thread.sleep(forTimeInterval: 0.1) }
-        stop(pools)
-        let late = arrivals(stack, prefix: "weekly-").filter { $0 > cancelledAt + 1_000 }
-        #expect(late.isEmpty, "\(late.count) messages went out more than a second after the cancel")
-
-        // Nothing lost, nothing sent twice: every job is completed (sent once) or cancelled.
-        let delivered = stack.emulator.deliveredMessages().compactMap(\.token).filter { $0.hasPrefix("weekly-") }
-        #expect(Set(delivered).count == delivered.count, "a message was sent twice")
-        let progress = try stack.connection.query(
-            "SELECT state, total, completed, cancelled, pending, running FROM herald.campaign_progress WHERE campaign_id = $1", [.int(campaign)])
-        #expect(progress[0, 0] == "cancelled")
-        #expect(progress.int(0, 1) == 4000 && progress.int(0, 4) == 0 && progress.int(0, 5) == 0)
-        #expect(progress.int(0, 2) == delivered.count && progress.int(0, 3) == cancelled)
-        #expect(delivered.count + cancelled == 4000)
     }
 
     @Test func aBrokenCampaignPausesItselfAfterMaxErrors() throws {

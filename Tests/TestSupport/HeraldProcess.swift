@@ -37,7 +37,24 @@ public final class HeraldProcess: @unchecked Sendable {
         process.standardInput = FileHandle.nullDevice
     }
 
-    public func start() throws { try process.run() }
+    /// The shared claim on the machine this process holds (see `MachineLock`), by its thread.
+    private var machineClaim: ObjectIdentifier? = nil
+    private let claimLock = NSLock()
+
+    public func start() throws {
+        machineClaim = MachineLock.share()
+        do { try process.run() } catch {
+            releaseMachine()
+            throw error
+        }
+    }
+
+    private func releaseMachine() {
+        claimLock.lock()
+        defer { claimLock.unlock() }
+        if let machineClaim { MachineLock.release(machineClaim) }
+        machineClaim = nil
+    }
     public var pid: Int32 { process.processIdentifier }
     public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
@@ -49,8 +66,10 @@ public final class HeraldProcess: @unchecked Sendable {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
+            releaseMachine()
             return nil
         }
+        releaseMachine()
         return process.terminationStatus
     }
 
@@ -65,7 +84,11 @@ public final class HeraldProcess: @unchecked Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        releaseMachine()
         try? FileManager.default.removeItem(atPath: logPath)
     }
 }

@@ -39,7 +39,7 @@ let package = Package(
                                               "Logging", "Metrics"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto"]),
         // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics"]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",

@@ -99,9 +99,12 @@ public struct CeilingResult: Sendable {
     public var seconds: Double
     public var threads: Int
     public var batch: Int
+    /// CPU seconds the client threads spent claiming and recording (libpq and Swift, no HTTP).
+    public var clientCPUSeconds: Double
     public var jobsPerSecond: Double { seconds > 0 ? Double(jobs) / seconds : 0 }
-    public init(jobs: Int, seconds: Double, threads: Int, batch: Int) {
+    public init(jobs: Int, seconds: Double, threads: Int, batch: Int, clientCPUSeconds: Double = 0) {
         self.jobs = jobs; self.seconds = seconds; self.threads = threads; self.batch = batch
+        self.clientCPUSeconds = clientCPUSeconds
     }
 }
 
@@ -122,6 +125,7 @@ public enum CeilingBenchmark {
         let go = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         let completed = Locked(0)
+        let clientCPU = Locked(0.0)
         let failure = Locked<String?>(nil)
 
         for index in 0..<threads {
@@ -135,7 +139,12 @@ public enum CeilingBenchmark {
                 }
                 ready.signal()
                 go.wait()
-                defer { done.signal() }
+                let cpuAtStart = threadCPUSeconds()
+                defer {
+                    let spent = threadCPUSeconds() - cpuAtStart
+                    clientCPU.withLock { $0 += spent }
+                    done.signal()
+                }
                 guard let store else { return }
                 var mine = 0
                 do {
@@ -161,6 +170,6 @@ public enum CeilingBenchmark {
         if let message = failure.value {
             throw PostgresError("the ceiling benchmark failed: \(message)")
         }
-        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch)
+        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch, clientCPUSeconds: clientCPU.value)
     }
 }

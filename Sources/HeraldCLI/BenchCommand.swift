@@ -522,7 +522,8 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 /// Watches a phase over its own connection: first the moment of the first claim (polled every
-/// 2 ms, in PostgreSQL's clock), then the completed count every 200 ms, drawn on stderr.
+/// 2 ms, in PostgreSQL's clock), then the completed count every second (a count over the whole table, kept rare so the
+/// watch costs the phase little), drawn on stderr.
 final class Progress: Sendable {
     let url: String
     let afterID: Int
@@ -596,7 +597,7 @@ final class Progress: Sendable {
             lastDone = done
             lastAt = now
             var slept = 0.0
-            while slept < 0.2 && !stopping.value { usleep(20_000); slept += 0.02 }
+            while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
         }
         if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
     }

@@ -224,6 +224,7 @@ public final class HTTPClient: @unchecked Sendable {
             return false
         }
         active[easy.handle] = transfer
+        startedSinceDrive = true
         return true
     }
 
@@ -234,7 +235,9 @@ public final class HTTPClient: @unchecked Sendable {
         var finished = failedEarly
         failedEarly.removeAll()
         expireQueued(into: &finished)
-        drive(into: &finished)
+        // curl_multi_perform visits every transfer in flight, so a call is not free: drive before
+        // waiting only when something was added since the last drive (or it may have finished).
+        if startedSinceDrive || !finished.isEmpty { drive(into: &finished) }
         guard finished.isEmpty else { return finished }
 
         var extra = curl_waitfd(fd: extraFileDescriptor, events: Int16(CURL_WAIT_POLLIN), revents: 0)
@@ -283,6 +286,7 @@ public final class HTTPClient: @unchecked Sendable {
     // MARK: internals
 
     private func drive(into finished: inout [HTTPCompletion]) {
+        startedSinceDrive = false
         var running: Int32 = 0
         _ = curl_multi_perform(multi, &running)
         var remaining: Int32 = 0
@@ -301,6 +305,8 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     private var touched: Set<String> = []
+    /// A transfer was added to the multi handle since the last `drive`.
+    private var startedSinceDrive = true
 
     /// Updates what is known of a cleartext origin's connections after one of its transfers.
     private func settle(_ transfer: Transfer, _ result: Result<HTTPResponse, HTTPClientError>, into finished: inout [HTTPCompletion]) {

@@ -65,7 +65,7 @@ let package = Package(
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
-                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics"]),
+                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics", "Benchmark"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -21,6 +21,23 @@ public enum BenchmarkJobs {
         guard count > 0 else { return 0 }
         return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
     }
+    /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
+    /// retention, so maintenance keeps them), as a table that has delivered for a while holds;
+    /// then VACUUM ANALYZE, as autovacuum would have by then. Returns how many.
+    @discardableResult
+    public static func addFinished(_ connection: PGConnection, count: Int) throws(PostgresError) -> Int {
+        guard count > 0 else { return 0 }
+        let added = try connection.query("""
+            INSERT INTO herald.jobs (message, state, attempts, created_at, run_at, finished_at, fcm_message_name)
+            SELECT jsonb_build_object('token', 'bench-done-' || g, 'notification', jsonb_build_object('title', 'Herald bench')),
+                   'completed', 1, now() - interval '2 hours', now() - interval '2 hours', now() - interval '1 hour',
+                   'projects/herald-local/messages/' || g
+            FROM generate_series(1, $1::bigint) AS g
+            """, [.int(count)]).affectedRows
+        try connection.execute("VACUUM ANALYZE herald.jobs")
+        return added
+    }
+
     /// Jobs in herald.jobs.
     public static func count(_ connection: PGConnection) throws(PostgresError) -> Int {
         try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0

@@ -17,6 +17,7 @@ enum BenchCommand {
         Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
         Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
         Option(name: "durable", help: "Run the private PostgreSQL with fsync and synchronous_commit on, as a production server would."),
+        Option(name: "finished-rows", value: "N", help: "Before the throughput and ceiling phases, fill herald.jobs with N jobs finished an hour ago (kept for the default retention), to measure on a table that has delivered for a while. Only in the bench's own PostgreSQL.", defaultText: "0"),
         Option(name: "profile", help: "Load pg_stat_statements in the private PostgreSQL and print the statements of the throughput and ceiling phases (calls, rows, time)."),
     ] + connectionOptions
 
@@ -72,10 +73,14 @@ enum BenchCommand {
             jsonPath: parsed.string("json"),
             workerLogLevel: parsed.string("log-level") ?? "warn",
             durable: parsed.has("durable"),
-            profile: parsed.has("profile"))
+            profile: parsed.has("profile"),
+            finishedRows: parsed.int("finished-rows", default: 0, minimum: 0))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
+        if settings.finishedRows > 0 && parsed.string("database-url") != nil {
+            throw UsageError("herald bench: --finished-rows fills herald.jobs with made-up finished jobs, which it does only in its private PostgreSQL; drop \(parsed.lookup("database-url")!.source) or --finished-rows")
+        }
         if settings.profile && parsed.string("database-url") != nil {
             throw UsageError("herald bench: --profile loads pg_stat_statements into the bench's private PostgreSQL; it cannot be given with \(parsed.lookup("database-url")!.source) (load pg_stat_statements in that server yourself)")
         }
@@ -107,6 +112,7 @@ enum BenchCommand {
         var workerLogLevel: String
         var durable: Bool
         var profile: Bool
+        var finishedRows: Int
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -157,7 +163,8 @@ struct BenchFigures {
         var lines = [
             "",
             "Herald bench: \(build) build, \(cores) cores, PostgreSQL \(postgresVersion)",
-            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs",
+            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs"
+                + (s.finishedRows > 0 ? " on a table holding \(grouped(s.finishedRows)) finished jobs (throughput and ceiling phases)" : ""),
             "  database: \(database); FCM: \(fcm)",
             "",
             row("figure", "measured"),
@@ -226,7 +233,7 @@ struct BenchFigures {
         return [
             "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
             "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
-                         "jobs": JSONValue(s.jobs), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
             "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
             "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
                            "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
@@ -328,6 +335,16 @@ final class Bench {
         return serverCPU.seconds().map { max(0, $0 - before.seconds - excluded) }
     }
 
+    /// `--finished-rows`: the finished jobs a table kept for its retention holds, added after
+    /// the queue was emptied for a phase.
+    func addFinishedRows() throws {
+        guard settings.finishedRows > 0 else { return }
+        log.info("adding \(grouped(settings.finishedRows)) finished jobs (--finished-rows)")
+        let started = monotonicSeconds()
+        try BenchmarkJobs.addFinished(connection, count: settings.finishedRows)
+        log.info("added them in \(fixed(monotonicSeconds() - started, 1)) s")
+    }
+
     func resetProfile() throws {
         if settings.profile { try StatementProfile.reset(connection) }
     }
@@ -368,6 +385,7 @@ final class Bench {
 
     func throughput(_ figures: inout BenchFigures) throws {
         try clear()
+        try addFinishedRows()
         let before = try maxID()
         log.info("throughput: enqueueing \(grouped(settings.jobs)) jobs with one INSERT ... SELECT generate_series")
         let enqueueStart = monotonicSeconds()
@@ -499,6 +517,7 @@ final class Bench {
 
     func ceiling(_ figures: inout BenchFigures) throws {
         try clear()
+        try addFinishedRows()
         log.info("ceiling: \(grouped(settings.jobs)) jobs, claim and record on \(settings.processes) connections, no HTTP")
         let enqueueStart = monotonicSeconds()
         try BenchmarkJobs.enqueue(connection, count: settings.jobs)

@@ -577,6 +577,9 @@ final class Progress: Sendable {
 
     private func watch() throws {
         let connection = try PGConnection(url: url)
+        // Its counts run in its own backend, whose time is left out of the phase's: a parallel
+        // scan would spend it in worker processes counted as the cluster's.
+        try connection.execute("SET max_parallel_workers_per_gather = 0")
         let backend = try connection.query("SELECT pg_backend_pid()").int(0, 0).map { Int32($0) }
         defer {
             // Read while the connection is still open: once it closes, the backend exits.

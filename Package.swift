@@ -40,7 +40,7 @@ let package = Package(
                                               "Logging", "Metrics"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres"]),
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics"]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
@@ -66,7 +66,7 @@ let package = Package(
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
-                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics"]),
+                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics", "Benchmark"]),
     ],
     swiftLanguageModes: [.v6]
 )

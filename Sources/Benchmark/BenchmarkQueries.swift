@@ -21,6 +21,23 @@ public enum BenchmarkJobs {
         guard count > 0 else { return 0 }
         return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
     }
+    /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
+    /// retention, so maintenance keeps them), as a table that has delivered for a while holds;
+    /// then VACUUM ANALYZE, as autovacuum would have by then. Returns how many.
+    @discardableResult
+    public static func addFinished(_ connection: PGConnection, count: Int) throws(PostgresError) -> Int {
+        guard count > 0 else { return 0 }
+        let added = try connection.query("""
+            INSERT INTO herald.jobs (message, state, attempts, created_at, run_at, finished_at, fcm_message_name)
+            SELECT jsonb_build_object('token', 'bench-done-' || g, 'notification', jsonb_build_object('title', 'Herald bench')),
+                   'completed', 1, now() - interval '2 hours', now() - interval '2 hours', now() - interval '1 hour',
+                   'projects/herald-local/messages/' || g
+            FROM generate_series(1, $1::bigint) AS g
+            """, [.int(count)]).affectedRows
+        try connection.execute("VACUUM ANALYZE herald.jobs")
+        return added
+    }
+
     /// Jobs in herald.jobs.
     public static func count(_ connection: PGConnection) throws(PostgresError) -> Int {
         try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0
@@ -99,9 +116,12 @@ public struct CeilingResult: Sendable {
     public var seconds: Double
     public var threads: Int
     public var batch: Int
+    /// CPU seconds the client threads spent claiming and recording (libpq and Swift, no HTTP).
+    public var clientCPUSeconds: Double
     public var jobsPerSecond: Double { seconds > 0 ? Double(jobs) / seconds : 0 }
-    public init(jobs: Int, seconds: Double, threads: Int, batch: Int) {
+    public init(jobs: Int, seconds: Double, threads: Int, batch: Int, clientCPUSeconds: Double = 0) {
         self.jobs = jobs; self.seconds = seconds; self.threads = threads; self.batch = batch
+        self.clientCPUSeconds = clientCPUSeconds
     }
 }
 
@@ -122,6 +142,7 @@ public enum CeilingBenchmark {
         let go = DispatchSemaphore(value: 0)
         let done = DispatchSemaphore(value: 0)
         let completed = Locked(0)
+        let clientCPU = Locked(0.0)
         let failure = Locked<String?>(nil)
 
         for index in 0..<threads {
@@ -135,7 +156,12 @@ public enum CeilingBenchmark {
                 }
                 ready.signal()
                 go.wait()
-                defer { done.signal() }
+                let cpuAtStart = threadCPUSeconds()
+                defer {
+                    let spent = threadCPUSeconds() - cpuAtStart
+                    clientCPU.withLock { $0 += spent }
+                    done.signal()
+                }
                 guard let store else { return }
                 var mine = 0
                 do {
@@ -161,6 +187,6 @@ public enum CeilingBenchmark {
         if let message = failure.value {
             throw PostgresError("the ceiling benchmark failed: \(message)")
         }
-        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch)
+        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch, clientCPUSeconds: clientCPU.value)
     }
 }

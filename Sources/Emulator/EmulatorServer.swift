@@ -97,6 +97,9 @@ public final class EmulatorServer: Sendable {
     /// Closes the port and every connection; joins the threads.
     public func stop() { server.stop() }
 
+    /// CPU seconds its serving threads have spent so far (for `herald bench`'s CPU per message).
+    public var cpuSeconds: Double { server.eventLoopCPUSeconds }
+
     /// The port listened on (the chosen one when configured as 0).
     public var port: Int { server.port }
 

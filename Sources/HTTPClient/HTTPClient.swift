@@ -124,6 +124,12 @@ public final class HTTPClient: @unchecked Sendable {
     /// Cleartext (h2c) origins, keyed by `http://host:port`; see `Origin`.
     private var origins: [String: Origin] = [:]
     private static let maxIdleHandles = 512
+    /// The header list of the last request, shared by every request with the same lines (the
+    /// sender's lines change only when its access token does).
+    private var lastHeaderList: HeaderList?
+    /// No proxy variable in the environment: handles are told so, which spares libcurl reading
+    /// them for every transfer (and keeps their meaning when one is set).
+    private let noProxyFromEnvironment: Bool
 
     public init(configuration: HTTPClientConfiguration = .init()) throws(HTTPClientError) {
         guard curlGlobalInit == CURLE_OK else {
@@ -134,6 +140,7 @@ public final class HTTPClient: @unchecked Sendable {
         }
         self.configuration = configuration
         self.multi = multi
+        noProxyFromEnvironment = HTTPClient.proxyVariables.allSatisfy { getenv($0) == nil }
         let settings: [(CURLMoption, Int, String)] = [
             (CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX), "CURLMOPT_PIPELINING"),
             (CURLMOPT_MAX_CONCURRENT_STREAMS, max(1, configuration.maxStreamsPerConnection), "CURLMOPT_MAX_CONCURRENT_STREAMS"),
@@ -151,10 +158,7 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     deinit {
-        for (handle, transfer) in active {
-            curl_multi_remove_handle(multi, handle)
-            transfer.releaseHeaderList()
-        }
+        for handle in active.keys { curl_multi_remove_handle(multi, handle) }
         active.removeAll()
         idle.removeAll()
         curl_multi_cleanup(multi)
@@ -208,20 +212,19 @@ public final class HTTPClient: @unchecked Sendable {
         let transfer = Transfer(tag: tag, easy: easy)
         transfer.role = role
         if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true) {
-            transfer.releaseHeaderList()
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(error)))
             return false
         }
         let code = curl_multi_add_handle(multi, easy.handle)
         guard code == CURLM_OK else {
-            transfer.releaseHeaderList()
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(
                 HTTPClientError(kind: .other, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(code)))"))))
             return false
         }
         active[easy.handle] = transfer
+        startedSinceDrive = true
         return true
     }
 
@@ -232,7 +235,9 @@ public final class HTTPClient: @unchecked Sendable {
         var finished = failedEarly
         failedEarly.removeAll()
         expireQueued(into: &finished)
-        drive(into: &finished)
+        // curl_multi_perform visits every transfer in flight, so a call is not free: drive before
+        // waiting only when something was added since the last drive (or it may have finished).
+        if startedSinceDrive || !finished.isEmpty { drive(into: &finished) }
         guard finished.isEmpty else { return finished }
 
         var extra = curl_waitfd(fd: extraFileDescriptor, events: Int16(CURL_WAIT_POLLIN), revents: 0)
@@ -259,7 +264,6 @@ public final class HTTPClient: @unchecked Sendable {
                 return .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))
             }
             let transfer = Transfer(tag: 0, easy: easy)
-            defer { transfer.releaseHeaderList() }
             // The same h2c work-around as the multi loop: prior knowledge only on a new connection.
             let origin = HTTPClient.cleartextOrigin(request.url)
             let reuse = origin.map { state.h2cOrigins.contains($0) } ?? true
@@ -282,6 +286,7 @@ public final class HTTPClient: @unchecked Sendable {
     // MARK: internals
 
     private func drive(into finished: inout [HTTPCompletion]) {
+        startedSinceDrive = false
         var running: Int32 = 0
         _ = curl_multi_perform(multi, &running)
         var remaining: Int32 = 0
@@ -293,7 +298,6 @@ public final class HTTPClient: @unchecked Sendable {
             let result = transfer.result(code)
             finished.append(HTTPCompletion(tag: transfer.tag, result: result))
             settle(transfer, result, into: &finished)
-            transfer.releaseHeaderList()
             recycle(transfer.easy)
         }
         for key in touched { admit(key) }
@@ -301,6 +305,8 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     private var touched: Set<String> = []
+    /// A transfer was added to the multi handle since the last `drive`.
+    private var startedSinceDrive = true
 
     /// Updates what is known of a cleartext origin's connections after one of its transfers.
     private func settle(_ transfer: Transfer, _ result: Result<HTTPResponse, HTTPClientError>, into finished: inout [HTTPCompletion]) {
@@ -387,11 +393,19 @@ public final class HTTPClient: @unchecked Sendable {
         if idle.count < HTTPClient.maxIdleHandles { idle.append(easy) }
     }
 
-    /// Resets the handle and sets every option of `request`; nil when all were taken.
+    /// The variables libcurl reads a proxy from (`NO_PROXY` only matters with one of them).
+    static let proxyVariables = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+
+    /// Sets the options of `request` on the handle; nil when all were taken.
+    ///
+    /// A handle keeps its options from one request to the next, so only what differs from its
+    /// last request is set: for the sender's sends, the body and the transfer it reports to.
+    /// Setting every option again (after `curl_easy_reset`) made libcurl free and copy the URL
+    /// and headers and parse the URL for every message. A handle whose last configuration
+    /// failed, or whose method changes, starts again from a reset.
     private func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool) -> HTTPClientError? {
         let easy = transfer.easy
         let h = easy.handle
-        curl_easy_reset(h)
         easy.errorBuffer[0] = 0
         var failure: HTTPClientError?
         func check(_ code: CURLcode, _ name: String) {
@@ -404,54 +418,65 @@ public final class HTTPClient: @unchecked Sendable {
             check(value.withCString { herald_easy_setopt_ptr(h, option, $0) }, name)  // curl copies strings
         }
 
-        check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
-        set(CURLOPT_URL, request.url, "CURLOPT_URL")
-        set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
-        set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION")
-        if fresh { set(CURLOPT_FRESH_CONNECT, 1, "CURLOPT_FRESH_CONNECT") }
-        if multiplexed { set(CURLOPT_PIPEWAIT, 1, "CURLOPT_PIPEWAIT") }
-        set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
-        set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
-        set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
-        set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
-        set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
-        if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }
+        var method = Method(request.method)
+        if method == .get && !request.body.isEmpty { method = .post }
+        if easy.settings == nil || easy.settings?.method != method {
+            curl_easy_reset(h)
+            easy.settings = nil
+            check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
+            set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
+            set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
+            set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
+            set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+            set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
+            set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
+            if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }
+            if noProxyFromEnvironment { set(CURLOPT_PROXY, "", "CURLOPT_PROXY") }
+            check(herald_easy_setopt_write(h, CURLOPT_WRITEFUNCTION, receiveBody), "CURLOPT_WRITEFUNCTION")
+            check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
+            switch method {
+            case .get: set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
+            case .head: set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
+            case .post: set(CURLOPT_POST, 1, "CURLOPT_POST")
+            case .other(let name):
+                set(CURLOPT_POST, 1, "CURLOPT_POST")
+                set(CURLOPT_CUSTOMREQUEST, name, "CURLOPT_CUSTOMREQUEST")
+            }
+        }
+        let previous = easy.settings
+        if previous?.url != request.url { set(CURLOPT_URL, request.url, "CURLOPT_URL") }
+        if previous?.version != version { set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION") }
+        if previous?.fresh != fresh { set(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0, "CURLOPT_FRESH_CONNECT") }
+        if previous?.multiplexed != multiplexed { set(CURLOPT_PIPEWAIT, multiplexed ? 1 : 0, "CURLOPT_PIPEWAIT") }
 
-        let method = request.method.uppercased()
-        if method == "GET" && request.body.isEmpty {
-            set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
-        } else if method == "HEAD" {
-            set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
-        } else {
-            set(CURLOPT_POST, 1, "CURLOPT_POST")
+        if method.sendsBody {
+            // curl reads the body from the handle's own buffer while the transfer runs (the
+            // handle is not reused before it ends), instead of copying it into a fresh allocation.
+            let body = easy.stage(request.body)
             check(herald_easy_setopt_off(h, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(request.body.count)), "CURLOPT_POSTFIELDSIZE_LARGE")
-            // COPYPOSTFIELDS copies the bytes, so the body need not outlive this call.
-            let empty: [UInt8] = [0]
-            check((request.body.isEmpty ? empty : request.body).withUnsafeBytes {
-                herald_easy_setopt_ptr(h, CURLOPT_COPYPOSTFIELDS, $0.baseAddress)
-            }, "CURLOPT_COPYPOSTFIELDS")
-            if method != "POST" { set(CURLOPT_CUSTOMREQUEST, method, "CURLOPT_CUSTOMREQUEST") }
+            check(herald_easy_setopt_ptr(h, CURLOPT_POSTFIELDS, body), "CURLOPT_POSTFIELDS")
         }
 
-        var list: UnsafeMutablePointer<curl_slist>?
-        var lines = request.headers
-        // An empty `Expect:` stops curl from waiting for 100 Continue on large HTTP/1.1 bodies.
-        if !lines.contains(where: { $0.lowercased().hasPrefix("expect:") }) { lines.append("Expect:") }
-        for line in lines {
-            guard let appended = curl_slist_append(list, line) else {
-                curl_slist_free_all(list)
+        let list: HeaderList
+        if let last = lastHeaderList, last.lines == request.headers {
+            list = last
+        } else {
+            guard let made = HeaderList(request.headers) else {
+                easy.settings = nil
                 return HTTPClientError(kind: .other, message: "curl_slist_append failed (out of memory)")
             }
-            list = appended
+            list = made
+            lastHeaderList = made
         }
-        transfer.headerList = list
-        check(herald_easy_setopt_ptr(h, CURLOPT_HTTPHEADER, list), "CURLOPT_HTTPHEADER")
+        if easy.headerList !== list {
+            check(herald_easy_setopt_ptr(h, CURLOPT_HTTPHEADER, list.list), "CURLOPT_HTTPHEADER")
+            easy.headerList = list  // kept alive while curl may read it
+        }
 
         let context = Unmanaged.passUnretained(transfer).toOpaque()
-        check(herald_easy_setopt_write(h, CURLOPT_WRITEFUNCTION, receiveBody), "CURLOPT_WRITEFUNCTION")
         check(herald_easy_setopt_ptr(h, CURLOPT_WRITEDATA, context), "CURLOPT_WRITEDATA")
-        check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
         check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
+        easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed) : nil
         return failure
     }
 
@@ -536,21 +561,93 @@ private struct PerformState {
     var h2cOrigins: Set<String> = []
 }
 
-/// An easy handle and its error buffer, reused request after request.
+/// A request method as the handle's options express it.
+private enum Method: Equatable {
+    case get, head, post
+    case other(String)
+
+    init(_ name: String) {
+        switch name {
+        case "POST", "post": self = .post
+        case "GET", "get": self = .get
+        case "HEAD", "head": self = .head
+        default:
+            let upper = name.uppercased()
+            self = upper == "POST" ? .post : upper == "GET" ? .get : upper == "HEAD" ? .head : .other(upper)
+        }
+    }
+
+    /// GET and HEAD send no body; a GET with a body goes out as a POST, as before.
+    var sendsBody: Bool { if case .get = self { return false } else if case .head = self { return false } else { return true } }
+}
+
+/// The options a handle was last configured with.
+private struct HandleSettings {
+    var method: Method
+    var url: String
+    var version: Int
+    var fresh: Bool
+    var multiplexed: Bool
+}
+
+/// A curl header list and the lines it was made from; freed when no handle holds it.
+private final class HeaderList {
+    let lines: [String]
+    let list: UnsafeMutablePointer<curl_slist>?
+
+    init?(_ lines: [String]) {
+        var list: UnsafeMutablePointer<curl_slist>?
+        var all = lines
+        // An empty `Expect:` stops curl from waiting for 100 Continue on large HTTP/1.1 bodies.
+        if !all.contains(where: { $0.lowercased().hasPrefix("expect:") }) { all.append("Expect:") }
+        for line in all {
+            guard let appended = curl_slist_append(list, line) else {
+                curl_slist_free_all(list)
+                return nil
+            }
+            list = appended
+        }
+        self.lines = lines
+        self.list = list
+    }
+
+    deinit { curl_slist_free_all(list) }
+}
+
+/// An easy handle, its error buffer and its body buffer, reused request after request with
+/// the options it was last given.
 private final class EasyHandle {
     let handle: UnsafeMutableRawPointer
     let errorBuffer: UnsafeMutablePointer<CChar>
+    var settings: HandleSettings?
+    var headerList: HeaderList?
+    private var body: UnsafeMutableRawPointer
+    private var bodyCapacity: Int
 
     init?() {
         guard let handle = curl_easy_init() else { return nil }
         self.handle = handle
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        bodyCapacity = 1024
+        body = .allocate(byteCount: bodyCapacity, alignment: 16)
+    }
+
+    /// Copies `bytes` into the handle's body buffer (grown when needed) and returns it.
+    func stage(_ bytes: [UInt8]) -> UnsafeMutableRawPointer {
+        if bytes.count > bodyCapacity {
+            body.deallocate()
+            bodyCapacity = max(bytes.count, bodyCapacity * 2)
+            body = .allocate(byteCount: bodyCapacity, alignment: 16)
+        }
+        bytes.withUnsafeBytes { if let base = $0.baseAddress, !$0.isEmpty { body.copyMemory(from: base, byteCount: $0.count) } }
+        return body
     }
 
     deinit {
         curl_easy_cleanup(handle)
         errorBuffer.deallocate()
+        body.deallocate()
     }
 }
 
@@ -559,7 +656,6 @@ private final class EasyHandle {
 private final class Transfer {
     let tag: UInt64
     let easy: EasyHandle
-    var headerList: UnsafeMutablePointer<curl_slist>?
     var headers: [(name: String, value: String)] = []
     var body: [UInt8] = []
     var role: Role = .plain
@@ -567,11 +663,6 @@ private final class Transfer {
     init(tag: UInt64, easy: EasyHandle) {
         self.tag = tag
         self.easy = easy
-    }
-
-    func releaseHeaderList() {
-        curl_slist_free_all(headerList)
-        headerList = nil
     }
 
     /// `CURL_HTTP_VERSION_*` of the answer (0 when there was none).

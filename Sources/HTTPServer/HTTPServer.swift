@@ -185,6 +185,23 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
+    /// User plus system CPU seconds its event-loop threads have spent so far (0 once stopped):
+    /// what serving costs, apart from whatever else runs in the same process.
+    public var eventLoopCPUSeconds: Double {
+        lifecycle.withLock { (state: inout Lifecycle) -> Double in
+            guard state == .running else { return 0 }
+            var total = 0.0
+            for thread in threads {
+                var clock = clockid_t()
+                var now = timespec()
+                if pthread_getcpuclockid(thread, &clock) == 0 && clock_gettime(clock, &now) == 0 {
+                    total += Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+                }
+            }
+            return total
+        }
+    }
+
     /// Closes the listeners and every connection, and joins the threads. Safe to call twice;
     /// do not call it from inside a handler (the handler's own thread would wait for itself).
     public func stop() {

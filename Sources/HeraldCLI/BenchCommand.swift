@@ -18,6 +18,8 @@ enum BenchCommand {
         Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
         Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
         Option(name: "durable", help: "Run the private PostgreSQL with fsync and synchronous_commit on, as a production server would."),
+        Option(name: "finished-rows", value: "N", help: "Before the throughput and ceiling phases, fill herald.jobs with N jobs finished an hour ago (kept for the default retention), to measure on a table that has delivered for a while. Only in the bench's own PostgreSQL.", defaultText: "0"),
+        Option(name: "profile", help: "Load pg_stat_statements in the private PostgreSQL and print the statements of the throughput and ceiling phases (calls, rows, time)."),
     ] + connectionOptions
 
     static let help = helpText(
@@ -46,6 +48,14 @@ enum BenchCommand {
           3. ceiling: N fresh jobs claimed and recorded completed with the worker's own SQL and
              batch size (JobStore.claim/record), no HTTP, on --processes connections.
         Peak RSS per worker is the largest ru_maxrss of any worker process (wait4), over phases 1-2.
+        CPU per message (phases 1 and 3), in microseconds of user + system time per delivered job:
+          workers:    the worker processes' rusage from wait4 (start-up and token fetch included);
+                      in the ceiling phase, the CPU clocks of its client threads;
+          PostgreSQL: the private cluster's server processes from /proc, read before and after
+                      the phase (the postmaster, every child running, and every child it reaped,
+                      i.e. each exited backend), less the backend of the bench's progress watch;
+                      not measured with DATABASE_URL;
+          emulator:   the CPU clocks of the emulator's event-loop threads in this process.
         Targets are printed next to the figures; nothing is asserted.
         """)
 
@@ -63,11 +73,21 @@ enum BenchCommand {
             latencySeconds: parsed.seconds("latency-seconds", default: 10),
             jsonPath: parsed.string("json"),
             workerLogLevel: parsed.string("log-level") ?? "warn",
-            durable: parsed.has("durable"))
+            durable: parsed.has("durable"),
+            profile: parsed.has("profile"),
+            finishedRows: parsed.int("finished-rows", default: 0, minimum: 0))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        try environment.resolveDatabase(parsed, durable: settings.durable, folder: "bench-postgres")
+        if settings.finishedRows > 0 && parsed.string("database-url") != nil {
+            throw UsageError("herald bench: --finished-rows fills herald.jobs with made-up finished jobs, which it does only in its private PostgreSQL; drop \(parsed.lookup("database-url")!.source) or --finished-rows")
+        }
+        if settings.profile && parsed.string("database-url") != nil {
+            throw UsageError("herald bench: --profile loads pg_stat_statements into the bench's private PostgreSQL; it cannot be given with \(parsed.lookup("database-url")!.source) (load pg_stat_statements in that server yourself)")
+        }
+        try environment.resolveDatabase(parsed, durable: settings.durable, folder: "bench-postgres",
+                                        serverSettings: settings.profile ? ["shared_preload_libraries": "pg_stat_statements",
+                                                                            "pg_stat_statements.track": "all"] : [:])
         var emulatorConfiguration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         emulatorConfiguration.maxStoredMessages = 1000  // only counted beyond that: keeps this process small
         // The bench sends only the made-up jobs it enqueues itself, so its own emulator is its default.
@@ -92,6 +112,8 @@ enum BenchCommand {
         var jsonPath: String?
         var workerLogLevel: String
         var durable: Bool
+        var profile: Bool
+        var finishedRows: Int
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -115,11 +137,19 @@ struct BenchFigures {
     var p50 = 0.0
     var p99 = 0.0
     var maxLatency = 0.0
+    var throughputCPU = CPUPerMessage()
+    var latencyWorkerCPUSeconds = 0.0
     // memory
     var peakRSSBytes = 0
     // phase 3
     var ceiling = CeilingResult(jobs: 0, seconds: 0, threads: 0, batch: 0)
     var ceilingEnqueueSeconds = 0.0
+    var ceilingCPU = CPUPerMessage()
+    // --profile
+    var throughputStatements: [StatementCost] = []
+    var ceilingStatements: [StatementCost] = []
+    var throughputStatementTotals = (calls: 0, milliseconds: 0.0)
+    var ceilingStatementTotals = (calls: 0, milliseconds: 0.0)
 
     var ratio: Double { ceiling.jobsPerSecond > 0 ? messagesPerSecond / ceiling.jobsPerSecond : 0 }
     var peakRSSMiB: Double { Double(peakRSSBytes) / 1_048_576 }
@@ -134,34 +164,77 @@ struct BenchFigures {
         var lines = [
             "",
             "Herald bench: \(build) build, \(cores) cores, PostgreSQL \(postgresVersion)",
-            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs",
+            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs"
+                + (s.finishedRows > 0 ? " on a table holding \(grouped(s.finishedRows)) finished jobs (throughput and ceiling phases)" : ""),
             "  database: \(database); FCM: \(fcm)",
             "",
             row("figure", "measured"),
             row("Herald end-to-end (msgs/s)", grouped(Int(messagesPerSecond.rounded())), ">= 20,000"),
             row("enqueue-to-delivered p50 @ \(grouped(s.rate))/s (ms)", fixed(p50, 1)),
-            row("enqueue-to-delivered p99 @ \(grouped(s.rate))/s (ms)", fixed(p99, 1), "<= 50 at 2,000/s"),
+            row("enqueue-to-delivered p99 @ \(grouped(s.rate))/s (ms)", fixed(p99, 1), "<= 20 at 2,000/s"),
             row("peak RSS per worker process (MiB)", fixed(peakRSSMiB, 1), "<= 64"),
             row("PostgreSQL ceiling, same SQL, no HTTP (jobs/s)", grouped(Int(ceiling.jobsPerSecond.rounded()))),
-            row("end-to-end / ceiling", fixed(ratio, 2), ">= 0.3"),
+            row("end-to-end / ceiling", fixed(ratio, 2), ">= 0.6"),
+            "",
+            "CPU per delivered message (us, user + system)       end-to-end      ceiling",
+            cpuRow("worker processes (ceiling: its client threads)", throughputCPU.workers, ceilingCPU.workers, target: "<= 15"),
+            cpuRow("PostgreSQL server processes", throughputCPU.postgres, ceilingCPU.postgres,
+                   target: ceilingCPU.postgres.map { "<= 1.5 x ceiling (\(fixed($0 * 1.5, 1)))" } ?? ""),
+            cpuRow("FCM emulator", throughputCPU.emulator, nil),
+            cpuRow("all three", throughputCPU.total, ceilingCPU.total),
             "",
             "Phases:",
             "  throughput: enqueue \(fixed(enqueueSeconds, 2)) s; first claim to last delivered \(fixed(deliverSeconds, 2)) s "
                 + "(\(grouped(throughputCompleted)) completed); pool start to exit \(fixed(poolSeconds, 2)) s",
-            "  latency:    \(grouped(latencyJobs)) jobs offered at \(grouped(Int(offeredRate.rounded())))/s over \(fixed(s.latencySeconds, 0)) s; max \(fixed(maxLatency, 1)) ms",
+            "  latency:    \(grouped(latencyJobs)) jobs offered at \(grouped(Int(offeredRate.rounded())))/s over \(fixed(s.latencySeconds, 0)) s; max \(fixed(maxLatency, 1)) ms; "
+                + "worker CPU \(fixed(latencyWorkerCPUSeconds, 2)) s (\(fixed(latencyJobs > 0 ? latencyWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 1)) us per job offered, warm-up and idle included)",
             "  ceiling:    enqueue \(fixed(ceilingEnqueueSeconds, 2)) s; \(grouped(ceiling.jobs)) jobs in \(fixed(ceiling.seconds, 2)) s on \(ceiling.threads) connections",
         ]
+        if settings.profile {
+            lines += profileLines("throughput", throughputStatements, throughputStatementTotals, delivered: throughputCompleted)
+            lines += profileLines("ceiling", ceilingStatements, ceilingStatementTotals, delivered: ceiling.jobs)
+        }
         if build == "debug" { lines.append("Note: a debug build; build with `swift build -c release` for real figures.") }
         return lines.joined(separator: "\n")
     }
 
+    func cpuRow(_ name: String, _ live: Double?, _ ceiling: Double?, target: String = "") -> String {
+        func cell(_ value: Double?) -> String {
+            let text = value.map { fixed($0, 1) } ?? "-"
+            return String(repeating: " ", count: max(0, 13 - text.count)) + text
+        }
+        return name.padding(toLength: 50, withPad: " ", startingAt: 0) + cell(live) + cell(ceiling)
+            + (target.isEmpty ? "" : "   target " + target)
+    }
+
+    func profileLines(_ phase: String, _ statements: [StatementCost], _ totals: (calls: Int, milliseconds: Double), delivered: Int) -> [String] {
+        let perJob = Double(max(1, delivered))
+        var lines = ["", "Statements of the \(phase) phase (pg_stat_statements): \(grouped(totals.calls)) calls, "
+                     + "\(fixed(totals.milliseconds, 0)) ms, \(fixed(Double(totals.calls) / perJob, 3)) calls and "
+                     + "\(fixed(totals.milliseconds * 1000 / perJob, 1)) us per job",
+                     "       calls        rows    total ms  us/job  statement"]
+        for statement in statements {
+            let text = statement.query.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).joined(separator: " ")
+            func column(_ value: String, _ width: Int) -> String { String(repeating: " ", count: max(0, width - value.count)) + value }
+            lines.append(column(grouped(statement.calls), 12) + column(grouped(statement.rows), 12)
+                         + column(fixed(statement.totalMilliseconds, 0), 12) + column(fixed(statement.totalMilliseconds * 1000 / perJob, 1), 8)
+                         + "  " + String(text.prefix(90)))
+        }
+        return lines
+    }
+
     var json: JSONValue {
         let s = settings
+        func optional(_ value: Double?) -> JSONValue { value.map { .number(String(format: "%.2f", $0)) } ?? .null }
+        func cpu(_ figures: CPUPerMessage) -> JSONValue {
+            ["workers": optional(figures.workers), "postgresql": optional(figures.postgres), "emulator": optional(figures.emulator),
+             "total": optional(figures.total)]
+        }
         func number(_ value: Double, _ digits: Int) -> JSONValue { .number(String(format: "%.\(digits)f", value)) }
         return [
             "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
             "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
-                         "jobs": JSONValue(s.jobs), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
             "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
             "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
                            "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
@@ -172,8 +245,30 @@ struct BenchFigures {
             "ceiling": ["jobs": JSONValue(ceiling.jobs), "seconds": number(ceiling.seconds, 3), "threads": JSONValue(ceiling.threads),
                         "batch": JSONValue(ceiling.batch)],
             "end_to_end_over_ceiling": number(ratio, 3),
-            "targets": ["msgs_per_second_min": 20000, "ratio_min": 0.3, "p99_ms_max_at_2000_per_second": 50, "rss_mib_max": 64],
+            "cpu_us_per_message": ["end_to_end": cpu(throughputCPU), "ceiling": cpu(ceilingCPU),
+                                   "latency_phase_workers_per_job_offered": number(latencyJobs > 0 ? latencyWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 2)],
+            "targets": ["msgs_per_second_min": 20000, "ratio_min": 0.6, "p99_ms_max_at_2000_per_second": 20, "rss_mib_max": 64,
+                        "worker_cpu_us_per_message_max": 15, "postgresql_cpu_over_ceiling_max": 1.5],
         ]
+    }
+}
+
+/// CPU microseconds per delivered message of one phase; nil where it was not measured.
+struct CPUPerMessage {
+    var workers: Double?
+    var postgres: Double?
+    var emulator: Double?
+    var total: Double? {
+        let parts = [workers, postgres, emulator].compactMap { $0 }
+        return parts.isEmpty ? nil : parts.reduce(0, +)
+    }
+
+    init() {}
+    init(seconds workers: Double?, postgres: Double?, emulator: Double?, messages: Int) {
+        let scale = 1e6 / Double(max(1, messages))
+        self.workers = workers.map { $0 * scale }
+        self.postgres = postgres.map { $0 * scale }
+        self.emulator = emulator.map { $0 * scale }
     }
 }
 
@@ -199,6 +294,8 @@ final class Bench {
     let ownDatabase: Bool
     /// Jobs with an id above this are the bench's (herald.jobs was empty when it started).
     var baseID = 0
+    /// The private cluster's CPU; nil with DATABASE_URL (its server is not ours to read).
+    let serverCPU: ServerCPU?
 
     init(settings: BenchCommand.Settings, environment: RunEnvironment, log: Logger) throws {
         self.settings = settings
@@ -206,6 +303,7 @@ final class Bench {
         self.log = log
         connection = try PGConnection(url: environment.databaseURL)
         ownDatabase = environment.cluster != nil
+        serverCPU = environment.cluster.flatMap { ServerCPU.postmasterPID(dataDirectory: $0.directory + "/data") }.map { ServerCPU(postmasterPID: $0) }
         guard try Administration.isMigrated(connection) else {
             throw UsageError("herald bench: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
         }
@@ -216,6 +314,40 @@ final class Bench {
             }
         }
         baseID = try BenchmarkJobs.maxID(connection)
+        if settings.profile { try StatementProfile.enable(connection) }
+    }
+
+    /// A reading of the cluster's CPU and its children, to take the difference after a phase.
+    struct ServerReading {
+        var seconds: Double
+        var children: Set<Int32>
+    }
+
+    func readServer() -> ServerReading? {
+        guard let serverCPU, let seconds = serverCPU.seconds() else { return nil }
+        return ServerReading(seconds: seconds, children: Set(serverCPU.children()))
+    }
+
+    /// CPU seconds the cluster spent since `before`, once the backends of closed connections
+    /// have exited, less `excluded` (the bench's own watching).
+    func serverSeconds(since before: ServerReading?, excluding excluded: Double = 0) -> Double? {
+        guard let serverCPU, let before else { return nil }
+        serverCPU.settle(before: before.children)
+        return serverCPU.seconds().map { max(0, $0 - before.seconds - excluded) }
+    }
+
+    /// `--finished-rows`: the finished jobs a table kept for its retention holds, added after
+    /// the queue was emptied for a phase.
+    func addFinishedRows() throws {
+        guard settings.finishedRows > 0 else { return }
+        log.info("adding \(grouped(settings.finishedRows)) finished jobs (--finished-rows)")
+        let started = monotonicSeconds()
+        try BenchmarkJobs.addFinished(connection, count: settings.finishedRows)
+        log.info("added them in \(fixed(monotonicSeconds() - started, 1)) s")
+    }
+
+    func resetProfile() throws {
+        if settings.profile { try StatementProfile.reset(connection) }
     }
 
     /// Empties the queue before a phase: TRUNCATE in the bench's own database; elsewhere only
@@ -254,12 +386,16 @@ final class Bench {
 
     func throughput(_ figures: inout BenchFigures) throws {
         try clear()
+        try addFinishedRows()
         let before = try maxID()
         log.info("throughput: enqueueing \(grouped(settings.jobs)) jobs with one INSERT ... SELECT generate_series")
         let enqueueStart = monotonicSeconds()
         try BenchmarkJobs.enqueue(connection, count: settings.jobs)
         figures.enqueueSeconds = monotonicSeconds() - enqueueStart
+        try resetProfile()
 
+        let serverBefore = readServer()
+        let emulatorBefore = environment.emulator?.cpuSeconds
         let progress = Progress(url: environment.databaseURL, afterID: before, total: settings.jobs, label: "throughput")
         progress.start()
         log.info("throughput: \(settings.processes) worker processes, herald work --drain")
@@ -269,6 +405,8 @@ final class Bench {
         let report = supervisor.run()
         figures.poolSeconds = monotonicSeconds() - poolStart
         let firstClaim = progress.stop()
+        let emulatorSeconds = emulatorBefore.flatMap { before in environment.emulator.map { $0.cpuSeconds - before } }
+        let serverSeconds = serverSeconds(since: serverBefore, excluding: progress.backendCPUSeconds)
         guard report.status == 0 else { throw BenchError("the worker pool exited with status \(report.status); see the messages above") }
         figures.peakRSSBytes = max(figures.peakRSSBytes, report.peakRSSBytes)
 
@@ -282,6 +420,12 @@ final class Bench {
         }
         figures.deliverSeconds = max(0.001, lastFinished - firstClaim)
         figures.messagesPerSecond = Double(settings.jobs) / figures.deliverSeconds
+        figures.throughputCPU = CPUPerMessage(seconds: report.workerCPUSeconds, postgres: serverSeconds, emulator: emulatorSeconds,
+                                              messages: figures.throughputCompleted)
+        if settings.profile {
+            figures.throughputStatements = try StatementProfile.top(connection, limit: 12)
+            figures.throughputStatementTotals = try StatementProfile.totals(connection)
+        }
     }
 
     // MARK: phase 2
@@ -333,6 +477,7 @@ final class Bench {
             throw BenchError("the worker pool of the latency phase exited with status \(report.value?.status ?? -1); see the messages above")
         }
         figures.peakRSSBytes = max(figures.peakRSSBytes, final.peakRSSBytes)
+        figures.latencyWorkerCPUSeconds = final.workerCPUSeconds
 
         let result = try BenchmarkJobs.latency(connection, afterID: before)
         let completed = result.count
@@ -373,12 +518,21 @@ final class Bench {
 
     func ceiling(_ figures: inout BenchFigures) throws {
         try clear()
+        try addFinishedRows()
         log.info("ceiling: \(grouped(settings.jobs)) jobs, claim and record on \(settings.processes) connections, no HTTP")
         let enqueueStart = monotonicSeconds()
         try BenchmarkJobs.enqueue(connection, count: settings.jobs)
         figures.ceilingEnqueueSeconds = monotonicSeconds() - enqueueStart
+        try resetProfile()
+        let serverBefore = readServer()
         figures.ceiling = try CeilingBenchmark.run(databaseURL: environment.databaseURL, threads: settings.processes,
                                                    batch: settings.batch, leaseSeconds: 60)
+        figures.ceilingCPU = CPUPerMessage(seconds: figures.ceiling.clientCPUSeconds, postgres: serverSeconds(since: serverBefore),
+                                           emulator: nil, messages: figures.ceiling.jobs)
+        if settings.profile {
+            figures.ceilingStatements = try StatementProfile.top(connection, limit: 12)
+            figures.ceilingStatementTotals = try StatementProfile.totals(connection)
+        }
     }
 }
 
@@ -388,7 +542,8 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 /// Watches a phase over its own connection: first the moment of the first claim (polled every
-/// 2 ms, in PostgreSQL's clock), then the completed count every 200 ms, drawn on stderr.
+/// 2 ms, in PostgreSQL's clock), then the completed count every second (a count over the whole table, kept rare so the
+/// watch costs the phase little), drawn on stderr.
 final class Progress: Sendable {
     let url: String
     let afterID: Int
@@ -396,6 +551,9 @@ final class Progress: Sendable {
     let label: String
     private let stopping = Locked(false)
     private let firstClaim = Locked<Double?>(nil)
+    private let backendCPU = Locked(0.0)
+    /// CPU seconds of this watch's own backend, read as it finished (to leave it out of the phase's).
+    var backendCPUSeconds: Double { backendCPU.value }
     private let finished = DispatchSemaphore(value: 0)
 
     init(url: String, afterID: Int, total: Int, label: String) {
@@ -420,6 +578,16 @@ final class Progress: Sendable {
 
     private func watch() throws {
         let connection = try PGConnection(url: url)
+        // Its counts run in its own backend, whose time is left out of the phase's: a parallel
+        // scan would spend it in worker processes counted as the cluster's.
+        try connection.execute("SET max_parallel_workers_per_gather = 0")
+        let backend = try connection.query("SELECT pg_backend_pid()").int(0, 0).map { Int32($0) }
+        defer {
+            // Read while the connection is still open: once it closes, the backend exits.
+            withExtendedLifetime(connection) {
+                if let backend, let seconds = ServerCPU.processSeconds(backend) { backendCPU.withLock { $0 = seconds } }
+            }
+        }
         while !stopping.value && firstClaim.value == nil {
             let result = try BenchmarkJobs.firstActivity(connection, afterID: afterID)
             if result.claimed { firstClaim.withLock { $0 = result.now } }
@@ -452,7 +620,7 @@ final class Progress: Sendable {
             lastDone = done
             lastAt = now
             var slept = 0.0
-            while slept < 0.2 && !stopping.value { usleep(20_000); slept += 0.02 }
+            while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
         }
         if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
     }

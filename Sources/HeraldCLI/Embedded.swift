@@ -69,8 +69,10 @@ final class RunEnvironment {
     }
 
     /// Resolves the database (starting and migrating the embedded one when none is given).
-    /// `folder` is the cluster's folder inside the data folder (`herald bench` keeps its own).
-    func resolveDatabase(_ parsed: ParsedOptions, durable: Bool = true, folder: String = "postgres") throws {
+    /// `folder` is the cluster's folder inside the data folder (`herald bench` keeps its own);
+    /// `serverSettings` are added to the private cluster's (e.g. `herald bench --profile`'s).
+    func resolveDatabase(_ parsed: ParsedOptions, durable: Bool = true, folder: String = "postgres",
+                         serverSettings: [String: String] = [:]) throws {
         if let url = parsed.string("database-url") {
             databaseURL = url
             return
@@ -78,7 +80,7 @@ final class RunEnvironment {
         let directory = Self.dataDirectory(parsed) + "/" + folder
         log.info("no DATABASE_URL: starting a private PostgreSQL in \(directory)")
         let started = try LocalCluster.start(directory: directory, durable: durable,
-                                             settings: ["shared_buffers": "256MB", "max_wal_size": "2GB"])
+                                             settings: ["shared_buffers": "256MB", "max_wal_size": "2GB"].merging(serverSettings) { $1 })
         if started.directory != directory {
             log.info("the postgres user cannot reach \(directory); the private PostgreSQL lives in \(started.directory) instead")
         }

@@ -36,6 +36,9 @@ final class Sender: @unchecked Sendable {
     /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
     private var pausedUntil: Double = 0
     private(set) var counters = Counters()
+    /// The send headers for the current access token: the same array (and so the same libcurl
+    /// header list) for every message until the token changes.
+    private var sendHeaders: (authorization: String, lines: [String]) = ("", [])
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
@@ -139,8 +142,10 @@ final class Sender: @unchecked Sendable {
         let request: HTTPRequest
         switch preparation {
         case .send(let body, _):
-            request = HTTPRequest(method: "POST", url: endpoint.sendURL,
-                                  headers: ["Authorization: \(authorization)", "Content-Type: application/json"], body: body)
+            if sendHeaders.authorization != authorization {
+                sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
+            }
+            request = HTTPRequest(method: "POST", url: endpoint.sendURL, headers: sendHeaders.lines, body: body)
         case .group(let plan):
             do {
                 request = try groups.request(plan)

@@ -14,6 +14,9 @@ public final class Supervisor {
         /// The largest peak resident set of any worker process, in bytes (from wait4).
         public var peakRSSBytes: Int
         public var restarts: Int
+        /// User plus system CPU seconds of every worker process that exited (from wait4), so
+        /// a run's CPU per message can be measured from outside the workers.
+        public var workerCPUSeconds: Double
     }
 
     /// The exit status of a worker whose settings are wrong (EX_CONFIG): not restarted.
@@ -72,6 +75,7 @@ public final class Supervisor {
 
     public func run() -> Report {
         var peak = 0
+        var cpu = 0.0
         var restarts = 0
         var stopping = false
         var failures = Array(repeating: 0, count: processes)
@@ -111,6 +115,8 @@ public final class Supervisor {
                 let pid = wait4(-1, &status, WNOHANG, &usage)
                 if pid <= 0 { break }
                 peak = max(peak, Int(usage.ru_maxrss) * 1024)
+                cpu += Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+                    + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
                 guard let slot = children.removeValue(forKey: pid) else { continue }
                 let exited = (status & 0x7f) == 0
                 let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -147,7 +153,7 @@ public final class Supervisor {
                 restartAt[slot] = Date().timeIntervalSince1970 + delay
             }
         }
-        return Report(status: finalStatus, peakRSSBytes: peak, restarts: restarts)
+        return Report(status: finalStatus, peakRSSBytes: peak, restarts: restarts, workerCPUSeconds: cpu)
     }
 
     private func spawn(slot: Int) -> Bool {

@@ -15,6 +15,9 @@ public final class WorkerMetrics: @unchecked Sendable {
 
     init(slot: SlotWriter?) { self.slot = slot }
 
+    /// Jobs whose queue is kept until their outcome is recorded.
+    var jobsAwaitingRecord: Int { queueOfJob.count }
+
     /// The slot the supervisor passed on; none (nothing counted) when no supervisor reads one,
     /// as in `herald bench`'s pools.
     static func fromEnvironment(log: Logger) -> WorkerMetrics {
@@ -32,6 +35,9 @@ public final class WorkerMetrics: @unchecked Sendable {
     // MARK: store thread
 
     func claimed(_ jobs: [ClaimedJob]) {
+        // Without a slot nothing is counted, and nothing may be kept: `recorded` would never
+        // take the entries back, and the map would grow by one entry per job for good.
+        guard slot != nil else { return }
         for job in jobs { queueOfJob[job.id] = job.queue }
     }
 

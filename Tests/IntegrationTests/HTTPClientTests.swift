@@ -3,6 +3,7 @@ import Emulator
 import Foundation
 import Glibc
 import HTTPClient
+import HTTPServer
 import Testing
 import TestSupport
 
@@ -192,6 +193,41 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         #expect(!response.body.isEmpty)
         let health = try client.perform(HTTPRequest(method: "GET", url: emulator.baseURL + "/emulator/health"))
         #expect(health.status == 200)
+    }
+
+    /// Handles keep their options from one request to the next; what changes (method, URL,
+    /// headers, a body larger than the handle's buffer, an empty body) must still go out as asked.
+    @Test func reusedHandlesSendEachRequestAsAsked() throws {
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threads: 1)) { request in
+            let echo = "\(request.method) \(request.path) x-case=\(request.header("x-case") ?? "-") body=\(request.body.count):"
+            return HTTPServerResponse(status: 200, body: Array(echo.utf8) + request.body)
+        }
+        try server.start()
+        defer { server.stop() }
+        let base = "http://127.0.0.1:\(server.port)"
+        let large = [UInt8](repeating: UInt8(ascii: "z"), count: 5000)
+        let requests: [(HTTPRequest, String)] = [
+            (HTTPRequest(url: base + "/a", headers: ["X-Case: one"], body: Array("first".utf8)), "POST /a x-case=one body=5:first"),
+            (HTTPRequest(method: "GET", url: base + "/b", headers: ["X-Case: two"]), "GET /b x-case=two body=0:"),
+            (HTTPRequest(url: base + "/c", headers: ["X-Case: three"], body: large), "POST /c x-case=three body=5000:" + String(repeating: "z", count: 5000)),
+            (HTTPRequest(url: base + "/a", headers: ["X-Case: one"], body: Array("2nd".utf8)), "POST /a x-case=one body=3:2nd"),
+            (HTTPRequest(method: "PUT", url: base + "/d", body: []), "PUT /d x-case=- body=0:"),
+            (HTTPRequest(url: base + "/a", headers: ["X-Case: one"], body: Array("last".utf8)), "POST /a x-case=one body=4:last"),
+        ]
+        let client = try HTTPClient()
+        // One at a time, so each request takes the handle the previous one gave back.
+        for (tag, (request, expected)) in requests.enumerated() {
+            client.submit(request, tag: UInt64(tag))
+            let completions = collect(client, count: 1)
+            #expect(completions.count == 1)
+            let response = try #require(try completions.first?.result.get())
+            #expect(String(decoding: response.body, as: UTF8.self) == expected, "request \(tag)")
+        }
+        // And through perform's own handle.
+        for (request, expected) in requests {
+            let response = try client.perform(request)
+            #expect(String(decoding: response.body, as: UTF8.self) == expected)
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import Metrics
+import Queue
 import Testing
 @testable import Worker
 
@@ -47,6 +48,27 @@ import Testing
         #expect(Exposition.isValidName("herald_messages_total") && Exposition.isValidName("a:b_c9"))
         #expect(!Exposition.isValidName("9lives") && !Exposition.isValidName("has-dash") && !Exposition.isValidName(""))
         #expect(Exposition.isValidLabelName("queue") && !Exposition.isValidLabelName("__reserved") && !Exposition.isValidLabelName("a:b"))
+    }
+
+    /// A worker keeps nothing per job once its outcome is recorded, with a slot or without one
+    /// (herald bench's pools have none): a million jobs must not grow the worker by a million entries.
+    @Test func recordedJobsLeaveNothingBehind() throws {
+        let jobs = (1...500).map { ClaimedJob(id: $0, queue: $0 % 2 == 0 ? "default" : "mail", message: Array(#"{"token":"t"}"#.utf8), attempt: 1) }
+        let outcomes = jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) }
+
+        let unwatched = WorkerMetrics(slot: nil)
+        unwatched.claimed(jobs)
+        unwatched.recorded(outcomes, stale: 0)
+        #expect(unwatched.jobsAwaitingRecord == 0)
+
+        let region = try SlotRegion.create()
+        let watched = WorkerMetrics(slot: SlotWriter(region: region, pid: 101))
+        watched.claimed(jobs)
+        #expect(watched.jobsAwaitingRecord == 500)
+        watched.recorded(outcomes, stale: 0)
+        #expect(watched.jobsAwaitingRecord == 0)
+        let counts = SlotSnapshot(region)
+        #expect(counts.queues["default"]?[.completed] == 250 && counts.queues["mail"]?[.completed] == 250)
     }
 
     @Test func aSlotKeepsItsCountsAcrossAWorkerRestart() throws {

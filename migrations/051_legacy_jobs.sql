@@ -30,19 +30,8 @@ CREATE TABLE herald.legacy_multicasts (
 CREATE INDEX legacy_multicasts_multicast ON herald.legacy_multicasts (multicast_id, position);
 CREATE INDEX legacy_multicasts_created ON herald.legacy_multicasts (created_at);
 
--- enqueue's ON CONFLICT names the predicate of jobs_dedupe, which now counts scheduled jobs as
--- pending too (a release that adds the scheduled state creates the index this way already).
-DO $do$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_indexes
-                   WHERE schemaname = 'herald' AND indexname = 'jobs_dedupe' AND indexdef LIKE '%scheduled%') THEN
-        DROP INDEX IF EXISTS herald.jobs_dedupe;
-        CREATE UNIQUE INDEX jobs_dedupe ON herald.jobs (dedupe_key)
-            WHERE dedupe_key IS NOT NULL AND state IN ('scheduled', 'available', 'running');
-    END IF;
-END
-$do$;
-
+-- enqueue's ON CONFLICT names the predicate of jobs_dedupe as migration 040 made it (scheduled
+-- jobs are pending too).
 DROP FUNCTION herald.enqueue(jsonb, timestamptz, text, integer, integer, text);
 
 -- enqueue: callable from any transaction or trigger. A dedupe_key that is already pending

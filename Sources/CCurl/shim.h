@@ -20,4 +20,8 @@ static inline CURLcode herald_global_init(void) { return curl_global_init(CURL_G
 /* CURLOPT_HEADERFUNCTION takes the same callback shape as CURLOPT_WRITEFUNCTION; the named
    wrapper keeps the call site readable. */
 static inline CURLcode herald_easy_setopt_header(CURL *h, size_t (*f)(char *, size_t, size_t, void *)) { return curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, f); }
+/* The socket callbacks: the client learns each connection's socket when curl makes it and when
+   curl closes it (the close callback must close it itself). */
+static inline CURLcode herald_easy_setopt_sockopt(CURL *h, int (*f)(void *, curl_socket_t, curlsocktype)) { return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, f); }
+static inline CURLcode herald_easy_setopt_closesocket(CURL *h, int (*f)(void *, curl_socket_t)) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f); }
 #endif

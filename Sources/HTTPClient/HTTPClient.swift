@@ -286,9 +286,15 @@ public final class HTTPClient: @unchecked Sendable {
     // MARK: internals
 
     private func drive(into finished: inout [HTTPCompletion]) {
+        // libcurl writes each new stream's frames to the socket on their own: a `send()`, and a
+        // TCP segment through the loopback or the network, per request. Corked for the pass, the
+        // frames of every request it starts leave in full segments when it ends.
+        let cork = startedSinceDrive && !sockets.isEmpty
+        if cork { HTTPClient.setCork(sockets, true) }
         startedSinceDrive = false
         var running: Int32 = 0
         _ = curl_multi_perform(multi, &running)
+        if cork { HTTPClient.setCork(sockets, false) }
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
@@ -302,6 +308,16 @@ public final class HTTPClient: @unchecked Sendable {
         }
         for key in touched { admit(key) }
         touched.removeAll()
+    }
+
+    /// The sockets of the multi handle's connections, from curl's socket callbacks.
+    fileprivate var sockets: [Int32] = []
+
+    private static func setCork(_ sockets: [Int32], _ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        for socket in sockets {
+            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
     }
 
     private var touched: Set<String> = []
@@ -434,6 +450,14 @@ public final class HTTPClient: @unchecked Sendable {
             if noProxyFromEnvironment { set(CURLOPT_PROXY, "", "CURLOPT_PROXY") }
             check(herald_easy_setopt_write(h, CURLOPT_WRITEFUNCTION, receiveBody), "CURLOPT_WRITEFUNCTION")
             check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
+            if multiplexed {
+                // Only the multi handle's transfers: `perform` runs on other threads.
+                let client = Unmanaged.passUnretained(self).toOpaque()
+                check(herald_easy_setopt_sockopt(h, socketOpened), "CURLOPT_SOCKOPTFUNCTION")
+                check(herald_easy_setopt_ptr(h, CURLOPT_SOCKOPTDATA, client), "CURLOPT_SOCKOPTDATA")
+                check(herald_easy_setopt_closesocket(h, socketClosing), "CURLOPT_CLOSESOCKETFUNCTION")
+                check(herald_easy_setopt_ptr(h, CURLOPT_CLOSESOCKETDATA, client), "CURLOPT_CLOSESOCKETDATA")
+            }
             switch method {
             case .get: set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
             case .head: set(CURLOPT_NOBODY, 1, "CURLOPT_NOBODY")
@@ -724,4 +748,23 @@ private let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     if let data, length > 0 { transfer.header(UnsafeRawBufferPointer(start: data, count: length)) }
     return length
+}
+
+/// A socket curl made for a connection of the multi handle.
+private let socketOpened: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, curlsocktype) -> Int32 = {
+    context, socket, purpose in
+    if let context, purpose == CURLSOCKTYPE_IPCXN {
+        Unmanaged<HTTPClient>.fromOpaque(context).takeUnretainedValue().sockets.append(socket)
+    }
+    return Int32(CURL_SOCKOPT_OK)
+}
+
+/// curl is done with a socket: forget it, and close it (the callback's duty).
+private let socketClosing: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t) -> Int32 = {
+    context, socket in
+    if let context {
+        let client = Unmanaged<HTTPClient>.fromOpaque(context).takeUnretainedValue()
+        client.sockets.removeAll { $0 == socket }
+    }
+    return close(socket)
 }

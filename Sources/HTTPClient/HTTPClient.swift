@@ -171,34 +171,49 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
     public func submit(_ request: HTTPRequest, tag: UInt64) {
-        guard let origin = HTTPClient.cleartextOrigin(request.url) else {
+        guard let key = originKey(request.url) else {
             start(request, tag: tag, role: .plain)
             return
         }
-        origins[origin, default: Origin()].pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
+        let origin: Origin
+        if let known = origins[key] {
+            origin = known
+        } else {
+            origin = Origin(key: key)
+            origins[key] = origin
+        }
+        origin.pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
         admit(origin)
+    }
+
+    /// The last URL submitted and its cleartext origin: a sender sends to one URL.
+    private var lastURL: (url: String, origin: String?)?
+
+    private func originKey(_ url: String) -> String? {
+        if let last = lastURL, last.url == url { return last.origin }
+        let origin = HTTPClient.cleartextOrigin(url)
+        lastURL = (url, origin)
+        return origin
     }
 
     /// Hands curl the requests of a cleartext origin that fit: streams on the connections known
     /// to be open, and one opener (a request on a fresh prior-knowledge connection) per further
     /// connection needed, up to `maxConnections`.
-    private func admit(_ key: String) {
-        guard var origin = origins[key] else { return }
+    private func admit(_ origin: Origin) {
         let streams = max(1, configuration.maxStreamsPerConnection)
         while origin.head < origin.pending.count && origin.streams < origin.connections * streams {
             let next = origin.pending[origin.head]
             origin.head += 1
-            if start(next.request, tag: next.tag, role: .stream(origin: key)) { origin.streams += 1 }
+            if start(next.request, tag: next.tag, role: .stream(origin)) { origin.streams += 1 }
         }
         let waiting = origin.pending.count - origin.head
         let wanted = min(max(1, configuration.maxConnections) - origin.connections, (waiting + streams - 1) / streams)
         while origin.openers < wanted && origin.head < origin.pending.count {
             let next = origin.pending[origin.head]
             origin.head += 1
-            if start(next.request, tag: next.tag, role: .opener(origin: key)) { origin.openers += 1 }
+            if start(next.request, tag: next.tag, role: .opener(origin)) { origin.openers += 1 }
         }
         origin.compact()
-        origins[key] = origin
     }
 
     /// Adds one transfer to the multi handle; false when it failed at once (reported by the next poll).
@@ -306,8 +321,11 @@ public final class HTTPClient: @unchecked Sendable {
             settle(transfer, result, into: &finished)
             recycle(transfer.easy)
         }
-        for key in touched { admit(key) }
-        touched.removeAll()
+        for origin in touched {
+            origin.touched = false
+            admit(origin)
+        }
+        touched.removeAll(keepingCapacity: true)
     }
 
     /// The sockets of the multi handle's connections, from curl's socket callbacks.
@@ -320,7 +338,21 @@ public final class HTTPClient: @unchecked Sendable {
         }
     }
 
-    private var touched: Set<String> = []
+    /// URLs parsed by curl, for the multi handle's transfers (a sender uses one or two).
+    private var parsedURLs: [String: ParsedURL] = [:]
+
+    /// The parsed handle of `url`; nil when curl does not take it (the string then goes to
+    /// curl as it is, and fails with curl's own error).
+    private func parsedURL(_ url: String) -> ParsedURL? {
+        if let known = parsedURLs[url] { return known }
+        guard let parsed = ParsedURL(url) else { return nil }
+        if parsedURLs.count >= 16 { parsedURLs.removeAll() }
+        parsedURLs[url] = parsed
+        return parsed
+    }
+
+    /// Origins whose streams or connections changed in this pass: each admits what now fits.
+    private var touched: [Origin] = []
     /// A transfer was added to the multi handle since the last `drive`.
     private var startedSinceDrive = true
 
@@ -329,8 +361,7 @@ public final class HTTPClient: @unchecked Sendable {
         switch transfer.role {
         case .plain:
             return
-        case .opener(let key):
-            guard var origin = origins[key] else { return }
+        case .opener(let origin):
             origin.openers -= 1
             switch result {
             case .success where transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0):
@@ -345,10 +376,8 @@ public final class HTTPClient: @unchecked Sendable {
             default:
                 break
             }
-            origins[key] = origin
-            touched.insert(key)
-        case .stream(let key):
-            guard var origin = origins[key] else { return }
+            touch(origin)
+        case .stream(let origin):
             origin.streams -= 1
             // An answer over HTTP/1.1, a new connection, or a broken one: one h2c connection fewer.
             let lost: Bool
@@ -357,8 +386,14 @@ public final class HTTPClient: @unchecked Sendable {
             case .failure(let error): lost = error.kind == .connection
             }
             if lost { origin.connections = max(0, origin.connections - 1) }
-            origins[key] = origin
-            touched.insert(key)
+            touch(origin)
+        }
+    }
+
+    private func touch(_ origin: Origin) {
+        if !origin.touched {
+            origin.touched = true
+            touched.append(origin)
         }
     }
 
@@ -366,8 +401,8 @@ public final class HTTPClient: @unchecked Sendable {
     private func expireQueued(into finished: inout [HTTPCompletion]) {
         let now = HTTPClient.monotonicMilliseconds()
         let limit = UInt64(max(0, configuration.requestTimeoutMilliseconds))
-        for key in Array(origins.keys) {
-            guard var origin = origins[key], origin.head < origin.pending.count,
+        for (key, origin) in origins {
+            guard origin.head < origin.pending.count,
                   now - origin.pending[origin.head].submitted >= limit else { continue }
             while origin.head < origin.pending.count && now - origin.pending[origin.head].submitted >= limit {
                 let queued = origin.pending[origin.head]
@@ -376,7 +411,6 @@ public final class HTTPClient: @unchecked Sendable {
                     kind: .timeout, message: "no HTTP/2 stream to \(key) became free within \(limit) ms"))))
             }
             origin.compact()
-            origins[key] = origin
         }
     }
 
@@ -468,7 +502,20 @@ public final class HTTPClient: @unchecked Sendable {
             }
         }
         let previous = easy.settings
-        if previous?.url != request.url { set(CURLOPT_URL, request.url, "CURLOPT_URL") }
+        if previous?.url != request.url {
+            if multiplexed, let parsed = parsedURL(request.url) {
+                // A handle parsed once per URL: given a string, curl parses it and prints it back
+                // for every transfer (a tenth of its work per request, by instruction count).
+                // Unsetting the string makes curl take the URL from the parsed handle.
+                check(herald_easy_setopt_ptr(h, CURLOPT_URL, nil), "CURLOPT_URL")
+                check(herald_easy_setopt_ptr(h, CURLOPT_CURLU, UnsafeRawPointer(parsed.handle)), "CURLOPT_CURLU")
+                easy.parsedURL = parsed  // kept alive while curl may read it
+            } else {
+                check(herald_easy_setopt_ptr(h, CURLOPT_CURLU, nil), "CURLOPT_CURLU")
+                easy.parsedURL = nil
+                set(CURLOPT_URL, request.url, "CURLOPT_URL")
+            }
+        }
         if previous?.version != version { set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION") }
         if previous?.fresh != fresh { set(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0, "CURLOPT_FRESH_CONNECT") }
         if previous?.multiplexed != multiplexed { set(CURLOPT_PIPEWAIT, multiplexed ? 1 : 0, "CURLOPT_PIPEWAIT") }
@@ -538,9 +585,9 @@ private enum Role {
     /// https, or anything curl negotiates itself.
     case plain
     /// Opens a new h2c connection with prior knowledge.
-    case opener(origin: String)
+    case opener(Origin)
     /// A stream on an h2c connection already open.
-    case stream(origin: String)
+    case stream(Origin)
 
     var version: Int {
         switch self {
@@ -561,14 +608,20 @@ private struct Pending {
 
 /// One cleartext origin: connections believed open, openers and streams in flight, and the
 /// requests waiting for a stream (`pending[head...]`).
-private struct Origin {
+private final class Origin {
+    /// `http://host:port`
+    let key: String
     var connections = 0
     var openers = 0
     var streams = 0
     var pending: [Pending] = []
     var head = 0
+    /// Listed in the client's `touched`.
+    var touched = false
 
-    mutating func compact() {
+    init(key: String) { self.key = key }
+
+    func compact() {
         if head == pending.count {
             pending.removeAll(keepingCapacity: true)
             head = 0
@@ -638,6 +691,22 @@ private final class HeaderList {
     deinit { curl_slist_free_all(list) }
 }
 
+/// A URL as curl parsed it (`CURLU`); freed when no handle holds it.
+private final class ParsedURL {
+    let handle: OpaquePointer
+
+    init?(_ url: String) {
+        guard let handle = curl_url() else { return nil }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else {
+            curl_url_cleanup(handle)
+            return nil
+        }
+        self.handle = handle
+    }
+
+    deinit { curl_url_cleanup(handle) }
+}
+
 /// An easy handle, its error buffer and its body buffer, reused request after request with
 /// the options it was last given.
 private final class EasyHandle {
@@ -645,6 +714,7 @@ private final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     var settings: HandleSettings?
     var headerList: HeaderList?
+    var parsedURL: ParsedURL?
     private var body: UnsafeMutableRawPointer
     private var bodyCapacity: Int
 
@@ -720,15 +790,25 @@ private final class Transfer {
             return
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        func trimmed(_ part: Slice<UnsafeRawBufferPointer>) -> String {
-            let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
-            guard let first = part.firstIndex(where: { !isSpace($0) }),
-                  let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
-            return String(decoding: part[first...last], as: UTF8.self)
-        }
-        let name = trimmed(line[..<colon]).lowercased()
+        let name = Transfer.text(line[..<colon], lowercased: true)
         guard !name.isEmpty else { return }
-        headers.append((name: name, value: trimmed(line[(colon + 1)...])))
+        headers.append((name: name, value: Transfer.text(line[(colon + 1)...], lowercased: false)))
+    }
+
+    /// `part` without the spaces around it, as a String; header names are ASCII, so lowering
+    /// them byte by byte is enough (and spares `lowercased()`'s copy for every header).
+    private static func text(_ part: Slice<UnsafeRawBufferPointer>, lowercased: Bool) -> String {
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        guard let first = part.firstIndex(where: { !isSpace($0) }),
+              let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
+        let bytes = part[first...last]
+        guard lowercased else { return String(decoding: bytes, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (offset, byte) in bytes.enumerated() {
+                buffer[offset] = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+            }
+            return bytes.count
+        }
     }
 }
 

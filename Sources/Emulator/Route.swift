@@ -52,7 +52,9 @@ public enum Route: Sendable, Equatable {
         let start = path.utf8.index(path.utf8.startIndex, offsetBy: prefix.utf8.count)
         let end = path.utf8.index(path.utf8.endIndex, offsetBy: -suffix.utf8.count)
         let project = String(path[start..<end])
-        guard !project.contains("/") else { return .notFound }
+        // By byte: with Foundation imported, String.contains(String) is a locale-aware search,
+        // and this runs for every send the emulator answers.
+        guard !project.utf8.contains(UInt8(ascii: "/")) else { return .notFound }
         return method == "POST" ? .send(project: project) : .methodNotAllowed(allowed: "POST")
     }
 }

@@ -39,8 +39,8 @@ let package = Package(
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
-        // herald bench's own SQL and the PostgreSQL ceiling measurement, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics"]),
+        // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient"]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",

@@ -1,6 +1,8 @@
 import CommandOptions
 import Benchmark
 import Emulator
+import FCM
+import HTTPClient
 import Foundation
 import JSON
 import Postgres
@@ -47,10 +49,13 @@ enum BenchCommand {
              to recording the job completed after FCM's 200; p50/p99 by percentile_cont.
           3. ceiling: N fresh jobs claimed and recorded completed with the worker's own SQL and
              batch size (JobStore.claim/record), no HTTP, on --processes connections.
+          4. sends alone: N FCM requests carrying the bench's messages, sent by the workers'
+             HTTP client (libcurl, HTTP/2) on --processes threads with --concurrency in flight
+             each; no PostgreSQL, no claiming, no validation: the floor under a worker's CPU.
         Peak RSS per worker is the largest ru_maxrss of any worker process (wait4), over phases 1-2.
-        CPU per message (phases 1 and 3), in microseconds of user + system time per delivered job:
+        CPU per message (phases 1, 3 and 4), in microseconds of user + system time per message:
           workers:    the worker processes' rusage from wait4 (start-up and token fetch included);
-                      in the ceiling phase, the CPU clocks of its client threads;
+                      in the ceiling and sends-alone phases, the CPU clocks of their threads;
           PostgreSQL: the private cluster's server processes from /proc, read before and after
                       the phase (the postmaster, every child running, and every child it reaped,
                       i.e. each exited backend), less the backend of the bench's progress watch;
@@ -150,6 +155,9 @@ struct BenchFigures {
     var ceilingStatements: [StatementCost] = []
     var throughputStatementTotals = (calls: 0, milliseconds: 0.0)
     var ceilingStatementTotals = (calls: 0, milliseconds: 0.0)
+    // phase 4
+    var sends: SenderResult?
+    var sendsCPU = CPUPerMessage()
 
     var ratio: Double { ceiling.jobsPerSecond > 0 ? messagesPerSecond / ceiling.jobsPerSecond : 0 }
     var peakRSSMiB: Double { Double(peakRSSBytes) / 1_048_576 }
@@ -176,12 +184,12 @@ struct BenchFigures {
             row("PostgreSQL ceiling, same SQL, no HTTP (jobs/s)", grouped(Int(ceiling.jobsPerSecond.rounded()))),
             row("end-to-end / ceiling", fixed(ratio, 2), ">= 0.6"),
             "",
-            "CPU per delivered message (us, user + system)       end-to-end      ceiling",
-            cpuRow("worker processes (ceiling: its client threads)", throughputCPU.workers, ceilingCPU.workers, target: "<= 15"),
-            cpuRow("PostgreSQL server processes", throughputCPU.postgres, ceilingCPU.postgres,
+            "CPU per delivered message (us, user + system)       end-to-end      ceiling  sends alone",
+            cpuRow("workers (ceiling, sends alone: their threads)", throughputCPU.workers, ceilingCPU.workers, sendsCPU.workers, target: "<= 15"),
+            cpuRow("PostgreSQL server processes", throughputCPU.postgres, ceilingCPU.postgres, nil,
                    target: ceilingCPU.postgres.map { "<= 1.5 x ceiling (\(fixed($0 * 1.5, 1)))" } ?? ""),
-            cpuRow("FCM emulator", throughputCPU.emulator, nil),
-            cpuRow("all three", throughputCPU.total, ceilingCPU.total),
+            cpuRow("FCM emulator", throughputCPU.emulator, nil, sendsCPU.emulator),
+            cpuRow("all three", throughputCPU.total, ceilingCPU.total, sendsCPU.total),
             "",
             "Phases:",
             "  throughput: enqueue \(fixed(enqueueSeconds, 2)) s; first claim to last delivered \(fixed(deliverSeconds, 2)) s "
@@ -189,6 +197,9 @@ struct BenchFigures {
             "  latency:    \(grouped(latencyJobs)) jobs offered at \(grouped(Int(offeredRate.rounded())))/s over \(fixed(s.latencySeconds, 0)) s; max \(fixed(maxLatency, 1)) ms; "
                 + "worker CPU \(fixed(latencyWorkerCPUSeconds, 2)) s (\(fixed(latencyJobs > 0 ? latencyWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 1)) us per job offered, warm-up and idle included)",
             "  ceiling:    enqueue \(fixed(ceilingEnqueueSeconds, 2)) s; \(grouped(ceiling.jobs)) jobs in \(fixed(ceiling.seconds, 2)) s on \(ceiling.threads) connections",
+            sends.map { "  sends alone: \(grouped($0.requests)) FCM requests (\(grouped($0.delivered)) answered 200) in \(fixed($0.seconds, 2)) s "
+                + "(\(grouped(Int($0.requestsPerSecond.rounded())))/s) on \($0.threads) threads x \($0.concurrency) in flight: the workers' HTTP client, no PostgreSQL" }
+                ?? "  sends alone: not run",
         ]
         if settings.profile {
             lines += profileLines("throughput", throughputStatements, throughputStatementTotals, delivered: throughputCompleted)
@@ -198,12 +209,12 @@ struct BenchFigures {
         return lines.joined(separator: "\n")
     }
 
-    func cpuRow(_ name: String, _ live: Double?, _ ceiling: Double?, target: String = "") -> String {
+    func cpuRow(_ name: String, _ live: Double?, _ ceiling: Double?, _ sends: Double?, target: String = "") -> String {
         func cell(_ value: Double?) -> String {
             let text = value.map { fixed($0, 1) } ?? "-"
             return String(repeating: " ", count: max(0, 13 - text.count)) + text
         }
-        return name.padding(toLength: 50, withPad: " ", startingAt: 0) + cell(live) + cell(ceiling)
+        return name.padding(toLength: 50, withPad: " ", startingAt: 0) + cell(live) + cell(ceiling) + cell(sends)
             + (target.isEmpty ? "" : "   target " + target)
     }
 
@@ -245,7 +256,10 @@ struct BenchFigures {
             "ceiling": ["jobs": JSONValue(ceiling.jobs), "seconds": number(ceiling.seconds, 3), "threads": JSONValue(ceiling.threads),
                         "batch": JSONValue(ceiling.batch)],
             "end_to_end_over_ceiling": number(ratio, 3),
-            "cpu_us_per_message": ["end_to_end": cpu(throughputCPU), "ceiling": cpu(ceilingCPU),
+            "sends_alone": sends.map { ["requests": JSONValue($0.requests), "answered_200": JSONValue($0.delivered),
+                                        "seconds": number($0.seconds, 3), "requests_per_second": number($0.requestsPerSecond, 0),
+                                        "threads": JSONValue($0.threads), "in_flight_per_thread": JSONValue($0.concurrency)] } ?? .null,
+            "cpu_us_per_message": ["end_to_end": cpu(throughputCPU), "ceiling": cpu(ceilingCPU), "sends_alone": cpu(sendsCPU),
                                    "latency_phase_workers_per_job_offered": number(latencyJobs > 0 ? latencyWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 2)],
             "targets": ["msgs_per_second_min": 20000, "ratio_min": 0.6, "p99_ms_max_at_2000_per_second": 20, "rss_mib_max": 64,
                         "worker_cpu_us_per_message_max": 15, "postgresql_cpu_over_ceiling_max": 1.5],
@@ -379,6 +393,7 @@ final class Bench {
         try latency(&figures)
         try ceiling(&figures)
         try clear()
+        try sendsAlone(&figures)
         return figures
     }
 
@@ -533,6 +548,41 @@ final class Bench {
             figures.ceilingStatements = try StatementProfile.top(connection, limit: 12)
             figures.ceilingStatementTotals = try StatementProfile.totals(connection)
         }
+    }
+}
+
+extension Bench {
+    // MARK: phase 4
+
+    /// The workers' HTTP client alone, sending the bench's messages to the same FCM as fast as
+    /// it can: the floor under a worker's CPU per message.
+    func sendsAlone(_ figures: inout BenchFigures) throws {
+        guard let account = environment.account else { return }
+        let auth = AccessTokenProvider(account: account, caFile: environment.caFile)
+        let authorization = try auth.authorizationHeader()
+        let endpoint = FCMEndpoint(baseURL: environment.fcmBaseURL, projectID: account.projectID)
+        // The bench's own messages, as a worker sends them (`{"message": ...}`), made before the clock starts.
+        let bodies: [[UInt8]] = (1...1000).map { n in
+            let message: JSONValue = ["token": .string("bench-\(n)"),
+                                      "notification": ["title": "Herald bench", "body": .string("Message \(n)")],
+                                      "data": ["n": .string(String(n))]]
+            return Array((["message": message] as JSONValue).serialized.utf8)
+        }
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = environment.caFile
+        configuration.maxConnections = max(1, (settings.concurrency + configuration.maxStreamsPerConnection - 1) / configuration.maxStreamsPerConnection)
+        log.info("sends alone: \(grouped(settings.jobs)) FCM requests on \(settings.processes) threads x \(settings.concurrency) in flight, no PostgreSQL")
+        let emulatorBefore = environment.emulator?.cpuSeconds
+        let result = try SenderBenchmark.run(url: endpoint.sendURL,
+                                             headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+                                             bodies: bodies, requests: settings.jobs, threads: settings.processes,
+                                             concurrency: settings.concurrency, configuration: configuration)
+        let emulatorSeconds = emulatorBefore.flatMap { before in environment.emulator.map { $0.cpuSeconds - before } }
+        if let failure = result.firstFailure {
+            log.warning("sends alone: \(result.requests - result.delivered) of \(result.requests) requests were not answered 200; the first: \(failure)")
+        }
+        figures.sends = result
+        figures.sendsCPU = CPUPerMessage(seconds: result.clientCPUSeconds, postgres: nil, emulator: emulatorSeconds, messages: result.requests)
     }
 }
 

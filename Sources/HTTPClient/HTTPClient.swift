@@ -304,12 +304,12 @@ public final class HTTPClient: @unchecked Sendable {
         // libcurl writes each new stream's frames to the socket on their own: a `send()`, and a
         // TCP segment through the loopback or the network, per request. Corked for the pass, the
         // frames of every request it starts leave in full segments when it ends.
-        let cork = startedSinceDrive && !sockets.isEmpty
-        if cork { HTTPClient.setCork(sockets, true) }
+        let cork = startedSinceDrive && !sockets.open.isEmpty
+        if cork { sockets.cork(true) }
         startedSinceDrive = false
         var running: Int32 = 0
         _ = curl_multi_perform(multi, &running)
-        if cork { HTTPClient.setCork(sockets, false) }
+        if cork { sockets.cork(false) }
         var remaining: Int32 = 0
         while let message = curl_multi_info_read(multi, &remaining) {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
@@ -329,14 +329,7 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     /// The sockets of the multi handle's connections, from curl's socket callbacks.
-    fileprivate var sockets: [Int32] = []
-
-    private static func setCork(_ sockets: [Int32], _ on: Bool) {
-        var value: Int32 = on ? 1 : 0
-        for socket in sockets {
-            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
-        }
-    }
+    private let sockets = SocketRegistry()
 
     /// URLs parsed by curl, for the multi handle's transfers (a sender uses one or two).
     private var parsedURLs: [String: ParsedURL] = [:]
@@ -486,11 +479,13 @@ public final class HTTPClient: @unchecked Sendable {
             check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
             if multiplexed {
                 // Only the multi handle's transfers: `perform` runs on other threads.
-                let client = Unmanaged.passUnretained(self).toOpaque()
+                // The registry, not the client: curl_multi_cleanup in the client's deinit closes
+                // the last connections, and the registry is released only after that.
+                let registry = Unmanaged.passUnretained(sockets).toOpaque()
                 check(herald_easy_setopt_sockopt(h, socketOpened), "CURLOPT_SOCKOPTFUNCTION")
-                check(herald_easy_setopt_ptr(h, CURLOPT_SOCKOPTDATA, client), "CURLOPT_SOCKOPTDATA")
+                check(herald_easy_setopt_ptr(h, CURLOPT_SOCKOPTDATA, registry), "CURLOPT_SOCKOPTDATA")
                 check(herald_easy_setopt_closesocket(h, socketClosing), "CURLOPT_CLOSESOCKETFUNCTION")
-                check(herald_easy_setopt_ptr(h, CURLOPT_CLOSESOCKETDATA, client), "CURLOPT_CLOSESOCKETDATA")
+                check(herald_easy_setopt_ptr(h, CURLOPT_CLOSESOCKETDATA, registry), "CURLOPT_CLOSESOCKETDATA")
             }
             switch method {
             case .get: set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
@@ -830,11 +825,23 @@ private let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
     return length
 }
 
+/// The sockets of a client's connections; touched only by the thread that drives the client.
+private final class SocketRegistry {
+    var open: [Int32] = []
+
+    func cork(_ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        for socket in open {
+            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
+        }
+    }
+}
+
 /// A socket curl made for a connection of the multi handle.
 private let socketOpened: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, curlsocktype) -> Int32 = {
     context, socket, purpose in
     if let context, purpose == CURLSOCKTYPE_IPCXN {
-        Unmanaged<HTTPClient>.fromOpaque(context).takeUnretainedValue().sockets.append(socket)
+        Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue().open.append(socket)
     }
     return Int32(CURL_SOCKOPT_OK)
 }
@@ -843,8 +850,7 @@ private let socketOpened: @convention(c) (UnsafeMutableRawPointer?, curl_socket_
 private let socketClosing: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t) -> Int32 = {
     context, socket in
     if let context {
-        let client = Unmanaged<HTTPClient>.fromOpaque(context).takeUnretainedValue()
-        client.sockets.removeAll { $0 == socket }
+        Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue().open.removeAll { $0 == socket }
     }
     return close(socket)
 }

@@ -474,7 +474,11 @@ public final class HTTPClient: @unchecked Sendable {
             set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
             set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
             if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }
-            if noProxyFromEnvironment { set(CURLOPT_PROXY, "", "CURLOPT_PROXY") }
+            if noProxyFromEnvironment {
+                set(CURLOPT_PROXY, "", "CURLOPT_PROXY")
+                // No proxy, so nothing to bypass: spares reading no_proxy and NO_PROXY per transfer.
+                set(CURLOPT_NOPROXY, "", "CURLOPT_NOPROXY")
+            }
             check(herald_easy_setopt_write(h, CURLOPT_WRITEFUNCTION, receiveBody), "CURLOPT_WRITEFUNCTION")
             check(herald_easy_setopt_header(h, receiveHeader), "CURLOPT_HEADERFUNCTION")
             if multiplexed {

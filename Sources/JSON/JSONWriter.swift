@@ -36,21 +36,49 @@ extension JSONValue {
     /// Appends `s` as a quoted JSON string literal.
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in s.utf8 {
+        var s = s
+        s.withUTF8 { appendEscaped($0, into: &out) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends UTF-8 text escaped for the inside of a JSON string. Runs of bytes that need no
+    /// escape (nearly all of them) are copied whole rather than byte by byte.
+    public static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        var runStart = 0
+        for index in 0..<bytes.count {
+            let byte = bytes[index]
+            if byte >= 0x20 && byte != UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") { continue }
+            if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index])) }
+            runStart = index + 1
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
             case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
             case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
             case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
             case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-            case 0..<0x20:
+            default:
                 let hex: [UInt8] = Array("0123456789abcdef".utf8)
                 out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
                                         hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
-            default: out.append(byte)
             }
         }
-        out.append(UInt8(ascii: "\""))
+        if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...])) }
+    }
+
+    /// Appends the decimal digits of `number`, as `String(number)` spells them, without making a String.
+    public static func writeInteger(_ number: Int, into out: inout [UInt8]) {
+        if number < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude  // a UInt, so Int.min has one too
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for UInt.max's 20 digits
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var position = buffer.count
+            repeat {
+                position -= 1
+                buffer[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[position...]))
+        }
     }
 
     /// `s` as a quoted JSON string literal.

@@ -14,6 +14,31 @@ import Testing
         #expect(try JSONValue.parse(value.serialized) == value)
     }
 
+    /// The writer copies runs of plain bytes whole; what it escapes must be exactly what the
+    /// byte-at-a-time rules say, wherever the byte falls in the string.
+    @Test func stringsAreEscapedWhereverTheSpecialBytesFall() throws {
+        let cases: [(String, String)] = [
+            ("", #""""#),
+            ("plain", #""plain""#),
+            ("\"lead", #""\"lead""#),
+            ("tail\\", #""tail\\""#),
+            ("a\nb\rc\td", #""a\nb\rc\td""#),
+            ("nul\u{0}bell\u{7}esc\u{1B}", #""nul\u0000bell\u0007esc\u001b""#),
+            ("\u{1F}\u{7F}é😀", "\"\\u001f\u{7F}é😀\""),
+        ]
+        for (text, expected) in cases {
+            #expect(JSONValue.quoted(text) == expected)
+            #expect(try JSONValue.parse(expected).stringValue == text)
+        }
+    }
+
+    @Test(arguments: [0, 7, -7, 10, 1_234_567_890, -1_000_000, Int.max, Int.min])
+    func integersAreWrittenAsStringSpellsThem(_ number: Int) {
+        var out: [UInt8] = Array("x".utf8)
+        JSONValue.writeInteger(number, into: &out)
+        #expect(String(decoding: out, as: UTF8.self) == "x" + String(number))
+    }
+
     @Test func semanticEqualityIgnoresMemberOrder() throws {
         #expect(try JSONValue.parse(#"{"a":1,"b":[true,null]}"#) == JSONValue.parse(#"{ "b": [true, null], "a": 1.0 }"#))
         #expect(try JSONValue.parse(#"{"a":1}"#) != JSONValue.parse(#"{"a":"1"}"#))

@@ -162,9 +162,11 @@ private struct Evaluation {
         switch check {
         case .oneTarget(let targets):
             guard case .object(let object) = value else { return }
-            var present: [String] = []
-            for target in targets where object.member(target) != nil { present.append(target) }
-            if present.count == 1 { return }
+            // Nearly every message has exactly one: count first, list the targets only for the issue.
+            var count = 0
+            for target in targets where object.member(target) != nil { count += 1 }
+            if count == 1 { return }
+            let present = targets.filter { object.member($0) != nil }
             let all = targets.joined(separator: set.words.listSeparator)
             if present.isEmpty {
                 report(rule, "one_target.none", ["targets": all])

@@ -176,8 +176,15 @@ enum Text {
         a.utf8.count == b.utf8.count && a == b
     }
 
-    @inline(__always) static func hasPrefix(_ s: String, _ prefix: String) -> Bool {
-        s.utf8.starts(with: prefix.utf8)
+    static func hasPrefix(_ s: String, _ prefix: String) -> Bool {
+        var s = s, prefix = prefix
+        return s.withUTF8 { text in
+            prefix.withUTF8 { start in
+                guard start.count <= text.count else { return false }
+                for index in 0..<start.count where text[index] != start[index] { return false }
+                return true
+            }
+        }
     }
 
     /// Byte order of the UTF-8 encodings: PostgreSQL's `COLLATE "C"` on a UTF-8 database.

@@ -146,29 +146,29 @@ enum PGText {
         // [-]digits[.digits] whose digits, read as an integer, stay below 2^53, with at most 22
         // after the point (a timestamp's epoch seconds are): the integer and the power of ten
         // are both exact Doubles, so one division rounds correctly, as strtod does.
+        let count = bytes.count
         var index = 0
-        let negative = bytes.first == UInt8(ascii: "-")
+        let negative = count > 0 && bytes[0] == UInt8(ascii: "-")
         if negative { index = 1 }
         var mantissa: UInt64 = 0
-        var digits = 0
-        var fractionDigits = 0
-        var seenPoint = false
-        var simple = index < bytes.count
-        while simple && index < bytes.count {
-            let byte = bytes[index]
-            if byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") {
-                if mantissa > 0 || byte != UInt8(ascii: "0") { digits += 1 }
-                mantissa = mantissa &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
-                if seenPoint { fractionDigits += 1 }
-                simple = digits <= 16 && fractionDigits <= 22
-            } else if byte == UInt8(ascii: ".") && !seenPoint {
-                seenPoint = true
-            } else {
-                simple = false
-            }
+        let digitsStart = index
+        while index < count, bytes[index] &- UInt8(ascii: "0") < 10, index - digitsStart < 17 {
+            mantissa = mantissa &* 10 &+ UInt64(bytes[index] &- UInt8(ascii: "0"))
             index += 1
         }
-        if simple && mantissa < 1 << 53 && (bytes.count - (negative ? 1 : 0)) > (seenPoint ? 1 : 0) {
+        var integerDigits = index - digitsStart
+        var fractionDigits = 0
+        if index < count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let fractionStart = index
+            while index < count, bytes[index] &- UInt8(ascii: "0") < 10, integerDigits + (index - fractionStart) < 17 {
+                mantissa = mantissa &* 10 &+ UInt64(bytes[index] &- UInt8(ascii: "0"))
+                index += 1
+            }
+            fractionDigits = index - fractionStart
+            if fractionDigits == 0 && integerDigits == 0 { integerDigits = -1 }  // "." alone
+        }
+        if index == count, integerDigits + fractionDigits > 0, fractionDigits <= 22, mantissa < 1 << 53 {
             let value = Double(mantissa) / powersOfTen[fractionDigits]
             return negative ? -value : value
         }

@@ -274,8 +274,19 @@ public final class JobStore: @unchecked Sendable {
         // Nearly every text is already fine (message names, FCM's messages): check bytes first.
         var copy = text
         let storable = copy.withUTF8 { bytes in
-            guard bytes.count <= 2000 else { return false }
-            for byte in bytes where (byte < 0x20 && byte != 0x0A && byte != 0x09) || byte == 0x7F { return false }
+            guard bytes.count <= 2000, let base = bytes.baseAddress else { return bytes.count <= 2000 }
+            var index = 0
+            while index < bytes.count {
+                // Eight bytes at a time: a word without a byte below 0x20 or 0x7F needs no look.
+                if index + 8 <= bytes.count, !mayHoldControl(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
+                for byte in bytes[index..<min(index + 8, bytes.count)] where (byte < 0x20 && byte != 0x0A && byte != 0x09) || byte == 0x7F {
+                    return false
+                }
+                index += 8
+            }
             return true
         }
         if storable { return text }
@@ -286,6 +297,14 @@ public final class JobStore: @unchecked Sendable {
             else { scalars.append(scalar) }
         }
         return String(scalars)
+    }
+
+    /// Whether one of the eight bytes of `word` may be below 0x20 or be 0x7F (false: none is).
+    @inline(__always) static func mayHoldControl(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let delete = word ^ (ones &* 0x7F)
+        return ((word &- ones &* 0x20) & ~word & highs) | ((delete &- ones) & ~delete & highs) != 0
     }
 
     /// Records a batch of outcomes: one statement for all of them, then the prune_token hook and

@@ -17,6 +17,18 @@ import Testing
     @Test func errorTextsAreStorable() {
         #expect(JobStore.clean("INTERNAL: bad\u{0}byte\u{7}here\nnext\tline") == "INTERNAL: bad byte here\nnext\tline")
         #expect(JobStore.clean(String(repeating: "x", count: 5000)).count == 2000)
+        // Long texts are checked eight bytes at a time: a bad byte anywhere is still found.
+        let line = "UNAVAILABLE: the service is currently unavailable, retry later"
+        for position in 0...line.utf8.count {
+            for bad: UInt8 in [0x00, 0x07, 0x1F, 0x7F] {
+                var bytes = Array(line.utf8)
+                bytes.insert(bad, at: position)
+                var expected = Array(line.utf8)
+                expected.insert(0x20, at: position)
+                #expect(JobStore.clean(String(decoding: bytes, as: UTF8.self)) == String(decoding: expected, as: UTF8.self))
+            }
+        }
+        #expect(JobStore.clean(line + "\nnext\tline é") == line + "\nnext\tline é")
     }
 
     /// Numbers read from libpq's buffer without a String must be the numbers Int(String) and

@@ -32,8 +32,8 @@ public enum SendClassification: Sendable, Equatable {
         }
         // One parse of the body serves both the failure and the success reading.
         let json = try? JSONValue.parse(body)
-        // FCM's usual answer, `{"name": "projects/.../messages/..."}` on a 200: an object with
-        // neither `error` nor `results` is a delivery (FCMFailure would find nothing in it).
+        // Any other 2xx object with neither `error` nor `results` is a delivery too (FCMFailure
+        // would find nothing in it).
         if (200..<300).contains(httpStatus), case .object(let object)? = json,
            object["error"] == nil, object["results"] == nil {
             self = .delivered(name: FCMFailure.successName(json))

@@ -8,8 +8,8 @@ public final class SlotWriter: @unchecked Sendable {
     private struct Labels {
         var queues: [String: Int] = [:]
         var codes: [String: Int] = [:]
-        /// The label looked up last in each table and its index: nearly every job of a pool is
-        /// in the queue and gets the answer (`OK`) of the one before, and comparing two strings
+        /// The label looked up last in each table and its index: nearly every job is in the same
+        /// queue as the one before and gets the same answer (`OK`), and comparing two strings
         /// costs less than hashing one.
         var lastQueue: (name: String, index: Int)? = nil
         var lastCode: (name: String, index: Int)? = nil

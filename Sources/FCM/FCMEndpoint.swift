@@ -22,10 +22,13 @@ public struct FCMEndpoint: Sendable {
 
     /// `{"message": <messageJSON>}`, with `"validate_only": true` when asked.
     public static func sendBody(messageJSON: [UInt8], validateOnly: Bool = false) -> [UInt8] {
-        var body = Array(#"{"message":"#.utf8)
-        body.reserveCapacity(messageJSON.count + 40)
-        body += messageJSON
-        if validateOnly { body += Array(#","validate_only":true"#.utf8) }
+        let prefix = #"{"message":"#, flag = #","validate_only":true"#
+        var body: [UInt8] = []
+        // One allocation of the final size: this runs for every message.
+        body.reserveCapacity(prefix.utf8.count + messageJSON.count + flag.utf8.count + 1)
+        body.append(contentsOf: prefix.utf8)
+        body.append(contentsOf: messageJSON)
+        if validateOnly { body.append(contentsOf: flag.utf8) }
         body.append(UInt8(ascii: "}"))
         return body
     }

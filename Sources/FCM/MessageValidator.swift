@@ -162,9 +162,11 @@ private struct Evaluation {
         switch check {
         case .oneTarget(let targets):
             guard case .object(let object) = value else { return }
-            var present: [String] = []
-            for target in targets where object.member(target) != nil { present.append(target) }
-            if present.count == 1 { return }
+            // Nearly every message has exactly one: count first, list the targets only for the issue.
+            var count = 0
+            for target in targets where object.member(target) != nil { count += 1 }
+            if count == 1 { return }
+            let present = targets.filter { object.member($0) != nil }
             let all = targets.joined(separator: set.words.listSeparator)
             if present.isEmpty {
                 report(rule, "one_target.none", ["targets": all])
@@ -265,8 +267,8 @@ private struct Evaluation {
             var issues: [(key: String, issue: ValidationIssue)] = []
             // Unlike elsewhere, a null member counts: FCM refuses a name it does not know whatever
             // its value.
-            for member in object.members {
-                let key = member.key
+            for position in object.members.indices {
+                let key = object.members[position].key
                 if known.contains(key) { continue }
                 if !extraFields.isEmpty, isExtra(rule.field + "." + key) { continue }
                 let field = memberField(rule, key)
@@ -281,29 +283,38 @@ private struct Evaluation {
         case .payloadSize(let max, let topicMax, let topicTargets, let paths, let platforms):
             guard case .object(let object) = value else { return }
             var largest = -1
-            var largestName = ""
+            var largestPlatform = 0
             // Each distinct part (data, notification, ...) is measured once for all platforms.
+            // The nested lists are read through buffers: iterating them as arrays retains and
+            // releases every inner list for every message.
             withUnsafeTemporaryAllocation(of: Int.self, capacity: paths.count) { sizes in
                 for i in 0..<paths.count { sizes[i] = -1 }
-                for platform in platforms {
-                    var size = 0
-                    for part in platform.parts {
-                        for index in part {
-                            if sizes[index] == -1 {
-                                sizes[index] = resolve(paths[index]).map(Self.measure) ?? -2
-                            }
-                            if sizes[index] >= 0 {
-                                size += sizes[index]
-                                break
+                platforms.withUnsafeBufferPointer { platformList in
+                    for platform in 0..<platformList.count {
+                        var size = 0
+                        platformList[platform].parts.withUnsafeBufferPointer { parts in
+                            for part in 0..<parts.count {
+                                parts[part].withUnsafeBufferPointer { alternatives in
+                                    for index in alternatives {
+                                        if sizes[index] == -1 {
+                                            sizes[index] = resolve(paths[index]).map(Self.measure) ?? -2
+                                        }
+                                        if sizes[index] >= 0 {
+                                            size += sizes[index]
+                                            break
+                                        }
+                                    }
+                                }
                             }
                         }
-                    }
-                    if size > largest {
-                        largest = size
-                        largestName = platform.name
+                        if size > largest {
+                            largest = size
+                            largestPlatform = platform
+                        }
                     }
                 }
             }
+            let largestName = platforms.isEmpty ? "" : platforms[largestPlatform].name
             let toTopics = topicTargets.contains { object.member($0) != nil }
             let limit = toTopics ? topicMax : max
             if largest > limit {

@@ -24,12 +24,66 @@ public enum SendClassification: Sendable, Equatable {
     /// anything that looks like a bearer token, a Google access token or a JWT.
     public init(httpStatus: Int, headers: [(name: String, value: String)], body: [UInt8], now: Date,
                 redacting secrets: [String] = []) {
+        // FCM's usual answer, `{"name": "projects/.../messages/..."}` on a 200, read without
+        // building a JSON value: it is a delivery and nothing else (no error, no results).
+        if (200..<300).contains(httpStatus), let name = Self.onlyName(in: body) {
+            self = .delivered(name: name)
+            return
+        }
         // One parse of the body serves both the failure and the success reading.
         let json = try? JSONValue.parse(body)
+        // Any other 2xx object with neither `error` nor `results` is a delivery too (FCMFailure
+        // would find nothing in it).
+        if (200..<300).contains(httpStatus), case .object(let object)? = json,
+           object["error"] == nil, object["results"] == nil {
+            self = .delivered(name: FCMFailure.successName(json))
+            return
+        }
         if let failure = FCMFailure(httpStatus: httpStatus, headers: headers, body: body, json: json, now: now, redacting: secrets) {
             self = failure.classification
         } else {
             self = .delivered(name: FCMFailure.successName(json))
+        }
+    }
+
+    /// The value of `name` when `body` is exactly a JSON object with that one member, a string of
+    /// printable ASCII without escapes (what FCM answers a send); nil for anything else, which
+    /// the full parse then reads.
+    static func onlyName(in body: [UInt8]) -> String? {
+        body.withUnsafeBufferPointer { bytes -> String? in
+            var index = 0
+            func skipSpace() {
+                while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 {
+                    index += 1
+                }
+            }
+            func take(_ expected: StaticString) -> Bool {
+                let count = expected.utf8CodeUnitCount
+                guard index + count <= bytes.count else { return false }
+                for offset in 0..<count where bytes[index + offset] != expected.utf8Start[offset] { return false }
+                index += count
+                return true
+            }
+            skipSpace()
+            guard take("{") else { return nil }
+            skipSpace()
+            guard take(#""name""#) else { return nil }
+            skipSpace()
+            guard take(":") else { return nil }
+            skipSpace()
+            guard take(#"""#) else { return nil }
+            let start = index
+            while index < bytes.count, bytes[index] >= 0x20, bytes[index] < 0x7F, bytes[index] != UInt8(ascii: "\""),
+                  bytes[index] != UInt8(ascii: "\\") {
+                index += 1
+            }
+            let end = index
+            guard take(#"""#) else { return nil }
+            skipSpace()
+            guard take("}") else { return nil }
+            skipSpace()
+            guard index == bytes.count else { return nil }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
         }
     }
 

@@ -176,8 +176,15 @@ enum Text {
         a.utf8.count == b.utf8.count && a == b
     }
 
-    @inline(__always) static func hasPrefix(_ s: String, _ prefix: String) -> Bool {
-        s.utf8.starts(with: prefix.utf8)
+    static func hasPrefix(_ s: String, _ prefix: String) -> Bool {
+        var s = s, prefix = prefix
+        return s.withUTF8 { text in
+            prefix.withUTF8 { start in
+                guard start.count <= text.count else { return false }
+                for index in 0..<start.count where text[index] != start[index] { return false }
+                return true
+            }
+        }
     }
 
     /// Byte order of the UTF-8 encodings: PostgreSQL's `COLLATE "C"` on a UTF-8 database.
@@ -359,20 +366,40 @@ enum ConditionChecker {
 /// The member names of a closed object, and the nearest of them to a name that is not one.
 struct KnownFields: Sendable {
     let names: [String]
-    private let lookup: Set<String>
+    /// Every name's UTF-8 bytes, one after another, and where each one ends: a name is found by
+    /// comparing lengths and bytes, which for a dozen names costs less than hashing the key.
+    private let bytes: [UInt8]
+    private let ends: [Int]
     /// Each name's Unicode scalars, ASCII letters in lower case, for suggestions.
     private let folded: [[Unicode.Scalar]]
 
     init(_ names: [String]) {
         self.names = names
-        lookup = Set(names)
+        bytes = names.flatMap { Array($0.utf8) }
+        var end = 0
+        ends = names.map { name in
+            end += name.utf8.count
+            return end
+        }
         folded = names.map(Self.fold)
     }
 
     /// Whether `key` is one of the names, byte for byte.
     func contains(_ key: String) -> Bool {
-        guard let index = lookup.firstIndex(of: key) else { return false }
-        return Text.same(lookup[index], key)
+        var key = key
+        return key.withUTF8 { wanted in
+            bytes.withUnsafeBufferPointer { all in
+                var start = 0
+                for end in ends {
+                    defer { start = end }
+                    guard end - start == wanted.count else { continue }
+                    var offset = 0
+                    while offset < wanted.count && all[start + offset] == wanted[offset] { offset += 1 }
+                    if offset == wanted.count { return true }
+                }
+                return false
+            }
+        }
     }
 
     /// The known name nearest to `key` if it is close enough to be the one meant (see

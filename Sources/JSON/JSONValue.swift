@@ -1,7 +1,10 @@
 /// A JSON document as written: objects keep their members in order and numbers keep their
 /// literal text, so a message read from the database and written to FCM loses nothing, not even
 /// fields this project does not interpret.
-public indirect enum JSONValue: Sendable {
+///
+/// Not `indirect`: arrays and objects already hold their elements in heap storage, and a boxed
+/// case would cost an allocation for every string and number of every message parsed.
+public enum JSONValue: Sendable {
     case null
     case bool(Bool)
     /// The number's literal text, e.g. `"3600"` or `"1.5e3"`; see `intValue` and `doubleValue`.

@@ -8,6 +8,11 @@ public final class SlotWriter: @unchecked Sendable {
     private struct Labels {
         var queues: [String: Int] = [:]
         var codes: [String: Int] = [:]
+        /// The label looked up last in each table and its index: nearly every job is in the same
+        /// queue as the one before and gets the same answer (`OK`), and comparing two strings
+        /// costs less than hashing one.
+        var lastQueue: (name: String, index: Int)? = nil
+        var lastCode: (name: String, index: Int)? = nil
     }
     private let labels: Mutex<Labels>
     /// Token fetches of the slot's earlier processes.
@@ -78,11 +83,21 @@ public final class SlotWriter: @unchecked Sendable {
     }
 
     private func index(ofQueue name: String) -> Int {
-        labels.withLock { index(of: name, in: &$0.queues, table: .queues) }
+        labels.withLock { labels in
+            if let last = labels.lastQueue, last.name == name { return last.index }
+            let index = index(of: name, in: &labels.queues, table: .queues)
+            labels.lastQueue = (name, index)
+            return index
+        }
     }
 
     private func index(ofCode name: String) -> Int {
-        labels.withLock { index(of: name, in: &$0.codes, table: .codes) }
+        labels.withLock { labels in
+            if let last = labels.lastCode, last.name == name { return last.index }
+            let index = index(of: name, in: &labels.codes, table: .codes)
+            labels.lastCode = (name, index)
+            return index
+        }
     }
 
     private func index(of name: String, in known: inout [String: Int], table: SlotRegion.Table) -> Int {

@@ -24,14 +24,20 @@ public enum PGValue: Sendable, Equatable {
     case int(Int)
     case bool(Bool)
     case double(Double)
+    /// Text given as its UTF-8 bytes (no NUL), for a value built as bytes, such as a JSON
+    /// document written for `jsonb_to_recordset`: it reaches libpq without becoming a String.
+    case utf8([UInt8])
 
-    var text: String {
+    /// Appends the value's text and a terminating NUL, as libpq reads a parameter.
+    func appendCString(to buffer: inout [UInt8]) {
         switch self {
-        case .text(let s): return s
-        case .int(let i): return String(i)
-        case .bool(let b): return b ? "t" : "f"
-        case .double(let d): return String(d)
+        case .text(let s): buffer.append(contentsOf: s.utf8)
+        case .int(let i): buffer.append(contentsOf: String(i).utf8)
+        case .bool(let b): buffer.append(b ? UInt8(ascii: "t") : UInt8(ascii: "f"))
+        case .double(let d): buffer.append(contentsOf: String(d).utf8)
+        case .utf8(let bytes): buffer.append(contentsOf: bytes)
         }
+        buffer.append(0)
     }
 }
 
@@ -70,9 +76,34 @@ public final class PGResult: @unchecked Sendable {
         guard let base = PQgetvalue(handle, Int32(row), Int32(column)) else { return [] }
         return base.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
     }
-    public func int(_ row: Int, _ column: Int) -> Int? { self[row, column].flatMap { Int($0) } }
-    public func double(_ row: Int, _ column: Int) -> Double? { self[row, column].flatMap { Double($0) } }
-    public func bool(_ row: Int, _ column: Int) -> Bool? { self[row, column].map { $0 == "t" } }
+    /// The value as an integer (nil for NULL or a value that is not one). Read from libpq's
+    /// buffer without making a String: a claim reads several per job.
+    public func int(_ row: Int, _ column: Int) -> Int? {
+        if isNull(row, column) { return nil }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        guard let text = PQgetvalue(handle, Int32(row), Int32(column)) else { return nil }
+        return text.withMemoryRebound(to: UInt8.self, capacity: length) { PGText.integer(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+    /// The value as a Double (nil for NULL or a value that is not a number), as `Double(String)` reads it.
+    public func double(_ row: Int, _ column: Int) -> Double? {
+        if isNull(row, column) { return nil }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        guard let text = PQgetvalue(handle, Int32(row), Int32(column)) else { return nil }
+        return text.withMemoryRebound(to: UInt8.self, capacity: length) { PGText.double(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+    /// The value as a boolean: true for PostgreSQL's `t`, false for anything else, nil for NULL.
+    public func bool(_ row: Int, _ column: Int) -> Bool? {
+        if isNull(row, column) { return nil }
+        guard let text = PQgetvalue(handle, Int32(row), Int32(column)) else { return false }
+        return text[0] == CChar(UInt8(ascii: "t")) && text[1] == 0
+    }
+    /// Whether the value is exactly `expected` (false for NULL), compared in libpq's buffer.
+    public func equals(_ row: Int, _ column: Int, _ expected: StaticString) -> Bool {
+        if isNull(row, column) { return false }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        guard length == expected.utf8CodeUnitCount, let text = PQgetvalue(handle, Int32(row), Int32(column)) else { return false }
+        return memcmp(text, expected.utf8Start, length) == 0
+    }
     public func columnName(_ column: Int) -> String { String(cString: PQfname(handle, Int32(column))) }
     /// The position of the column called `name`, so results are read by name, not by position.
     public func column(_ name: String) throws(PostgresError) -> Int {
@@ -81,6 +112,67 @@ public final class PGResult: @unchecked Sendable {
             throw PostgresError("the result has no column \(name) (it has \((0..<columnCount).map(columnName).joined(separator: ", ")))")
         }
         return index
+    }
+}
+
+/// Numbers in PostgreSQL's text output, read the way `Int(String)` and `Double(String)` read
+/// them, for the plain forms PostgreSQL prints; anything else goes through those initialisers.
+enum PGText {
+    static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        var index = 0
+        let negative = bytes.first == UInt8(ascii: "-")
+        if negative || bytes.first == UInt8(ascii: "+") { index = 1 }
+        guard index < bytes.count else { return nil }
+        var value = 0
+        while index < bytes.count {
+            let digit = Int(bytes[index]) - Int(UInt8(ascii: "0"))
+            guard digit >= 0 && digit <= 9 else { return nil }
+            // Accumulated negatively, so Int.min reads as it does with Int(String).
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = times10.subtractingReportingOverflow(digit)
+            guard !overflow1 && !overflow2 else { return nil }
+            value = next
+            index += 1
+        }
+        if negative { return value }
+        let (positive, overflow) = (0).subtractingReportingOverflow(value)
+        return overflow ? nil : positive
+    }
+
+    /// Exact powers of ten as Doubles (10^22 is the largest a Double holds exactly).
+    private static let powersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { product, _ in product * 10 } }
+
+    static func double(_ bytes: UnsafeBufferPointer<UInt8>) -> Double? {
+        // [-]digits[.digits] whose digits, read as an integer, stay below 2^53, with at most 22
+        // after the point (a timestamp's epoch seconds are): the integer and the power of ten
+        // are both exact Doubles, so one division rounds correctly, as strtod does.
+        let count = bytes.count
+        var index = 0
+        let negative = count > 0 && bytes[0] == UInt8(ascii: "-")
+        if negative { index = 1 }
+        var mantissa: UInt64 = 0
+        let digitsStart = index
+        while index < count, bytes[index] &- UInt8(ascii: "0") < 10, index - digitsStart < 17 {
+            mantissa = mantissa &* 10 &+ UInt64(bytes[index] &- UInt8(ascii: "0"))
+            index += 1
+        }
+        var integerDigits = index - digitsStart
+        var fractionDigits = 0
+        if index < count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let fractionStart = index
+            while index < count, bytes[index] &- UInt8(ascii: "0") < 10, integerDigits + (index - fractionStart) < 17 {
+                mantissa = mantissa &* 10 &+ UInt64(bytes[index] &- UInt8(ascii: "0"))
+                index += 1
+            }
+            fractionDigits = index - fractionStart
+            if fractionDigits == 0 && integerDigits == 0 { integerDigits = -1 }  // "." alone
+        }
+        if index == count, integerDigits + fractionDigits > 0, fractionDigits <= 22, mantissa < 1 << 53 {
+            let value = Double(mantissa) / powersOfTen[fractionDigits]
+            return negative ? -value : value
+        }
+        return Double(String(decoding: bytes, as: UTF8.self))
     }
 }
 
@@ -165,8 +257,7 @@ public final class PGConnection: @unchecked Sendable {
             try check(prepareResult, sql: sql)
             prepared[sql] = name
         }
-        let texts = parameters.map { $0?.text }
-        let result = Self.withCStrings(texts) { pointers in
+        let result = Self.withCStrings(parameters) { pointers in
             PQexecPrepared(handle, name, Int32(pointers.count), pointers, nil, nil, 0)
         }
         return try check(result, sql: sql)
@@ -257,11 +348,24 @@ public final class PGConnection: @unchecked Sendable {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    private static func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
-        var owned: [UnsafeMutablePointer<CChar>?] = strings.map { $0.map { strdup($0) } ?? nil }
-        defer { for pointer in owned { free(pointer) } }
-        return owned.withUnsafeMutableBufferPointer { buffer in
-            body(buffer.map { $0.map { UnsafePointer($0) } })
+    /// Hands libpq every parameter as a NUL-terminated string (nil for NULL). They are written
+    /// one after another into one buffer: one allocation per statement, not one per parameter.
+    private static func withCStrings<R>(_ parameters: [PGValue?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        var buffer: [UInt8] = []
+        var starts: [Int] = []
+        starts.reserveCapacity(parameters.count)
+        for parameter in parameters {
+            guard let parameter else {
+                starts.append(-1)
+                continue
+            }
+            starts.append(buffer.count)
+            parameter.appendCString(to: &buffer)
+        }
+        return buffer.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                body(starts.map { $0 < 0 ? nil : text.baseAddress! + $0 })
+            }
         }
     }
 }

@@ -98,7 +98,7 @@ public enum OutcomeAction: Sendable, Equatable {
     case released(delay: Double = 0)
 
     /// The `a` of this outcome's row in record_outcomes.sql.
-    var recordKind: String {
+    var recordKind: StaticString {
         switch self {
         case .completed: return "complete"
         case .retry: return "retry"
@@ -110,21 +110,32 @@ public enum OutcomeAction: Sendable, Equatable {
     }
 
     /// Appends this outcome's fields (after `id`, `att` and `a`) to a record_outcomes row.
-    func appendRecordFields(to row: inout String) {
-        func field(_ key: String, _ text: String) { row += ",\"" + key + "\":" + JSONValue.quoted(JobStore.clean(text)) }
+    func appendRecordFields(to row: inout [UInt8]) {
+        func field(_ key: StaticString, _ text: String) {
+            row.append(UInt8(ascii: ","))
+            row.append(UInt8(ascii: "\""))
+            row.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+            row.append(UInt8(ascii: "\""))
+            row.append(UInt8(ascii: ":"))
+            JSONValue.writeString(JobStore.clean(text), into: &row)
+        }
+        func delay(_ seconds: Double) {
+            row.append(contentsOf: #","delay":"#.utf8)
+            row.append(contentsOf: String(max(0, seconds)).utf8)
+        }
         switch self {
         case .completed(let name, _):
             if let name { field("name", name) }
-        case .retry(let error, let delay):
-            row += ",\"delay\":" + String(max(0, delay))
+        case .retry(let error, let seconds):
+            delay(seconds)
             field("err", error)
         case .dead(let reason), .discarded(let reason):
             field("err", reason)
         case .pruned(let token, let reason):
             field("err", reason)
             field("token", token)
-        case .released(let delay):
-            row += ",\"delay\":" + String(max(0, delay))
+        case .released(let seconds):
+            delay(seconds)
         }
     }
 }
@@ -232,7 +243,7 @@ public final class JobStore: @unchecked Sendable {
                 continue
             }
             claim.jobs.append(ClaimedJob(
-                id: jobID, queue: result[row, queue]!, kind: JobKind(rawValue: result[row, kind]!) ?? .send,
+                id: jobID, queue: result[row, queue]!, kind: result.equals(row, kind, "group") ? .group : .send,
                 message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
                 tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
                 createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
@@ -261,10 +272,24 @@ public final class JobStore: @unchecked Sendable {
     /// control characters but newline and tab, at most 2,000 characters.
     public static func clean(_ text: String) -> String {
         // Nearly every text is already fine (message names, FCM's messages): check bytes first.
-        let bytes = text.utf8
-        if bytes.count <= 2000 && !bytes.contains(where: { ($0 < 0x20 && $0 != 0x0A && $0 != 0x09) || $0 == 0x7F }) {
-            return text
+        var copy = text
+        let storable = copy.withUTF8 { bytes in
+            guard bytes.count <= 2000, let base = bytes.baseAddress else { return bytes.count <= 2000 }
+            var index = 0
+            while index < bytes.count {
+                // Eight bytes at a time: a word without a byte below 0x20 or 0x7F needs no look.
+                if index + 8 <= bytes.count, !mayHoldControl(UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
+                for byte in bytes[index..<min(index + 8, bytes.count)] where (byte < 0x20 && byte != 0x0A && byte != 0x09) || byte == 0x7F {
+                    return false
+                }
+                index += 8
+            }
+            return true
         }
+        if storable { return text }
         var scalars = String.UnicodeScalarView()
         for scalar in text.unicodeScalars.prefix(2000) {
             if scalar.value < 0x20 && scalar != "\n" && scalar != "\t" { scalars.append(" ") }
@@ -274,6 +299,14 @@ public final class JobStore: @unchecked Sendable {
         return String(scalars)
     }
 
+    /// Whether one of the eight bytes of `word` may be below 0x20 or be 0x7F (false: none is).
+    @inline(__always) static func mayHoldControl(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let delete = word ^ (ones &* 0x7F)
+        return ((word &- ones &* 0x20) & ~word & highs) | ((delete &- ones) & ~delete & highs) != 0
+    }
+
     /// Records a batch of outcomes: one statement for all of them, then the prune_token hook and
     /// device-group changes, in one transaction. An outcome applies only to the attempt it
     /// carries, and only while this worker still holds that job's lease; others are counted as
@@ -281,17 +314,10 @@ public final class JobStore: @unchecked Sendable {
     @discardableResult
     public func record(_ outcomes: [JobOutcome], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
         guard !outcomes.isEmpty else { return RecordSummary() }
-        // The rows as JSON text, written directly: this runs for every job.
-        var rows = "["
-        rows.reserveCapacity(outcomes.count * 72)
+        let rows = Self.recordRows(outcomes)
         var prunes: [JSONValue] = []
         var groups: [GroupChange] = []
-        for (index, outcome) in outcomes.enumerated() {
-            if index > 0 { rows += "," }
-            rows += "{\"id\":" + String(outcome.id) + ",\"att\":" + String(outcome.attempt)
-                + ",\"a\":\"" + outcome.action.recordKind + "\""
-            outcome.action.appendRecordFields(to: &rows)
-            rows += "}"
+        for outcome in outcomes {
             switch outcome.action {
             case .completed(_, let group?):
                 groups.append(group)
@@ -303,9 +329,8 @@ public final class JobStore: @unchecked Sendable {
                 break
             }
         }
-        rows += "]"
         return try connection.transaction { () throws(PostgresError) -> RecordSummary in
-            let result = try connection.query(SQL.recordOutcomes, [.text(rows), .text(workerID), .double(retention)])
+            let result = try connection.query(SQL.recordOutcomes, [.utf8(rows), .text(workerID), .double(retention)])
             var summary = RecordSummary()
             summary.finished = result.int(0, try result.column("finished")) ?? 0
             summary.retried = result.int(0, try result.column("retried")) ?? 0
@@ -325,6 +350,30 @@ public final class JobStore: @unchecked Sendable {
             for change in groups { try apply(change) }
             return summary
         }
+    }
+
+    /// The `$1` of record_outcomes.sql: a JSON array with one object per outcome
+    /// (`{"id":1,"att":1,"a":"complete","name":"..."}`), written straight into bytes because it
+    /// runs for every job.
+    static func recordRows(_ outcomes: [JobOutcome]) -> [UInt8] {
+        var rows: [UInt8] = []
+        rows.reserveCapacity(2 + outcomes.count * 96)
+        rows.append(UInt8(ascii: "["))
+        for (index, outcome) in outcomes.enumerated() {
+            if index > 0 { rows.append(UInt8(ascii: ",")) }
+            rows.append(contentsOf: #"{"id":"#.utf8)
+            JSONValue.writeInteger(outcome.id, into: &rows)
+            rows.append(contentsOf: #","att":"#.utf8)
+            JSONValue.writeInteger(outcome.attempt, into: &rows)
+            rows.append(contentsOf: #","a":""#.utf8)
+            let kind = outcome.action.recordKind
+            rows.append(contentsOf: UnsafeBufferPointer(start: kind.utf8Start, count: kind.utf8CodeUnitCount))
+            rows.append(UInt8(ascii: "\""))
+            outcome.action.appendRecordFields(to: &rows)
+            rows.append(UInt8(ascii: "}"))
+        }
+        rows.append(UInt8(ascii: "]"))
+        return rows
     }
 
     /// Applies a confirmed device-group change to herald.device_groups (inside the caller's transaction).

@@ -20,6 +20,8 @@ final class Sender: @unchecked Sendable {
     let client: HTTPClient
     let auth: AccessTokenProvider
     let endpoint: FCMEndpoint
+    /// `endpoint.sendURL`, built once: the same String for every message.
+    let sendURL: String
     let groups: DeviceGroupClient
     let inbox: Mailbox<ClaimedJob>
     let outbox: Mailbox<SenderEvent>
@@ -48,6 +50,7 @@ final class Sender: @unchecked Sendable {
         self.client = client
         self.auth = auth
         self.endpoint = endpoint
+        sendURL = endpoint.sendURL
         self.groups = DeviceGroupClient(endpoint: endpoint, auth: auth, client: client)
         self.inbox = inbox
         self.outbox = outbox
@@ -145,7 +148,7 @@ final class Sender: @unchecked Sendable {
             if sendHeaders.authorization != authorization {
                 sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
             }
-            request = HTTPRequest(method: "POST", url: endpoint.sendURL, headers: sendHeaders.lines, body: body)
+            request = HTTPRequest(method: "POST", url: sendURL, headers: sendHeaders.lines, body: body)
         case .group(let plan):
             do {
                 request = try groups.request(plan)

@@ -45,10 +45,19 @@ public final class WorkerMetrics: @unchecked Sendable {
     func recorded(_ outcomes: [JobOutcome], stale: Int) {
         guard let slot else { return }
         // One add per queue and outcome rather than per job: a batch is up to a few hundred jobs.
-        var counts: [String: [Int]] = [:]
+        // A batch holds jobs of a few queues at most: a list found by comparing names costs
+        // less than hashing each job's queue name.
+        var counts: [(queue: String, byOutcome: [Int])] = []
         for outcome in outcomes {
             let queue = queueOfJob.removeValue(forKey: outcome.id) ?? "(unknown)"
-            counts[queue, default: Array(repeating: 0, count: MessageOutcome.allCases.count)][Self.label(of: outcome).rawValue] += 1
+            let position: Int
+            if let found = counts.lastIndex(where: { $0.queue == queue }) {
+                position = found
+            } else {
+                counts.append((queue, Array(repeating: 0, count: MessageOutcome.allCases.count)))
+                position = counts.count - 1
+            }
+            counts[position].byOutcome[Self.label(of: outcome).rawValue] += 1
         }
         for (queue, byOutcome) in counts {
             for outcome in MessageOutcome.allCases where byOutcome[outcome.rawValue] > 0 {

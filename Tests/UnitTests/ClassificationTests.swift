@@ -25,6 +25,31 @@ import Testing
         #expect(Self.classify(200, "") == .delivered(name: ""))
     }
 
+    /// A send's answer is read without a JSON parse only when it is exactly `{"name": "..."}`
+    /// with a plain string; every other shape goes through the full reading, with the same result.
+    @Test func theNameOfASendIsReadWithOrWithoutTheFullParse() {
+        #expect(SendClassification.onlyName(in: Array(#"{"name":"projects/p/messages/0:15%31"}"#.utf8)) == "projects/p/messages/0:15%31")
+        #expect(SendClassification.onlyName(in: Array("{\n  \"name\": \"projects/p/messages/1\"\n}\n".utf8)) == "projects/p/messages/1")
+        #expect(Self.classify(200, "{\n  \"name\": \"projects/p/messages/1\"\n}\n") == .delivered(name: "projects/p/messages/1"))
+        let fullReading = [
+            #"{"name":"caf\u00e9"}"#, #"{"name":"café"}"#, #"{"name":"a","extra":1}"#, #"{"name":5}"#,
+            #"{"name":"a"} x"#, #"{"nam":"a"}"#, #"{"name":"a"#, "",
+        ]
+        for body in fullReading {
+            #expect(SendClassification.onlyName(in: Array(body.utf8)) == nil, "\(body)")
+        }
+        #expect(Self.classify(200, #"{"name":"caf\u00e9"}"#) == .delivered(name: "café"))
+        #expect(Self.classify(200, #"{"name":"café"}"#) == .delivered(name: "café"))
+        #expect(Self.classify(200, #"{"name":"a","extra":1}"#) == .delivered(name: "a"))
+        // Not a delivery whatever the name says: the error wins, and a 4xx is never read as one.
+        if case .pruneToken(let code, _) = Self.classify(200, #"{"name":"a","error":"NotRegistered"}"#) {
+            #expect(code == "UNREGISTERED")
+        } else {
+            Issue.record("a legacy error on a 200 was read as a delivery")
+        }
+        #expect(Self.classify(400, #"{"name":"projects/p/messages/1"}"#) != .delivered(name: "projects/p/messages/1"))
+    }
+
     // Every row of FCM-NOTES' error table.
 
     @Test func unregisteredPrunesTheToken() {

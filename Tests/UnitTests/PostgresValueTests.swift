@@ -1,5 +1,6 @@
-import Postgres
-import Queue
+import JSON
+@testable import Postgres
+@testable import Queue
 import Testing
 
 /// Values Herald hands to PostgreSQL, and what it prints about connections.
@@ -16,6 +17,63 @@ import Testing
     @Test func errorTextsAreStorable() {
         #expect(JobStore.clean("INTERNAL: bad\u{0}byte\u{7}here\nnext\tline") == "INTERNAL: bad byte here\nnext\tline")
         #expect(JobStore.clean(String(repeating: "x", count: 5000)).count == 2000)
+        // Long texts are checked eight bytes at a time: a bad byte anywhere is still found.
+        let line = "UNAVAILABLE: the service is currently unavailable, retry later"
+        for position in 0...line.utf8.count {
+            for bad: UInt8 in [0x00, 0x07, 0x1F, 0x7F] {
+                var bytes = Array(line.utf8)
+                bytes.insert(bad, at: position)
+                var expected = Array(line.utf8)
+                expected.insert(0x20, at: position)
+                #expect(JobStore.clean(String(decoding: bytes, as: UTF8.self)) == String(decoding: expected, as: UTF8.self))
+            }
+        }
+        #expect(JobStore.clean(line + "\nnext\tline é") == line + "\nnext\tline é")
+    }
+
+    /// Numbers read from libpq's buffer without a String must be the numbers Int(String) and
+    /// Double(String) read, bit for bit (claims read ids, attempts and epoch seconds this way).
+    @Test func numbersReadInPlaceMatchTheStringInitialisers() {
+        func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+        let integers = ["0", "42", "-42", "+7", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+                        "-9223372036854775809", "", "-", "+", "12a", " 1", "1.0"]
+        for text in integers {
+            #expect(bytes(text).withUnsafeBufferPointer { PGText.integer($0) } == Int(text), "\(text)")
+        }
+        let doubles = ["0", "-0", "1", "1.5", "-1.5", "1764750000.123456", "1764750000.1234567", "0.1", "0.3",
+                       "123456789012345.6", "9007199254740993", "0.00000000000000000000001", "1e3", "1.5E-7", "5.", ".5",
+                       ".", "-", "", "Infinity", "-Infinity", "NaN", "0x10", "1,5", "3.14159265358979323846"]
+        for text in doubles {
+            let fast = bytes(text).withUnsafeBufferPointer { PGText.double($0) }
+            let slow = Double(text)
+            #expect(fast?.bitPattern == slow?.bitPattern || (fast?.isNaN == true && slow?.isNaN == true), "\(text)")
+        }
+    }
+
+    /// record_outcomes.sql reads these rows with jsonb_to_recordset: every field must survive,
+    /// and a text PostgreSQL cannot store (NUL, control characters) is cleaned as before.
+    @Test func recordRowsCarryEveryOutcomeField() throws {
+        let outcomes = [
+            JobOutcome(id: 1, attempt: 1, .completed(messageName: "projects/p/messages/1")),
+            JobOutcome(id: 2, attempt: 3, .completed(messageName: nil)),
+            JobOutcome(id: 3, attempt: 2, .retry(error: "UNAVAILABLE: \"busy\"\nnul\u{0}here", delay: 1.5)),
+            JobOutcome(id: 4, attempt: 1, .dead(reason: "INVALID_ARGUMENT: bad \\ path é")),
+            JobOutcome(id: 5, attempt: 1, .discarded(reason: "pruned earlier")),
+            JobOutcome(id: 6, attempt: 1, .pruned(token: "tok\"en", reason: "UNREGISTERED: gone")),
+            JobOutcome(id: Int.max, attempt: 2, .released(delay: -3)),
+        ]
+        let rows = try JSONValue.parse(JobStore.recordRows(outcomes))
+        let expected = try JSONValue.parse(#"""
+            [{"id":1,"att":1,"a":"complete","name":"projects/p/messages/1"},
+             {"id":2,"att":3,"a":"complete"},
+             {"id":3,"att":2,"a":"retry","delay":1.5,"err":"UNAVAILABLE: \"busy\"\nnul here"},
+             {"id":4,"att":1,"a":"dead","err":"INVALID_ARGUMENT: bad \\ path é"},
+             {"id":5,"att":1,"a":"discard","err":"pruned earlier"},
+             {"id":6,"att":1,"a":"prune","err":"UNREGISTERED: gone","token":"tok\"en"},
+             {"id":9223372036854775807,"att":2,"a":"release","delay":0.0}]
+            """#)
+        #expect(rows == expected)
+        #expect(JobStore.recordRows([]) == Array("[]".utf8))
     }
 
     @Test func textArraysQuoteEveryElement() {

@@ -93,18 +93,17 @@ public enum LegacyTranslator {
         }
     }
 
+    private static let v1OnlyKeys = ["token", "topic", "fid", "message", "android", "apns", "webpush", "fcm_options"]
+    private static let legacyOnlyKeys = ["to", "registration_ids", "notification_key", "priority", "time_to_live", "collapse_key",
+                                         "content_available", "mutable_content", "restricted_package_name", "dry_run"]
+
     /// LEGACY.md 4.1's rule for a value found where a v1 message was expected: legacy when it has
     /// a key only the legacy format has (or a notification key outside title/body/image), and no
     /// key only v1 has. The cheap keys are tested first; a v1 message costs a few lookups.
     public static func isLegacy(_ message: JSONValue) -> Bool {
         guard case .object(let object) = message else { return false }
-        for key in ["token", "topic", "fid", "message", "android", "apns", "webpush", "fcm_options"] where object[key] != nil {
-            return false
-        }
-        for key in ["to", "registration_ids", "notification_key", "priority", "time_to_live", "collapse_key",
-                    "content_available", "mutable_content", "restricted_package_name", "dry_run"] where object[key] != nil {
-            return true
-        }
+        for key in v1OnlyKeys where object[key] != nil { return false }
+        for key in legacyOnlyKeys where object[key] != nil { return true }
         if case .object(let notification)? = object["notification"] {
             return notification.keys.contains { $0 != "title" && $0 != "body" && $0 != "image" }
         }

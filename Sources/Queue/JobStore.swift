@@ -214,9 +214,19 @@ public final class JobStore: @unchecked Sendable {
 
     /// `claim`, and whether a limit held jobs back (and for how long).
     public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
+        var granted: Int?
+        if let projectID, projectRate > 0 {
+            // The project's bucket is shared by every worker of the project: taking its tokens in a
+            // transaction of their own keeps its row locked for that statement only, not for the
+            // whole claim, so the workers' claims do not queue behind each other on it.
+            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit)])
+            let taken = tokens.int(0, try tokens.column("granted")) ?? 0
+            guard taken > 0 else { return Claim(jobs: [], heldBackFor: tokens.double(0, try tokens.column("wait_seconds"))) }
+            granted = taken
+        }
         let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
                                                           .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
-                                                          .double(projectRate)])
+                                                          .double(projectRate), granted.map { .int($0) }])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")

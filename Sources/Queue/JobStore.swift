@@ -194,6 +194,8 @@ public final class JobStore: @unchecked Sendable {
     public var projectID: String?
     /// The project's rate, per second, shared by every pool of the project (0: none).
     public var projectRate: Double = 0
+    /// The last claim took all it asked for, or a limit held jobs back: more are probably waiting.
+    private var inBacklog = false
 
     public init(connection: PGConnection, workerID: String = JobStore.defaultWorkerID(), retention: Double = 86_400,
                 projectID: String? = nil) {
@@ -225,9 +227,21 @@ public final class JobStore: @unchecked Sendable {
 
     /// `claim`, and whether a limit held jobs back (and for how long).
     public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
+        var granted: Int?
+        if let projectID, projectRate > 0, inBacklog {
+            // The project's bucket is shared by every worker of the project: taking its tokens in a
+            // transaction of their own keeps its row locked for that statement only, not for the
+            // whole claim, so the workers' claims do not queue behind each other on it. Outside a
+            // backlog the claim takes them itself, which saves a round trip on every claim of a
+            // one-time code while claims rarely meet on the row.
+            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit)])
+            let taken = tokens.int(0, try tokens.column("granted")) ?? 0
+            guard taken > 0 else { return Claim(jobs: [], heldBackFor: tokens.double(0, try tokens.column("wait_seconds"))) }  // still a backlog
+            granted = taken
+        }
         let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
                                                           .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
-                                                          .double(projectRate)])
+                                                          .double(projectRate), granted.map { .int($0) }])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
@@ -251,6 +265,7 @@ public final class JobStore: @unchecked Sendable {
                 validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID)))
         }
         claim.jobs.sort { $0.id < $1.id }
+        inBacklog = claim.jobs.count >= limit || claim.heldBackFor != nil
         return claim
     }
 
@@ -385,6 +400,27 @@ public final class JobStore: @unchecked Sendable {
             try connection.query(SQL.removeGroupMembers, [.text(change.name), Self.textArray(change.tokens)])
             try connection.query(SQL.deleteEmptyGroup, [.text(change.name)])
         }
+    }
+
+    /// pg_try_advisory_lock key of the process that vacuums herald.jobs: "heraldv" in ASCII.
+    public static let vacuumLockKey = 0x68_6572_616c_6476
+
+    /// Whether this session holds (or now takes) the vacuum advisory lock.
+    public func tryVacuumLock() throws(PostgresError) -> Bool {
+        try connection.query(SQL.tryMaintenanceLock, [.int(Self.vacuumLockKey)]).bool(0, 0) ?? false
+    }
+
+    /// herald.jobs' live and dead row versions from PostgreSQL's statistics, and whether this
+    /// role may VACUUM it.
+    public func jobsRowCounts() throws(PostgresError) -> (live: Int, dead: Int, mayVacuum: Bool) {
+        let result = try connection.query(SQL.jobsRowCounts)
+        return (result.int(0, try result.column("live")) ?? 0, result.int(0, try result.column("dead")) ?? 0,
+                result.bool(0, try result.column("may_vacuum")) ?? false)
+    }
+
+    /// VACUUMs herald.jobs (not inside a transaction).
+    public func vacuumJobs() throws(PostgresError) {
+        try connection.execute(SQL.vacuumJobs)
     }
 
     /// Takes back jobs whose lease ran out (their worker died): they become available again and

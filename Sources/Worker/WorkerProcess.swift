@@ -70,12 +70,25 @@ public final class WorkerProcess: @unchecked Sendable {
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
                               stop: stop, log: log, metrics: metrics, projectID: account.projectID)
         log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+        let log = self.log
+        let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
+            switch event {
+            case .vacuumed(let dead, let live, let seconds):
+                log.debug("vacuumed herald.jobs (\(dead) dead row versions, \(live) live) in \(String(format: "%.2f", seconds)) s")
+            case .failed(let error):
+                log.warning("checking whether herald.jobs needs a VACUUM failed (autovacuum still runs; trying again): \(error)")
+            case .notAllowed:
+                log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see README, Operations)")
+            }
+        }
+        vacuum.start()
         let senderThread = Thread { sender.run() }
         senderThread.name = "herald-sender"
         senderThread.stackSize = 1 << 20
         senderThread.start()
         // The store thread returns only once the sender thread has finished.
         let status = store.run()
+        vacuum.stop()
         let c = sender.counters
         log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
         return status

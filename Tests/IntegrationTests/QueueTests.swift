@@ -236,6 +236,57 @@ import TestSupport
         }
     }
 
+    /// In a backlog the project's bucket is spent before the claim, in a statement of its own;
+    /// outside one, within the claim. Either way what a claim was granted and could not use goes
+    /// back for the other workers, and no claim takes more than the bucket holds.
+    @Test func projectTokensAreTakenBeforeTheClaimAndTheUnusedGiveBack() throws {
+        try withDatabase { c, database in
+            // The bucket refills by the time since refilled_at; a refilled_at ahead of now stops
+            // that, so what each claim finds is exactly what the one before left.
+            let tokens = "SELECT tokens FROM herald.project_rates WHERE project_id = 'project-a'"
+            func stopRefilling() throws { try c.query("UPDATE herald.project_rates SET refilled_at = now() + interval '1 hour'") }
+            // Calls of each function, inner ones included: the claim's own take counts too.
+            func calls(_ function: String) throws -> Int {
+                try c.query("SELECT pg_stat_force_next_flush()")
+                return try c.query("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE schemaname = 'herald' AND funcname = $1",
+                                   [.text(function)]).int(0, 0) ?? 0
+            }
+            try c.query("SET track_functions = 'pl'")
+            for n in 1...3 { _ = try enqueue(c, token: "t\(n)") }
+            // 100 a second: a bucket of 10 tokens (a tenth of a second's worth).
+            let first = JobStore(connection: c, workerID: "a", projectID: "project-a")
+            first.projectRate = 100
+            let claim = try first.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            #expect(claim.jobs.count == 3 && claim.heldBackFor == nil, "three jobs were there")
+            #expect(try c.query(tokens).double(0, 0) == 7, "10 granted, 3 used, 7 given back")
+
+            try stopRefilling()
+            for n in 4...40 { _ = try enqueue(c, token: "t\(n)") }
+            let second = JobStore(connection: c, workerID: "b", projectID: "project-a")
+            second.projectRate = 100
+            let limited = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            #expect(limited.jobs.count == 7, "no more than the bucket held")
+            #expect(limited.heldBackFor.map { $0 > 0 && $0 <= 0.1 } == true, "told when to come back: \(String(describing: limited.heldBackFor))")
+            #expect(try c.query(tokens).double(0, 0) == 0)
+
+            // Held back: a backlog, so the next claim takes its tokens first, and finds none.
+            let (takesBefore, claimsBefore) = (try calls("take_project_tokens"), try calls("claim_jobs"))
+            try stopRefilling()
+            let empty = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            #expect(empty.jobs.isEmpty, "an empty bucket grants nothing, so nothing is claimed")
+            #expect(empty.heldBackFor == 0.05, "back when the bucket holds half its burst (5 tokens at 100/s)")
+            // Refilled: the grant of 10 is spent on 10 jobs of the backlog.
+            try c.query("UPDATE herald.project_rates SET tokens = 10")
+            let backlog = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            #expect(backlog.jobs.count == 10 && backlog.heldBackFor != nil)
+            #expect(try c.query(tokens).double(0, 0).map { $0 < 1 } == true)
+            // Two takes, one claim: the empty grant needed no claim, the other claim took no tokens itself.
+            #expect(try calls("take_project_tokens") == takesBefore + 2)
+            #expect(try calls("claim_jobs") == claimsBefore + 1)
+            #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE state = 'running'").int(0, 0) == 20)
+        }
+    }
+
     @Test func retentionZeroDeletesAtOnceAndOldFinishedJobsArePurged() throws {
         try withDatabase { c, _ in
             let a = try enqueue(c), b = try enqueue(c)

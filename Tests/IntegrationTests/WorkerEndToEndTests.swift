@@ -2,6 +2,7 @@ import Emulator
 import Foundation
 import JSON
 import Postgres
+import Queue
 import Testing
 import TestSupport
 
@@ -28,6 +29,30 @@ import TestSupport
         #expect(perConnection > 10 && perConnection <= 100, "peak streams per connection: \(perConnection)")
         #expect((stack.emulator.statistics["connections_accepted"]?.intValue ?? 0) <= 4 * 3 + 4,
                 "a few connections per process (256 in flight / 100 streams), plus token requests")
+    }
+
+    /// Each claimed job leaves its entry in the claim index until a VACUUM; a drain must not wait
+    /// for autovacuum (a minute apart at best) while claims step over more and more of them.
+    @Test func aWorkerVacuumsTheJobsTableWhenDeadRowsPileUp() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let vacuumCount = "SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'herald.jobs'::regclass"
+        let pool = try HeraldProcess(["work", "--processes", "2", "--poll-interval", "0.2"], environment: stack.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        #expect(waitUntil(timeout: 60) { ((try? Administration.connectedWorkers(stack.connection)) ?? 0) >= 2 })
+        let before = try stack.count(vacuumCount)
+        // 120,000 jobs finished and purged leave 120,000 dead row versions, past the minimum.
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, state, finished_at)
+            SELECT jsonb_build_object('token', 'gone-' || g), 'completed', now() FROM generate_series(1, 120000) AS g
+            """)
+        try stack.connection.query("DELETE FROM herald.jobs WHERE state = 'completed'")
+        // This session's counts reach the statistics now rather than within the next 10 s.
+        try stack.connection.query("SELECT pg_stat_force_next_flush()")
+        #expect(waitUntil(timeout: 30, interval: 0.2) { ((try? stack.count(vacuumCount)) ?? before) > before },
+                "herald.jobs was not vacuumed by the workers (autovacuum runs are not counted in vacuum_count)")
+        #expect(try stack.count("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = 'herald.jobs'::regclass") < 100_000)
     }
 
     @Test func everyOutcomeOfTheErrorTable() throws {

@@ -1,0 +1,113 @@
+import Foundation
+import Postgres
+
+/// When herald.jobs is worth a VACUUM: pure, so unit tests drive it with made-up figures.
+///
+/// A claim moves jobs out of the claim index's partial predicate (`state = 'available'`), but
+/// their entries stay in the index, at its front, until a VACUUM removes them, and every claim
+/// (and every look for the next queue and campaign) starts there and steps over them. Between two
+/// autovacuum runs (one a minute per database at most, `autovacuum_naptime`) a drain of a large
+/// backlog piles up hundreds of thousands of them: a claim of 256 jobs then reads thousands of
+/// index pages. A VACUUM costs about a pass over the table's indexes, which grow with the table,
+/// so it is worth running when the dead rows reach a share of the table, and a minimum.
+public struct JobsVacuumPolicy: Sendable, Equatable {
+    /// Dead row versions below which a VACUUM is never worth it.
+    public var minimumDeadRows: Int
+    /// The share of the table's live rows the dead ones must reach besides.
+    public var deadShare: Double
+
+    public init(minimumDeadRows: Int = 100_000, deadShare: Double = 0.05) {
+        self.minimumDeadRows = minimumDeadRows
+        self.deadShare = deadShare
+    }
+
+    public func shouldVacuum(deadRows: Int, liveRows: Int) -> Bool {
+        deadRows >= max(minimumDeadRows, Int(Double(max(0, liveRows)) * deadShare))
+    }
+}
+
+/// A thread that VACUUMs herald.jobs when `JobsVacuumPolicy` says so, on a connection of its own
+/// so that claims and records never wait behind it. Every worker process runs one; only the one
+/// whose connection holds the vacuum advisory lock keeps its connection and does the work, so
+/// the pools vacuum once, not once per process. A role that may not VACUUM herald.jobs (it does
+/// not own it) reports it once and stops, leaving the table to autovacuum.
+public final class JobsVacuum: @unchecked Sendable {
+    public enum Event: Sendable {
+        case vacuumed(deadRows: Int, liveRows: Int, seconds: Double)
+        /// The first failure of a series (later ones are not reported until a check succeeds).
+        case failed(PostgresError)
+        case notAllowed
+    }
+
+    let databaseURL: String
+    let policy: JobsVacuumPolicy
+    /// Seconds between two looks at the table's statistics.
+    let interval: Double
+    /// Seconds a process that does not hold the lock waits before trying to take it again.
+    let lockRetryInterval: Double
+    let report: @Sendable (Event) -> Void
+    private let lock = NSLock()
+    private var stopped = false
+
+    public init(databaseURL: String, policy: JobsVacuumPolicy = JobsVacuumPolicy(), interval: Double = 1,
+                lockRetryInterval: Double = 30, report: @escaping @Sendable (Event) -> Void) {
+        self.databaseURL = databaseURL
+        self.policy = policy
+        self.interval = interval
+        self.lockRetryInterval = lockRetryInterval
+        self.report = report
+    }
+
+    public func start() {
+        let thread = Thread { [self] in run() }
+        thread.name = "herald-vacuum"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Asks the thread to stop; it does so after the statement it is running, if any.
+    public func stop() {
+        lock.lock(); stopped = true; lock.unlock()
+    }
+
+    private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
+
+    private func run() {
+        var store: JobStore?
+        var nextLockAttempt = 0.0
+        var failing = false
+        while !isStopped {
+            let now = Date().timeIntervalSince1970
+            do {
+                if store == nil, now >= nextLockAttempt {
+                    // Only the lock holder keeps a connection; the others look again later, so
+                    // the pools hold one connection for this, not one per process.
+                    let candidate = JobStore(connection: try PGConnection(url: databaseURL))
+                    if try candidate.tryVacuumLock() { store = candidate } else { nextLockAttempt = now + lockRetryInterval }
+                }
+                if let store, try !vacuumIfDue(store) { return }
+                failing = false
+            } catch {
+                if !failing { report(.failed(error)) }
+                failing = true
+                if store?.connection.isHealthy == false { store = nil }
+                nextLockAttempt = now + interval * 5
+            }
+            Thread.sleep(forTimeInterval: interval)  // the pace of the look at the statistics, not a synchronisation
+        }
+    }
+
+    /// Vacuums when the policy says so. Returns false when this role may not vacuum herald.jobs.
+    private func vacuumIfDue(_ store: JobStore) throws(PostgresError) -> Bool {
+        let rows = try store.jobsRowCounts()
+        guard rows.mayVacuum else {
+            report(.notAllowed)
+            return false
+        }
+        guard policy.shouldVacuum(deadRows: rows.dead, liveRows: rows.live) else { return true }
+        let started = Date().timeIntervalSince1970
+        try store.vacuumJobs()
+        report(.vacuumed(deadRows: rows.dead, liveRows: rows.live, seconds: Date().timeIntervalSince1970 - started))
+        return true
+    }
+}

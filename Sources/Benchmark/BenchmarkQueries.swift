@@ -134,8 +134,10 @@ public enum CeilingBenchmark {
     /// Runs over the jobs already available in herald.jobs (enqueue them first, e.g. with
     /// `BenchmarkJobs.enqueue`). `retention` is passed to `JobStore` as the worker passes it
     /// (0 deletes finished rows instead of updating them).
+    /// `projectID` and `projectRate` are the worker's `--max-rate`: the claims spend that
+    /// project's token bucket as a worker's do (no project: no bucket).
     public static func run(databaseURL: String, threads: Int, batch: Int, leaseSeconds: Double = 60,
-                           retention: Double = 86_400) throws -> CeilingResult {
+                           retention: Double = 86_400, projectID: String? = nil, projectRate: Double = 0) throws -> CeilingResult {
         let threads = max(1, threads)
         let batch = max(1, batch)
         let ready = DispatchSemaphore(value: 0)
@@ -150,7 +152,10 @@ public enum CeilingBenchmark {
                 var store: JobStore?
                 do {
                     let connection = try PGConnection(url: databaseURL)
-                    store = JobStore(connection: connection, workerID: "ceiling-\(getpid())-\(index)", retention: retention)
+                    let made = JobStore(connection: connection, workerID: "ceiling-\(getpid())-\(index)", retention: retention,
+                                        projectID: projectID)
+                    made.projectRate = projectRate
+                    store = made
                 } catch {
                     failure.withLock { $0 = $0 ?? "\(error)" }
                 }

@@ -21,6 +21,9 @@ enum BenchCommand {
         Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
         Option(name: "durable", help: "Run the private PostgreSQL with fsync and synchronous_commit on, as a production server would."),
         Option(name: "finished-rows", value: "N", help: "Before the throughput and ceiling phases, fill herald.jobs with N jobs finished an hour ago (kept for the default retention), to measure on a table that has delivered for a while. Only in the bench's own PostgreSQL.", defaultText: "0"),
+        Option(name: "max-rate", value: "N",
+               help: "The FCM project's rate (herald work --max-rate) the workers and the ceiling's claims run under: its token bucket is spent as in production. The default is far above what two cores deliver, so it never binds; 10000 (FCM's default quota, herald work's default) shows a drain paced at 10,000 a second.",
+               defaultText: "1000000"),
         Option(name: "profile", help: "Load pg_stat_statements in the private PostgreSQL and print the statements of the throughput and ceiling phases (calls, rows, time)."),
     ] + connectionOptions
 
@@ -80,7 +83,8 @@ enum BenchCommand {
             workerLogLevel: parsed.string("log-level") ?? "warn",
             durable: parsed.has("durable"),
             profile: parsed.has("profile"),
-            finishedRows: parsed.int("finished-rows", default: 0, minimum: 0))
+            finishedRows: parsed.int("finished-rows", default: 0, minimum: 0),
+            maxRate: try parsed.rate("max-rate", default: 1_000_000))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
@@ -119,6 +123,8 @@ enum BenchCommand {
         var durable: Bool
         var profile: Bool
         var finishedRows: Int
+        /// The project rate of the workers and of the ceiling's claims; 0: none.
+        var maxRate: Double
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -172,7 +178,8 @@ struct BenchFigures {
         var lines = [
             "",
             "Herald bench: \(build) build, \(cores) cores, PostgreSQL \(postgresVersion)",
-            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs"
+            "  \(s.processes) worker processes x \(s.concurrency) in flight, claim batch \(s.batch), \(grouped(s.jobs)) jobs, "
+                + (s.maxRate > 0 ? "project rate \(grouped(Int(s.maxRate)))/s (--max-rate)" : "no project rate")
                 + (s.finishedRows > 0 ? " on a table holding \(grouped(s.finishedRows)) finished jobs (throughput and ceiling phases)" : ""),
             "  database: \(database); FCM: \(fcm)",
             "",
@@ -245,7 +252,7 @@ struct BenchFigures {
         return [
             "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
             "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
-                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "max_rate": number(s.maxRate, 0), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
             "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
             "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
                            "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
@@ -373,7 +380,8 @@ final class Bench {
     func maxID() throws -> Int { try BenchmarkJobs.maxID(connection) }
 
     var workerArguments: [String] {
-        ["work", "--concurrency", String(settings.concurrency), "--log-level", settings.workerLogLevel]
+        ["work", "--concurrency", String(settings.concurrency), "--log-level", settings.workerLogLevel,
+         "--max-rate", String(settings.maxRate)]
     }
 
     func runAll() throws -> BenchFigures {
@@ -541,7 +549,8 @@ final class Bench {
         try resetProfile()
         let serverBefore = readServer()
         figures.ceiling = try CeilingBenchmark.run(databaseURL: environment.databaseURL, threads: settings.processes,
-                                                   batch: settings.batch, leaseSeconds: 60)
+                                                   batch: settings.batch, leaseSeconds: 60,
+                                                   projectID: environment.account?.projectID, projectRate: settings.maxRate)
         figures.ceilingCPU = CPUPerMessage(seconds: figures.ceiling.clientCPUSeconds, postgres: serverSeconds(since: serverBefore),
                                            emulator: nil, messages: figures.ceiling.jobs)
         if settings.profile {

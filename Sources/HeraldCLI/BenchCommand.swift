@@ -660,6 +660,13 @@ final class Progress: Sendable {
         var lastAt = started
         var drawn = false
         while !stopping.value {
+            // The count walks every job of the phase (160 ms a call beside 5,000,000 finished
+            // rows): without a terminal it runs only when a line is due, every 3 s.
+            if !tty && monotonicSeconds() - lastLine < 3 {
+                var slept = 0.0
+                while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
+                continue
+            }
             let done = try BenchmarkJobs.completed(connection, afterID: afterID)
             let now = monotonicSeconds()
             let rate = now > lastAt ? Double(done - lastDone) / (now - lastAt) : 0

@@ -13,16 +13,22 @@ import Postgres
 public struct JobsVacuumPolicy: Sendable, Equatable {
     /// Dead row versions below which a VACUUM is never worth it.
     public var minimumDeadRows: Int
-    /// The share of the table's live rows the dead ones must reach besides.
-    public var deadShare: Double
+    /// The largest share of the time the passes may take: after a pass of d seconds the next one
+    /// waits at least d × (1 / share - 1). The dead entries claims step over are as many on a
+    /// large table as on a small one, but a pass over a large table's indexes takes longer, so
+    /// passes there come less often, in proportion to what they cost.
+    public var busyShare: Double
 
-    public init(minimumDeadRows: Int = 100_000, deadShare: Double = 0.05) {
+    public init(minimumDeadRows: Int = 100_000, busyShare: Double = 0.2) {
         self.minimumDeadRows = minimumDeadRows
-        self.deadShare = deadShare
+        self.busyShare = min(1, max(0.01, busyShare))
     }
 
-    public func shouldVacuum(deadRows: Int, liveRows: Int) -> Bool {
-        deadRows >= max(minimumDeadRows, Int(Double(max(0, liveRows)) * deadShare))
+    /// `lastPass`: how long the previous pass took and how long ago it ended (nil: none yet).
+    public func shouldVacuum(deadRows: Int, lastPass: (seconds: Double, endedAgo: Double)?) -> Bool {
+        guard deadRows >= minimumDeadRows else { return false }
+        guard let lastPass else { return true }
+        return lastPass.endedAgo >= lastPass.seconds * (1 / busyShare - 1)
     }
 }
 
@@ -70,6 +76,9 @@ public final class JobsVacuum: @unchecked Sendable {
         lock.lock(); stopped = true; lock.unlock()
     }
 
+    /// The last pass's length and end (seconds since 1970); touched by the vacuum thread only.
+    private var lastPass: (seconds: Double, ended: Double)?
+
     private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
 
     private func run() {
@@ -104,10 +113,12 @@ public final class JobsVacuum: @unchecked Sendable {
             report(.notAllowed)
             return false
         }
-        guard policy.shouldVacuum(deadRows: rows.dead, liveRows: rows.live) else { return true }
-        let started = Date().timeIntervalSince1970
+        let now = Date().timeIntervalSince1970
+        guard policy.shouldVacuum(deadRows: rows.dead, lastPass: lastPass.map { ($0.seconds, now - $0.ended) }) else { return true }
         try store.vacuumJobs()
-        report(.vacuumed(deadRows: rows.dead, liveRows: rows.live, seconds: Date().timeIntervalSince1970 - started))
+        let ended = Date().timeIntervalSince1970
+        lastPass = (ended - now, ended)
+        report(.vacuumed(deadRows: rows.dead, liveRows: rows.live, seconds: ended - now))
         return true
     }
 }

@@ -143,64 +143,41 @@ public enum CeilingBenchmark {
                            retention: Double = 86_400, projectID: String? = nil, projectRate: Double = 0) throws -> CeilingResult {
         let threads = max(1, threads)
         let batch = max(1, batch)
-        let ready = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
         let completed = Locked(0)
-        let clientCPU = Locked(0.0)
         let failure = Locked<String?>(nil)
-
-        for index in 0..<threads {
-            let thread = Thread {
-                var store: JobStore?
-                do {
-                    let connection = try PGConnection(url: databaseURL)
-                    let made = JobStore(connection: connection, workerID: "ceiling-\(getpid())-\(index)", retention: retention,
-                                        projectID: projectID)
-                    made.projectRate = projectRate
-                    store = made
-                } catch {
-                    failure.withLock { $0 = $0 ?? "\(error)" }
-                }
-                ready.signal()
-                go.wait()
-                let cpuAtStart = threadCPUSeconds()
-                defer {
-                    let spent = threadCPUSeconds() - cpuAtStart
-                    clientCPU.withLock { $0 += spent }
-                    done.signal()
-                }
-                guard let store else { return }
-                var mine = 0
-                do {
-                    while true {
-                        let jobs = try store.claim(queues: [], limit: batch, leaseSeconds: leaseSeconds)
-                        if jobs.isEmpty { break }
-                        let summary = try store.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) })
-                        mine += summary.finished
-                    }
-                } catch {
-                    failure.withLock { $0 = $0 ?? "\(error)" }
-                }
-                completed.withLock { $0 += mine }
-            }
-            thread.name = "herald-ceiling-\(index)"
-            thread.start()
-        }
-        for _ in 0..<threads { ready.wait() }
         // The worker's VACUUM of herald.jobs runs beside its claims, as in `herald work`.
         let vacuum = JobsVacuum(databaseURL: databaseURL) { event in
             if case .failed(let error) = event { failure.withLock { $0 = $0 ?? "VACUUM herald.jobs: \(error)" } }
         }
-        vacuum.start()
         defer { vacuum.stop() }
-        let started = DispatchTime.now().uptimeNanoseconds
-        for _ in 0..<threads { go.signal() }
-        for _ in 0..<threads { done.wait() }
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        let (seconds, clientCPUSeconds) = TogetherThreads.run(count: threads, name: "herald-ceiling", prepare: { index -> JobStore? in
+            do {
+                let store = JobStore(connection: try PGConnection(url: databaseURL), workerID: "ceiling-\(getpid())-\(index)",
+                                     retention: retention, projectID: projectID)
+                store.projectRate = projectRate
+                return store
+            } catch {
+                failure.withLock { $0 = $0 ?? "\(error)" }
+                return nil
+            }
+        }, beforeStart: { vacuum.start() }, work: { _, store in
+            guard let store else { return }
+            var mine = 0
+            do {
+                while true {
+                    let jobs = try store.claim(queues: [], limit: batch, leaseSeconds: leaseSeconds)
+                    if jobs.isEmpty { break }
+                    let summary = try store.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) })
+                    mine += summary.finished
+                }
+            } catch {
+                failure.withLock { $0 = $0 ?? "\(error)" }
+            }
+            completed.withLock { $0 += mine }
+        })
         if let message = failure.value {
             throw PostgresError("the ceiling benchmark failed: \(message)")
         }
-        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch, clientCPUSeconds: clientCPU.value)
+        return CeilingResult(jobs: completed.value, seconds: seconds, threads: threads, batch: batch, clientCPUSeconds: clientCPUSeconds)
     }
 }

@@ -28,65 +28,45 @@ public enum SenderBenchmark {
         let threads = max(1, threads)
         let concurrency = max(1, concurrency)
         precondition(!bodies.isEmpty, "SenderBenchmark needs at least one body")
-        let ready = DispatchSemaphore(value: 0)
-        let go = DispatchSemaphore(value: 0)
-        let done = DispatchSemaphore(value: 0)
         let delivered = Locked(0)
-        let clientCPU = Locked(0.0)
         let failure = Locked<String?>(nil)
         let setup = Locked<String?>(nil)
 
-        for index in 0..<threads {
+        let (seconds, clientCPUSeconds) = TogetherThreads.run(count: threads, name: "herald-sender", prepare: { _ -> HTTPClient? in
+            do { return try HTTPClient(configuration: configuration) } catch {
+                setup.withLock { $0 = $0 ?? "\(error)" }
+                return nil
+            }
+        }, work: { index, client in
+            // A client that could not start makes the phase fail: no thread measures then.
+            guard let client, setup.value == nil else { return }
             let share = requests / threads + (index < requests % threads ? 1 : 0)
-            let thread = Thread {
-                var client: HTTPClient?
-                do { client = try HTTPClient(configuration: configuration) } catch { setup.withLock { $0 = $0 ?? "\(error)" } }
-                ready.signal()
-                go.wait()
-                let cpuAtStart = threadCPUSeconds()
-                var mine = 0
-                defer {
-                    let spent = threadCPUSeconds() - cpuAtStart
-                    clientCPU.withLock { $0 += spent }
-                    delivered.withLock { $0 += mine }
-                    done.signal()
+            var sent = 0, answered = 0, mine = 0
+            while answered < share {
+                while sent < share && sent - answered < concurrency {
+                    client.submit(HTTPRequest(method: "POST", url: url, headers: headers, body: bodies[(index + sent * threads) % bodies.count]),
+                                  tag: UInt64(sent))
+                    sent += 1
                 }
-                guard let client else { return }
-                var sent = 0, answered = 0
-                while answered < share {
-                    while sent < share && sent - answered < concurrency {
-                        client.submit(HTTPRequest(method: "POST", url: url, headers: headers, body: bodies[(index + sent * threads) % bodies.count]),
-                                      tag: UInt64(sent))
-                        sent += 1
-                    }
-                    for completion in client.poll(timeoutMilliseconds: 1000) {
-                        answered += 1
-                        switch completion.result {
-                        case .success(let response) where response.status == 200:
-                            mine += 1
-                        case .success(let response):
-                            failure.withLock { $0 = $0 ?? "HTTP \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))" }
-                        case .failure(let error):
-                            failure.withLock { $0 = $0 ?? "\(error)" }
-                        }
+                for completion in client.poll(timeoutMilliseconds: 1000) {
+                    answered += 1
+                    switch completion.result {
+                    case .success(let response) where response.status == 200:
+                        mine += 1
+                    case .success(let response):
+                        failure.withLock { $0 = $0 ?? "HTTP \(response.status): \(String(decoding: response.body.prefix(300), as: UTF8.self))" }
+                    case .failure(let error):
+                        failure.withLock { $0 = $0 ?? "\(error)" }
                     }
                 }
             }
-            thread.name = "herald-sender-\(index)"
-            thread.start()
-        }
-        for _ in 0..<threads { ready.wait() }
+            delivered.withLock { $0 += mine }
+        })
         if let message = setup.value {
-            for _ in 0..<threads { go.signal() }
-            for _ in 0..<threads { done.wait() }
             throw BenchmarkFailure("the sends-alone benchmark could not start its HTTP client: \(message)")
         }
-        let started = DispatchTime.now().uptimeNanoseconds
-        for _ in 0..<threads { go.signal() }
-        for _ in 0..<threads { done.wait() }
-        let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
         return SenderResult(requests: requests, delivered: delivered.value, seconds: seconds, threads: threads, concurrency: concurrency,
-                            clientCPUSeconds: clientCPU.value, firstFailure: failure.value)
+                            clientCPUSeconds: clientCPUSeconds, firstFailure: failure.value)
     }
 }
 

@@ -84,6 +84,12 @@ public struct HTTPClientConfiguration: Sendable {
     public var caFile: String? = nil
 
     public init() {}
+
+    /// Enough connections for `inFlight` requests at `maxStreamsPerConnection` streams each.
+    public mutating func connections(toCarry inFlight: Int) {
+        let streams = max(1, maxStreamsPerConnection)
+        maxConnections = max(1, (inFlight + streams - 1) / streams)
+    }
 }
 
 /// A finished request, identified by the tag it was submitted with.

@@ -579,7 +579,7 @@ extension Bench {
         }
         var configuration = HTTPClientConfiguration()
         configuration.caFile = environment.caFile
-        configuration.maxConnections = max(1, (settings.concurrency + configuration.maxStreamsPerConnection - 1) / configuration.maxStreamsPerConnection)
+        configuration.connections(toCarry: settings.concurrency)
         log.info("sends alone: \(grouped(settings.jobs)) FCM requests on \(settings.processes) threads x \(settings.concurrency) in flight, no PostgreSQL")
         let emulatorBefore = environment.emulator?.cpuSeconds
         let result = try SenderBenchmark.run(url: endpoint.sendURL,
@@ -662,29 +662,26 @@ final class Progress: Sendable {
         while !stopping.value {
             // The count walks every job of the phase (160 ms a call beside 5,000,000 finished
             // rows): without a terminal it runs only when a line is due, every 3 s.
-            if !tty && monotonicSeconds() - lastLine < 3 {
-                var slept = 0.0
-                while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
-                continue
+            if tty || monotonicSeconds() - lastLine >= 3 {
+                let done = try BenchmarkJobs.completed(connection, afterID: afterID)
+                let now = monotonicSeconds()
+                if tty {
+                    let rate = now > lastAt ? Double(done - lastDone) / (now - lastAt) : 0
+                    let width = 30
+                    let filled = total > 0 ? min(width, done * width / total) : 0
+                    let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+                    let percent = total > 0 ? done * 100 / total : 0
+                    FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ".utf8))
+                    drawn = true
+                } else {
+                    let average = Double(done - lineDone) / (now - lastLine)
+                    printError("herald bench: \(label): \(grouped(done)) of \(grouped(total)) delivered (\(grouped(Int(average)))/s over the last \(fixed(now - lastLine, 0)) s)")
+                    lastLine = now
+                    lineDone = done
+                }
+                lastDone = done
+                lastAt = now
             }
-            let done = try BenchmarkJobs.completed(connection, afterID: afterID)
-            let now = monotonicSeconds()
-            let rate = now > lastAt ? Double(done - lastDone) / (now - lastAt) : 0
-            if tty {
-                let width = 30
-                let filled = total > 0 ? min(width, done * width / total) : 0
-                let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-                let percent = total > 0 ? done * 100 / total : 0
-                FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ".utf8))
-                drawn = true
-            } else if now - lastLine >= 3 {
-                let average = Double(done - lineDone) / (now - lastLine)
-                printError("herald bench: \(label): \(grouped(done)) of \(grouped(total)) delivered (\(grouped(Int(average)))/s over the last \(fixed(now - lastLine, 0)) s)")
-                lastLine = now
-                lineDone = done
-            }
-            lastDone = done
-            lastAt = now
             var slept = 0.0
             while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
         }

@@ -46,7 +46,7 @@ public final class WorkerProcess: @unchecked Sendable {
         }
         var clientConfiguration = HTTPClientConfiguration()
         clientConfiguration.maxStreamsPerConnection = configuration.maxStreamsPerConnection
-        clientConfiguration.maxConnections = max(1, (configuration.concurrency + configuration.maxStreamsPerConnection - 1) / configuration.maxStreamsPerConnection)
+        clientConfiguration.connections(toCarry: configuration.concurrency)
         clientConfiguration.requestTimeoutMilliseconds = Int(configuration.requestTimeout * 1000)
         clientConfiguration.connectTimeoutMilliseconds = Int(configuration.connectTimeout * 1000)
         clientConfiguration.caFile = configuration.caFile

@@ -154,7 +154,11 @@ import TestSupport
         let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "50", "--poll-interval", "0.2"],
                                        environment: stack.environment)
         try worker.start()
-        #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running'")) ?? 0 > 0 })
+        // Claimed is not yet sent: wait until the sends are at FCM (each held there 1.5 s).
+        #expect(waitUntil(timeout: 60) {
+            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running'")) ?? 0 > 0
+                && stack.emulator.serverStatistics.activeStreams > 0
+        })
         worker.signal(SIGTERM)
         #expect(worker.wait(timeout: 60) == 0, "\(worker.output)")
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running'") == 0)

@@ -102,7 +102,7 @@ struct ValidationAgreementTests {
     }
 }
 
-/// A throwaway database holding every migration and the embedded rules.
+/// A throwaway database holding every migration, function and view, and the embedded rules.
 struct AgreementDatabase {
     /// HERALD_TEST_DATABASE_URL, or the private cluster the tests start when it is not set.
     static var url: String? { try? TestDatabase.adminURL() }
@@ -123,10 +123,18 @@ struct AgreementDatabase {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         _ = try Self.run(["psql", adminURL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", "CREATE DATABASE \(name)"])
-        let migrations = ValidationAgreementTests.root.appendingPathComponent("migrations")
-        let files = try FileManager.default.contentsOfDirectory(atPath: migrations.path).filter { $0.hasSuffix(".sql") }.sorted()
-        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1"]
-                         + files.flatMap { ["-f", migrations.appendingPathComponent($0).path] })
+        // The numbered migrations (those of the last release when the run starts from it), then
+        // every function and view file, as docs/sql-layout.md says a tool of one's own applies them.
+        let root = ValidationAgreementTests.root
+        let migrations = root.appendingPathComponent(TestDatabase.startsFromRelease ? "Tests/Fixtures/ReleaseMigrations" : "migrations")
+        func files(_ folder: URL) throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+                .flatMap { ["-f", folder.appendingPathComponent($0).path] }
+        }
+        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1"] + (try files(migrations))
+                         + ["-c", "SET check_function_bodies = off"]
+                         + (try files(root.appendingPathComponent("Sources/Queue/SQL/functions")))
+                         + (try files(root.appendingPathComponent("Sources/Queue/SQL/views"))))
         if loadRules {
             // What `herald migrate` does after the migrations: MessageRules.loadStatement with $1.
             let rules = directory.appendingPathComponent("rules.json")

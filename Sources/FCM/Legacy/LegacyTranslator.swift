@@ -3,7 +3,7 @@ import JSON
 /// Translates payloads of FCM's legacy HTTP protocol (seed 003, Tables 1-3) to HTTP v1 messages,
 /// following LEGACY.md section 4 step by step.
 ///
-/// `herald.from_legacy` in PostgreSQL (migration 050) implements the same steps; both are run
+/// `herald.from_legacy` in PostgreSQL (Sources/Queue/SQL/functions/from_legacy.sql and `_legacy_*`) implements the same steps; both are run
 /// against one table of cases (Tests/Fixtures/FCM/legacy-cases.json) and must give the same
 /// messages, notes and rejections. Most steps are transformations (condition normalisation,
 /// stringified loc args, data values turned into their JSON text, TTL arithmetic), which a rule

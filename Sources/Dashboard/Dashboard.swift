@@ -108,7 +108,7 @@ public final class Dashboard: Sendable {
             guard try Administration.isMigrated(connection) else {
                 throw DashboardStartError("the database at \(PGConnection.redacted(configuration.databaseURL)) has no herald schema; run `herald migrate` first")
             }
-            guard try connection.query("SELECT to_regclass('herald.admin_log') IS NOT NULL").bool(0, 0) == true else {
+            guard try Administration.hasAdminLog(connection) else {
                 throw DashboardStartError("the herald schema lacks herald.admin_log; run `herald migrate` with this binary first")
             }
         }
@@ -260,8 +260,7 @@ final class ConnectionPool: Sendable {
             connection = reused
         } else {
             connection = try PGConnection(url: url)
-            try connection.query("SELECT set_config('application_name', 'herald dashboard', false), set_config('statement_timeout', $1, false)",
-                                 [.text(String(statementTimeoutMilliseconds))])
+            try Administration.identifyAsDashboard(connection, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
         }
         do {
             let value = try body(connection)

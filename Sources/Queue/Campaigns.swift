@@ -127,16 +127,7 @@ public struct CampaignChange: Sendable {
 /// resume_campaign, cancel_campaign). Every action that changed something is recorded in
 /// herald.admin_log in the same transaction as the change; a refused one changes nothing.
 public enum Campaigns {
-    static let timestamp = #"'YYYY-MM-DD"T"HH24:MI:SS"Z"'"#
-    static let columns = """
-        p.campaign_id, p.name, p.state, p.total, p.pending, p.running, p.completed, p.dead, p.discarded, p.cancelled,
-        p.sent_last_minute, to_char(c.created_at AT TIME ZONE 'UTC', \(timestamp)),
-        to_char(p.started_at AT TIME ZONE 'UTC', \(timestamp)), to_char(p.finished_at AT TIME ZONE 'UTC', \(timestamp)),
-        to_char(p.eta AT TIME ZONE 'UTC', \(timestamp)), extract(epoch FROM p.eta - now())::float8,
-        c.max_per_second, c.analytics_label, c.max_errors, c.paused_reason
-        FROM herald.campaign_progress p JOIN herald.campaigns c ON c.id = p.campaign_id
-        """
-
+    /// The rows of campaigns_list.sql, campaign.sql and campaigns_labelled.sql, which share their columns.
     static func rows(_ result: PGResult) -> [CampaignProgress] {
         (0..<result.rowCount).map { row in
             CampaignProgress(
@@ -152,22 +143,18 @@ public enum Campaigns {
 
     /// The newest campaigns first, at most `limit`.
     public static func list(_ connection: PGConnection, limit: Int = 200) throws(PostgresError) -> [CampaignProgress] {
-        rows(try connection.query("SELECT \(columns) ORDER BY p.campaign_id DESC LIMIT $1", [.int(max(0, limit))]))
+        rows(try connection.query(SQL.campaignsList, [.int(max(0, limit))]))
     }
 
     public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> CampaignProgress? {
-        rows(try connection.query("SELECT \(columns) WHERE p.campaign_id = $1", [.int(id)])).first
+        rows(try connection.query(SQL.campaign, [.int(id)])).first
     }
 
     /// The campaigns /metrics labels by name: those not finished or cancelled more than a day
     /// ago, unfinished ones first, then the newest, at most `limit`; and how many more there were.
     public static func labelled(_ connection: PGConnection, limit: Int) throws(PostgresError) -> (shown: [CampaignProgress], left: Int) {
-        let recent = "c.state NOT IN ('finished', 'cancelled') OR c.finished_at IS NULL OR c.finished_at > now() - interval '1 day'"
-        let shown = rows(try connection.query("""
-            SELECT \(columns) WHERE \(recent)
-            ORDER BY c.state IN ('finished', 'cancelled'), p.campaign_id DESC LIMIT $1
-            """, [.int(max(0, limit))]))
-        let all = try connection.query("SELECT count(*) FROM herald.campaigns c WHERE \(recent)").int(0, 0) ?? 0
+        let shown = rows(try connection.query(SQL.campaignsLabelled, [.int(max(0, limit))]))
+        let all = try connection.query(SQL.campaignsLabelledCount).int(0, 0) ?? 0
         return (shown, max(0, all - shown.count))
     }
 
@@ -189,12 +176,12 @@ public enum Campaigns {
 
     static func act(_ connection: PGConnection, id: Int, function: String, source: String) throws -> CampaignChange {
         try DeadLetters.inTransaction(connection) {
-            let before = try connection.query("SELECT state, name FROM herald.campaigns WHERE id = $1 FOR UPDATE", [.int(id)])
+            let before = try connection.query(SQL.campaignLock, [.int(id)])
             let sql: String
             switch function {
-            case "pause_campaign": sql = "SELECT herald.pause_campaign($1)::text"
-            case "resume_campaign": sql = "SELECT herald.resume_campaign($1)::text"
-            default: sql = "SELECT herald.cancel_campaign($1)::text"
+            case "pause_campaign": sql = SQL.pauseCampaign
+            case "resume_campaign": sql = SQL.resumeCampaign
+            default: sql = SQL.cancelCampaign
             }
             let result = try SteeringError.translating { try connection.query(sql, [.int(id)]) }
             let cancelledJobs = function == "cancel_campaign" ? (result.int(0, 0) ?? 0) : 0
@@ -202,7 +189,7 @@ public enum Campaigns {
             guard let after = try get(connection, id: id) else {
                 throw SteeringError(.notFound, "no campaign with id \(id)")
             }
-            let stateAfter = try connection.query("SELECT state FROM herald.campaigns WHERE id = $1", [.int(id)])[0, 0] ?? ""
+            let stateAfter = try connection.query(SQL.campaignState, [.int(id)])[0, 0] ?? ""
             let changed = stateAfter != stateBefore || cancelledJobs > 0
             if changed {
                 var details = JSONObject()

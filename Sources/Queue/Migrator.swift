@@ -66,21 +66,9 @@ public enum Migrator {
     /// the embedded one in a way not planned).
     @discardableResult
     public static func apply(_ connection: PGConnection, log: (String) -> Void = { _ in }) throws(PostgresError) -> Applied {
-        try connection.query("SELECT pg_advisory_lock($1)", [.int(lockKey)])
-        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [.int(lockKey)]) }
-        try connection.execute("""
-            CREATE SCHEMA IF NOT EXISTS herald;
-            CREATE TABLE IF NOT EXISTS herald.schema_migrations (
-                version    text PRIMARY KEY,
-                checksum   text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            );
-            CREATE TABLE IF NOT EXISTS herald.schema_definitions (
-                name       text PRIMARY KEY,
-                checksum   text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now()
-            );
-            """)
+        try connection.query(SQL.schemaLock, [.int(lockKey)])
+        defer { _ = try? connection.query(SQL.schemaUnlock, [.int(lockKey)]) }
+        try connection.execute(SQL.schemaRecords)
         var applied = Applied()
         applied.migrations = try applyMigrations(connection, log: log)
         applied.definitions = try applyDefinitions(connection, all: !applied.migrations.isEmpty)
@@ -91,7 +79,7 @@ public enum Migrator {
     static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }
 
     private static func applyMigrations(_ connection: PGConnection, log: (String) -> Void) throws(PostgresError) -> [String] {
-        let recorded = try connection.query("SELECT version, checksum FROM herald.schema_migrations")
+        let recorded = try connection.query(SQL.schemaMigrationsApplied)
         var done: [String: String] = [:]
         for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
         var applied: [String] = []
@@ -99,8 +87,7 @@ public enum Migrator {
             let checksum = checksum(migration.sql)
             if let existing = done[migration.name] {
                 if existing == releasedChecksums[migration.name] {
-                    try connection.query("UPDATE herald.schema_migrations SET checksum = $2 WHERE version = $1",
-                                         [.text(migration.name), .text(checksum)])
+                    try connection.query(SQL.schemaMigrationRechecksum, [.text(migration.name), .text(checksum)])
                 } else if existing != checksum {
                     log("migration \(migration.name) was applied from a different text; it is not applied again (migrations are never edited once released)")
                 }
@@ -109,8 +96,7 @@ public enum Migrator {
             do {
                 try connection.transaction { () throws(PostgresError) in
                     try connection.execute(migration.sql)
-                    try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
-                                         [.text(migration.name), .text(checksum)])
+                    try connection.query(SQL.schemaMigrationRecord, [.text(migration.name), .text(checksum)])
                 }
             } catch {
                 throw PostgresError("migration \(migration.name) failed: \(error.message)", sqlState: error.sqlState)
@@ -126,7 +112,7 @@ public enum Migrator {
     /// files need no order of their own; one that still fails after a round without progress
     /// fails the run, naming its file.
     private static func applyDefinitions(_ connection: PGConnection, all: Bool) throws(PostgresError) -> [String] {
-        let recorded = try connection.query("SELECT name, checksum FROM herald.schema_definitions")
+        let recorded = try connection.query(SQL.schemaDefinitionsApplied)
         var done: [String: String] = [:]
         for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
         let due = definitions.filter { all || done[$0.name] != checksum($0.sql) }
@@ -149,10 +135,7 @@ public enum Migrator {
                     } catch {
                         throw PostgresError("\(definition.name).sql failed: \(error.message)", sqlState: error.sqlState)
                     }
-                    try connection.query("""
-                        INSERT INTO herald.schema_definitions (name, checksum) VALUES ($1, $2)
-                        ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
-                        """, [.text(definition.name), .text(checksum(definition.sql))])
+                    try connection.query(SQL.schemaDefinitionRecord, [.text(definition.name), .text(checksum(definition.sql))])
                 }
                 if failed.count == waiting.count, let firstError {
                     throw PostgresError("\(firstError.name).sql failed: \(firstError.error.message)", sqlState: firstError.error.sqlState)

@@ -59,4 +59,25 @@ import Queue
             #expect(!Self.code(definition.sql).contains(/(?i)\bCREATE\s+(FUNCTION|VIEW|TRIGGER)\b/), "\(definition.name).sql uses CREATE OR REPLACE")
         }
     }
+
+    /// The product's statements are named files (`SQL.name`), never string literals at the call.
+    @Test func productCodeRunsOnlyNamedStatements() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources")
+        var checked = 0
+        for module in ["Queue", "Worker", "Dashboard"] {
+            let folder = sources.appendingPathComponent(module)
+            let files = FileManager.default.enumerator(atPath: folder.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+            for file in files {
+                let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+                checked += 1
+                // Transaction control (BEGIN, COMMIT, ROLLBACK) is not a statement of its own.
+                for line in text.split(separator: "\n")
+                where line.contains(/\.(query|execute)\(\s*"/) && !line.contains(/execute\("(BEGIN|COMMIT|ROLLBACK)"\)/) {
+                    Issue.record("Sources/\(module)/\(file) runs an inline statement: \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(checked > 20)
+    }
 }

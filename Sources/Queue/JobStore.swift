@@ -194,6 +194,9 @@ public final class JobStore: @unchecked Sendable {
     public var projectID: String?
     /// The project's rate, per second, shared by every pool of the project (0: none).
     public var projectRate: Double = 0
+    /// The time the claim takes place at, in seconds since 1970 (nil: the database's clock), so a
+    /// test can move it (a bucket refilled, a job due) without waiting.
+    public var claimTime: Double?
     /// The last claim took all it asked for, or a limit held jobs back: more are probably waiting.
     private var inBacklog = false
 
@@ -234,28 +237,27 @@ public final class JobStore: @unchecked Sendable {
             // whole claim, so the workers' claims do not queue behind each other on it. Outside a
             // backlog the claim takes them itself, which saves a round trip on every claim of a
             // one-time code while claims rarely meet on the row.
-            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit)])
+            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit),
+                                                                   claimTime.map { .double($0) }])
             let taken = tokens.int(0, try tokens.column("granted")) ?? 0
             guard taken > 0 else { return Claim(jobs: [], heldBackFor: tokens.double(0, try tokens.column("wait_seconds"))) }  // still a backlog
             granted = taken
         }
         let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
                                                           .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
-                                                          .double(projectRate), granted.map { .int($0) }])
+                                                          .double(projectRate), granted.map { .int($0) }, claimTime.map { .double($0) }])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
         let lastError = try result.column("last_error"), createdAt = try result.column("created_at")
         let dueAt = try result.column("due_at"), groupKey = try result.column("group_key")
         let groupMembers = try result.column("group_members"), validateOnly = try result.column("validate_only")
-        let campaignID = try result.column("campaign_id"), waitSeconds = try result.column("wait_seconds")
-        var claim = Claim(jobs: [])
+        let campaignID = try result.column("campaign_id"), comeBackIn = try result.column("come_back_in")
+        // Every row carries come_back_in; a claim of no job is one row without a job.
+        var claim = Claim(jobs: [], heldBackFor: result.rowCount > 0 ? result.double(0, comeBackIn) : nil)
         claim.jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            guard let jobID = result.int(row, id) else {
-                claim.heldBackFor = result.double(row, waitSeconds)
-                continue
-            }
+            guard let jobID = result.int(row, id) else { continue }
             claim.jobs.append(ClaimedJob(
                 id: jobID, queue: result[row, queue]!, kind: result.equals(row, kind, "group") ? .group : .send,
                 message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,

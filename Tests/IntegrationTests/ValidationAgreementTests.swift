@@ -123,15 +123,22 @@ struct AgreementDatabase {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         _ = try Self.run(["psql", adminURL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", "CREATE DATABASE \(name)"])
-        // The numbered migrations (those of the last release when the run starts from it), then
-        // every function and view file, as docs/sql-layout.md says a tool of one's own applies them.
+        // The numbered migrations (those of the last release as released, then the newer ones,
+        // when the run starts from it), then every function and view file, as docs/sql-layout.md
+        // says a tool of one's own applies them.
         let root = ValidationAgreementTests.root
-        let migrations = root.appendingPathComponent(TestDatabase.startsFromRelease ? "Tests/Fixtures/ReleaseMigrations" : "migrations")
-        func files(_ folder: URL) throws -> [String] {
+        func sql(_ folder: URL) throws -> [URL] {
             try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
-                .flatMap { ["-f", folder.appendingPathComponent($0).path] }
+                .map { folder.appendingPathComponent($0) }
         }
-        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1"] + (try files(migrations))
+        func files(_ folder: URL) throws -> [String] { try sql(folder).flatMap { ["-f", $0.path] } }
+        var migrations = try sql(root.appendingPathComponent("migrations"))
+        if TestDatabase.startsFromRelease {
+            let released = try sql(root.appendingPathComponent("Tests/Fixtures/ReleaseMigrations"))
+            let names = Set(released.map(\.lastPathComponent))
+            migrations = released + migrations.filter { !names.contains($0.lastPathComponent) }
+        }
+        _ = try Self.run(["psql", url, "-X", "-q", "-v", "ON_ERROR_STOP=1"] + migrations.flatMap { ["-f", $0.path] }
                          + ["-c", "SET check_function_bodies = off"]
                          + (try files(root.appendingPathComponent("Sources/Queue/SQL/functions")))
                          + (try files(root.appendingPathComponent("Sources/Queue/SQL/views"))))

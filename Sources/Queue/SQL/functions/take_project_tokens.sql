@@ -1,12 +1,14 @@
 -- Takes up to p_wanted tokens from the bucket of FCM project p_project (p_rate a second). Returns
 -- how many were granted and, when fewer than wanted, in how many seconds the bucket holds enough
 -- for a claim again. Grants nothing while the project is held back after a quota answer (and
--- then no wait: the pause's end is what the worker waits for).
-CREATE OR REPLACE FUNCTION herald.take_project_tokens(p_project text, p_rate double precision, p_wanted integer)
+-- then no wait: the pause's end is what the worker waits for). p_now: the time to refill the
+-- bucket to (NULL: now()).
+CREATE OR REPLACE FUNCTION herald.take_project_tokens(p_project text, p_rate double precision, p_wanted integer,
+                                                      p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (granted integer, wait_seconds double precision)
 LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 DECLARE
-    v_now timestamptz := now();
+    v_now timestamptz := coalesce(p_now, now());
     v_tokens double precision;
 BEGIN
     IF p_project IS NULL OR NOT p_rate > 0 THEN

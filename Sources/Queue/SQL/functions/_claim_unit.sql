@@ -1,0 +1,38 @@
+-- Claims up to p_count due jobs of one (queue, campaign) pair, priority first, into 'running'
+-- under a lease until p_now + p_lease seconds held by p_worker (locked rows are skipped, never
+-- waited for), and returns them as the worker reads them: the message with the campaign's
+-- analytics label p_label put in (unless it has one, or is a legacy payload), whether its token
+-- was pruned already, and a device group's key and members.
+CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p_count integer, p_lease double precision,
+                                              p_worker text, p_label text, p_now timestamptz)
+RETURNS SETOF herald.claimed_job LANGUAGE sql SET search_path = pg_catalog AS $$
+    WITH picked AS (
+        SELECT j.id AS picked_id FROM herald.jobs j
+        WHERE j.state = 'available' AND j.queue = p_queue AND coalesce(j.campaign_id, 0) = p_campaign
+          AND j.run_at <= p_now
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT p_count
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE herald.jobs j
+    SET state = 'running', attempts = j.attempts + 1,
+        locked_until = p_now + make_interval(secs => p_lease), locked_by = p_worker
+    FROM picked WHERE j.id = picked.picked_id
+    RETURNING j.id, j.queue, j.kind,
+        (CASE WHEN p_label IS NOT NULL AND j.kind = 'send'
+                   AND NOT coalesce(j.message -> 'fcm_options' ? 'analytics_label', false)
+                   AND NOT herald.is_legacy(j.message)
+              THEN j.message || jsonb_build_object('fcm_options',
+                       coalesce(j.message -> 'fcm_options', '{}'::jsonb) || jsonb_build_object('analytics_label', p_label))
+              ELSE j.message END)::text,
+        j.attempts, j.max_attempts,
+        (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
+            AND EXISTS (SELECT 1 FROM herald.pruned_tokens p
+                        WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0))),
+        j.last_error, extract(epoch FROM j.created_at)::float8, extract(epoch FROM j.run_at)::float8,
+        (SELECT g.notification_key FROM herald.device_groups g
+            WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
+        (SELECT array_to_json(g.members)::text FROM herald.device_groups g
+            WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name'),
+        j.validate_only, j.campaign_id
+$$;

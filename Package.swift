@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
+        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics"]),

@@ -31,7 +31,7 @@ public enum PoolExposition {
         for queue in queues {
             let counts = totals.queues[queue]!
             for outcome in MessageOutcome.allCases {
-                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.label)], counts[outcome])
+                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.rawValue)], counts[outcome])
             }
         }
 

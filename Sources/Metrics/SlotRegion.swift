@@ -1,18 +1,32 @@
 import Foundation
 import Synchronization
 
-/// What became of a job, as `herald_messages_total` labels it.
-public enum MessageOutcome: Int, CaseIterable, Sendable {
-    case completed, retried, dead, discarded, pruned, released
+/// What became of a claimed job, in the one word every layer uses for it: the `outcome` label of
+/// `herald_messages_total`, the `a` of a row of record_outcomes.sql (Queue's `OutcomeAction.outcome`)
+/// and the `outcome` field of the worker's log lines.
+public enum MessageOutcome: String, CaseIterable, Sendable {
+    /// Delivered (or, for a dry run, validated): the job is `completed`.
+    case completed
+    /// To be sent again later; the attempt counted.
+    case retried
+    /// Moved to herald.dead_letters.
+    case dead
+    /// `discarded` without a request (e.g. its token was pruned earlier).
+    case discarded
+    /// FCM said the token is gone: herald.prune_token ran, the job is `discarded`.
+    case pruned
+    /// Put back unsent, the attempt not counted.
+    case released
 
-    public var label: String {
+    /// Its position among `allCases`: the order of the slot region's counters.
+    public var index: Int {
         switch self {
-        case .completed: "completed"
-        case .retried: "retried"
-        case .dead: "dead"
-        case .discarded: "discarded"
-        case .pruned: "pruned"
-        case .released: "released"
+        case .completed: 0
+        case .retried: 1
+        case .dead: 2
+        case .discarded: 3
+        case .pruned: 4
+        case .released: 5
         }
     }
 }

@@ -1,14 +1,14 @@
 /// What a slot (or, summed, a pool) had counted at one moment.
 public struct SlotSnapshot: Sendable, Equatable {
     public struct QueueCounts: Sendable, Equatable {
-        /// Indexed by `MessageOutcome.rawValue`.
+        /// Indexed by `MessageOutcome.index`.
         public var outcomes = [UInt64](repeating: 0, count: MessageOutcome.allCases.count)
         /// Per bucket of `SlotRegion.latencyBounds`, plus one above the last bound (not cumulative).
         public var latencyCounts = [UInt64](repeating: 0, count: SlotRegion.latencyBounds.count + 1)
         public var latencySumSeconds: Double = 0
         public init() {}
 
-        public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.rawValue] }
+        public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.index] }
     }
 
     public var pid: Int32 = 0
@@ -44,7 +44,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         for (index, name) in region.names(.queues).enumerated() {
             let start = region.entryStart(.queues, index) + SlotRegion.nameWords
             var counts = QueueCounts()
-            for outcome in MessageOutcome.allCases { counts.outcomes[outcome.rawValue] = region.load(start + outcome.rawValue) }
+            for outcome in MessageOutcome.allCases { counts.outcomes[outcome.index] = region.load(start + outcome.index) }
             let latencyStart = start + SlotRegion.outcomeCount
             for bucket in 0..<counts.latencyCounts.count { counts.latencyCounts[bucket] = region.load(latencyStart + bucket) }
             counts.latencySumSeconds = Double(region.load(latencyStart + counts.latencyCounts.count)) / 1_000_000

@@ -35,7 +35,7 @@ public final class SlotWriter: @unchecked Sendable {
     /// `count` outcomes of one kind were recorded for jobs of `queue`.
     public func recorded(queue: String, outcome: MessageOutcome, count: Int = 1) {
         guard count > 0 else { return }
-        region.add(region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + outcome.rawValue, UInt64(count))
+        region.add(region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + outcome.index, UInt64(count))
     }
 
     /// One FCM request was answered (`code` `OK`, an FCM error code, or `TRANSPORT`) after `seconds`.

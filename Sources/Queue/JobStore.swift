@@ -1,6 +1,7 @@
 import FCM
 import Foundation
 import JSON
+import Metrics
 import Postgres
 
 /// The states of `herald.jobs.state`, as its CHECK constraint lists them.
@@ -97,15 +98,15 @@ public enum OutcomeAction: Sendable, Equatable {
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
 
-    /// The `a` of this outcome's row in record_outcomes.sql.
-    var recordKind: StaticString {
+    /// Its word: the `a` of its row in record_outcomes.sql, its metrics label and log field.
+    public var outcome: MessageOutcome {
         switch self {
-        case .completed: return "complete"
-        case .retry: return "retry"
-        case .dead: return "dead"
-        case .discarded: return "discard"
-        case .pruned: return "prune"
-        case .released: return "release"
+        case .completed: .completed
+        case .retry: .retried
+        case .dead: .dead
+        case .discarded: .discarded
+        case .pruned: .pruned
+        case .released: .released
         }
     }
 
@@ -370,7 +371,7 @@ public final class JobStore: @unchecked Sendable {
     }
 
     /// The `$1` of record_outcomes.sql: a JSON array with one object per outcome
-    /// (`{"id":1,"att":1,"a":"complete","name":"..."}`), written straight into bytes because it
+    /// (`{"id":1,"att":1,"a":"completed","name":"..."}`, `a` an `MessageOutcome`), written straight into bytes because it
     /// runs for every job.
     static func recordRows(_ outcomes: [JobOutcome]) -> [UInt8] {
         var rows: [UInt8] = []
@@ -383,8 +384,7 @@ public final class JobStore: @unchecked Sendable {
             rows.append(contentsOf: #","att":"#.utf8)
             JSONValue.writeInteger(outcome.attempt, into: &rows)
             rows.append(contentsOf: #","a":""#.utf8)
-            let kind = outcome.action.recordKind
-            rows.append(contentsOf: UnsafeBufferPointer(start: kind.utf8Start, count: kind.utf8CodeUnitCount))
+            rows.append(contentsOf: outcome.action.outcome.rawValue.utf8)
             rows.append(UInt8(ascii: "\""))
             outcome.action.appendRecordFields(to: &rows)
             rows.append(UInt8(ascii: "}"))

@@ -1,6 +1,7 @@
 import FCM
 import Foundation
 import HTTPClient
+import Metrics
 import Queue
 
 /// The sender thread: takes claimed jobs from its inbox, keeps up to `concurrency` requests in
@@ -213,9 +214,9 @@ final class Sender: @unchecked Sendable {
                 }
                 if case .retry(let reason, let delay) = outcome.action {
                     log.debug("attempt \(entry.job.attempt) failed: \(reason); retry in \(String(format: "%.1f", delay)) s",
-                              Self.fields(entry.job, code: Self.metricCode(classification)))
+                              Self.fields(entry.job, code: Self.metricCode(classification), outcome: .retried))
                 } else if case .dead(let reason) = outcome.action {
-                    log.info("dead-lettered: \(reason)", Self.fields(entry.job, code: Self.metricCode(classification)))
+                    log.info("dead-lettered: \(reason)", Self.fields(entry.job, code: Self.metricCode(classification), outcome: .dead))
                 }
                 outcomes.append(outcome)
             }
@@ -233,8 +234,12 @@ final class Sender: @unchecked Sendable {
         }
     }
 
-    /// A log line's fields for a job: its id, queue and the answer's code.
-    static func fields(_ job: ClaimedJob, code: String) -> KeyValuePairs<String, LogValue> {
-        ["job_id": .int(job.id), "queue": .string(job.queue), "code": .string(code)]
+    /// A log line's fields for a job: its id, queue, the answer's code and, when the line is
+    /// about one, the job's outcome (the word metrics and SQL use).
+    static func fields(_ job: ClaimedJob, code: String, outcome: MessageOutcome? = nil) -> KeyValuePairs<String, LogValue> {
+        if let outcome {
+            return ["job_id": .int(job.id), "queue": .string(job.queue), "code": .string(code), "outcome": .string(outcome.rawValue)]
+        }
+        return ["job_id": .int(job.id), "queue": .string(job.queue), "code": .string(code)]
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Metrics
 import Postgres
 import Queue
 
@@ -219,28 +220,23 @@ final class StoreLoop {
     }
 }
 
-/// Outcomes counted for the activity line the store thread logs once a minute.
+/// Outcomes counted for the activity line the store thread logs once a minute, by their word.
 struct ActivityWindow {
-    var delivered = 0, retried = 0, dead = 0, discarded = 0
+    var counts = [Int](repeating: 0, count: MessageOutcome.allCases.count)
     var start = Date().timeIntervalSince1970
 
     mutating func count(_ outcomes: [JobOutcome]) {
-        for outcome in outcomes {
-            switch outcome.action {
-            case .completed: delivered += 1
-            case .retry: retried += 1
-            case .dead: dead += 1
-            case .discarded, .pruned: discarded += 1
-            case .released: break
-            }
-        }
+        for outcome in outcomes { counts[outcome.action.outcome.index] += 1 }
     }
 
-    /// The line to log when a minute has passed and something happened; resets the window.
+    /// The line to log when a minute has passed and something happened (`released` jobs, put back
+    /// unsent, do not count as something); resets the window.
     mutating func line(now: Double, inHand: Int) -> String? {
         guard now - start >= 60 else { return nil }
         defer { self = ActivityWindow(start: now) }
-        guard delivered + retried + dead + discarded > 0 else { return nil }
-        return "last \(Int(now - start)) s: \(delivered) delivered, \(retried) to retry, \(dead) dead-lettered, \(discarded) discarded; \(inHand) in hand"
+        let shown = MessageOutcome.allCases.filter { $0 != .released }
+        guard shown.contains(where: { counts[$0.index] > 0 }) else { return nil }
+        let parts = shown.map { "\(counts[$0.index]) \($0.rawValue)" }.joined(separator: ", ")
+        return "last \(Int(now - start)) s: \(parts); \(inHand) in hand"
     }
 }

@@ -57,28 +57,17 @@ public final class WorkerMetrics: @unchecked Sendable {
                 counts.append((queue, Array(repeating: 0, count: MessageOutcome.allCases.count)))
                 position = counts.count - 1
             }
-            counts[position].byOutcome[Self.label(of: outcome).rawValue] += 1
+            counts[position].byOutcome[outcome.action.outcome.index] += 1
         }
         for (queue, byOutcome) in counts {
-            for outcome in MessageOutcome.allCases where byOutcome[outcome.rawValue] > 0 {
-                slot.recorded(queue: queue, outcome: outcome, count: byOutcome[outcome.rawValue])
+            for outcome in MessageOutcome.allCases where byOutcome[outcome.index] > 0 {
+                slot.recorded(queue: queue, outcome: outcome, count: byOutcome[outcome.index])
             }
         }
         slot.stale(stale)
     }
 
     func databaseConnected(_ connected: Bool) { slot?.setDatabaseConnected(connected) }
-
-    static func label(of outcome: JobOutcome) -> MessageOutcome {
-        switch outcome.action {
-        case .completed: .completed
-        case .retry: .retried
-        case .dead: .dead
-        case .discarded: .discarded
-        case .pruned: .pruned
-        case .released: .released
-        }
-    }
 
     // MARK: sender thread
 

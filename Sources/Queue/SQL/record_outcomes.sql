@@ -1,4 +1,5 @@
--- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token}) of jobs
+-- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token}; a: completed,
+-- retried, dead, discarded, pruned or released, Metrics' MessageOutcome) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
@@ -9,18 +10,18 @@ WITH input AS (
 ),
 finished AS (
     UPDATE herald.jobs j
-    SET state = CASE WHEN i.a = 'complete' THEN 'completed' ELSE 'discarded' END,
+    SET state = CASE WHEN i.a = 'completed' THEN 'completed' ELSE 'discarded' END,
         finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
         last_error = coalesce(i.err, j.last_error),
         errors = CASE WHEN i.err IS NULL THEN j.errors
                  ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
-    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
+    WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
     RETURNING j.id, j.campaign_id, i.a
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
-    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
+    WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
     RETURNING j.id, j.campaign_id, i.a
 ),
 retried AS (
@@ -30,7 +31,7 @@ retried AS (
         last_error = i.err,
         errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
     FROM input i
-    WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    WHERE j.id = i.id AND i.a = 'retried' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 released AS (
@@ -39,7 +40,7 @@ released AS (
         attempts = greatest(j.attempts - 1, 0), locked_until = NULL, locked_by = NULL,
         run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
     FROM input i
-    WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    WHERE j.id = i.id AND i.a = 'released' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 dead AS (
@@ -69,8 +70,8 @@ counted AS (
                              THEN 'paused itself after ' || (c.errors + n.dead) || ' dead letters (max_errors ' || c.max_errors
                                   || '); the last: ' || left(n.last_error, 500)
                              ELSE c.paused_reason END
-    FROM (SELECT campaign_id, count(*) FILTER (WHERE a = 'complete') AS completed,
-                 count(*) FILTER (WHERE a IN ('discard', 'prune')) AS discarded,
+    FROM (SELECT campaign_id, count(*) FILTER (WHERE a = 'completed') AS completed,
+                 count(*) FILTER (WHERE a IN ('discarded', 'pruned')) AS discarded,
                  count(*) FILTER (WHERE a = 'dead') AS dead, max(err) AS last_error
           FROM settled GROUP BY campaign_id) n
     WHERE c.id = n.campaign_id
@@ -78,7 +79,7 @@ counted AS (
 ),
 ledger AS (
     INSERT INTO herald.pruned_tokens (token, reason, job_id)
-    SELECT token, err, id FROM input WHERE a = 'prune' AND token IS NOT NULL
+    SELECT token, err, id FROM input WHERE a = 'pruned' AND token IS NOT NULL
     ON CONFLICT (token) DO NOTHING
     RETURNING 1
 )

@@ -122,3 +122,27 @@ public final class JobsVacuum: @unchecked Sendable {
         return true
     }
 }
+
+// The vacuum's statements: its advisory lock, herald.jobs' row counts, the VACUUM itself.
+extension JobStore {
+    /// pg_try_advisory_lock key of the process that vacuums herald.jobs: "heraldv" in ASCII.
+    public static let vacuumLockKey = 0x68_6572_616c_6476
+
+    /// Whether this session holds (or now takes) the vacuum advisory lock.
+    public func tryVacuumLock() throws(PostgresError) -> Bool {
+        try connection.query(SQL.tryMaintenanceLock, [.int(Self.vacuumLockKey)]).bool(0, 0) ?? false
+    }
+
+    /// herald.jobs' live and dead row versions from PostgreSQL's statistics, and whether this
+    /// role may VACUUM it.
+    public func jobsRowCounts() throws(PostgresError) -> (live: Int, dead: Int, mayVacuum: Bool) {
+        let result = try connection.query(SQL.jobsRowCounts)
+        return (result.int(0, try result.column("live")) ?? 0, result.int(0, try result.column("dead")) ?? 0,
+                result.bool(0, try result.column("may_vacuum")) ?? false)
+    }
+
+    /// VACUUMs herald.jobs (not inside a transaction).
+    public func vacuumJobs() throws(PostgresError) {
+        try connection.execute(SQL.vacuumJobs)
+    }
+}

@@ -178,10 +178,10 @@ public final class Dashboard: Sendable {
                 return .redirect("/login?next=" + Pages.percentEncoded(next))
             }
             return render(error, audience: audience)
-        } catch let error as DeadLetterError {
+        } catch let error as AdminError {
             let status: Int
             switch error.kind {
-            case .badFilter: status = 400
+            case .badInput: status = 400
             case .notFound: status = 404
             case .conflict: status = 409
             }

@@ -64,7 +64,7 @@ enum Pages {
                 do {
                     letters = try DeadLetters.list(connection, filter: filter, limit: pageSize, before: before)
                     total = try DeadLetters.count(connection, filter: filter)
-                } catch let error as DeadLetterError {
+                } catch let error as AdminError {
                     problem = error.description
                 }
             }

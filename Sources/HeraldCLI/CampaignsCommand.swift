@@ -115,7 +115,7 @@ enum CampaignsCommand {
     /// Runs `body`, turning a refusal of the database into an error that names the command and
     /// the value, without PostgreSQL's context lines.
     static func steering<T>(_ action: String, _ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as SteeringError {
+        do { return try body() } catch let error as AdminError {
             let hint = error.kind == .notFound ? "; herald campaigns list shows the ids" : ""
             throw UsageError("herald campaigns \(action): \(error.description)\(hint)")
         }

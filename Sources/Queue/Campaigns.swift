@@ -1,48 +1,6 @@
 import JSON
 import Postgres
 
-/// What went wrong with a campaign or queue request, in words an operator can act on.
-public struct SteeringError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// A value is malformed: a rate of 0, an empty name (HTTP 400).
-        case badInput
-        /// The id or name names nothing (HTTP 404).
-        case notFound
-        /// The campaign's state forbids it: resuming a cancelled one (HTTP 409).
-        case conflict
-    }
-    public var kind: Kind
-    public var description: String
-    public init(_ kind: Kind, _ description: String) {
-        self.kind = kind
-        self.description = description
-    }
-
-    /// The refusal a herald.* steering function raised, as its own one-line message (without the
-    /// `herald.pause_campaign: ` it starts with, nor PostgreSQL's CONTEXT lines); nil for any
-    /// other failure, which stays a database error.
-    static func refusal(_ error: PostgresError, stateError: Kind) -> SteeringError? {
-        let kind: Kind
-        switch error.sqlState {
-        case "P0002": kind = .notFound           // no_data_found: no such campaign or queue
-        case "22023": kind = stateError          // invalid_parameter_value
-        default: return nil
-        }
-        var text = error.serverMessage ?? error.message
-        if text.hasPrefix("herald."), let colon = text.range(of: ": ") {
-            text = String(text[colon.upperBound...])
-        }
-        return SteeringError(kind, text)
-    }
-
-    /// Runs `body`, turning the refusals of the SQL functions into steering errors.
-    static func translating<T>(stateError: Kind = .conflict, _ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as PostgresError {
-            throw refusal(error, stateError: stateError) ?? error
-        }
-    }
-}
-
 /// One row of herald.campaign_progress with the campaign's settings, as the shell, the pages
 /// and the API show it. Every job of the campaign is in exactly one of pending, running,
 /// completed, dead, discarded (pruned included) and cancelled.
@@ -183,11 +141,11 @@ public enum Campaigns {
             case "resume_campaign": sql = SQL.resumeCampaign
             default: sql = SQL.cancelCampaign
             }
-            let result = try SteeringError.translating { try connection.query(sql, [.int(id)]) }
+            let result = try AdminError.translating { try connection.query(sql, [.int(id)]) }
             let cancelledJobs = function == "cancel_campaign" ? (result.int(0, 0) ?? 0) : 0
             let stateBefore = before[0, 0] ?? ""
             guard let after = try get(connection, id: id) else {
-                throw SteeringError(.notFound, "no campaign with id \(id)")
+                throw AdminError(.notFound, "no campaign with id \(id)")
             }
             let stateAfter = try connection.query(SQL.campaignState, [.int(id)])[0, 0] ?? ""
             let changed = stateAfter != stateBefore || cancelledJobs > 0

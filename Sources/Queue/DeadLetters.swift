@@ -36,21 +36,21 @@ public struct DeadLetterFilter: Sendable, Equatable {
     public static let maximumLength = 200
 
     /// Checks what a user typed; the error names the field and says what to do.
-    public func validated() throws(DeadLetterError) -> DeadLetterFilter {
+    public func validated() throws(AdminError) -> DeadLetterFilter {
         for (field, value) in [("queue", queue), ("reason", reason)] {
             guard let value else { continue }
             if value.isEmpty {
-                throw DeadLetterError(.badFilter, "\(field) is empty; leave it out to match every \(field)")
+                throw AdminError(.badInput, "\(field) is empty; leave it out to match every \(field)")
             }
             if value.count > Self.maximumLength {
-                throw DeadLetterError(.badFilter, "\(field) is \(value.count) characters long; give at most \(Self.maximumLength)")
+                throw AdminError(.badInput, "\(field) is \(value.count) characters long; give at most \(Self.maximumLength)")
             }
             if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-                throw DeadLetterError(.badFilter, "\(field) contains a control character; give printable text")
+                throw AdminError(.badInput, "\(field) contains a control character; give printable text")
             }
         }
         if let age = olderThanSeconds, !(age >= 0 && age.isFinite) {
-            throw DeadLetterError(.badFilter, "older-than must be a duration of 0 or more")
+            throw AdminError(.badInput, "older-than must be a duration of 0 or more")
         }
         return self
     }
@@ -70,24 +70,6 @@ public struct DeadLetterFilter: Sendable, Equatable {
         if let reason { object["reason"] = .string(reason) }
         if let olderThanSeconds { object["older_than_seconds"] = .number(String(Int(olderThanSeconds))) }
         return .object(object)
-    }
-}
-
-/// What went wrong with a dead-letter request, in words an operator can act on.
-public struct DeadLetterError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// A filter value is malformed (HTTP 400).
-        case badFilter
-        /// An id or a queue names nothing (HTTP 404).
-        case notFound
-        /// The letter cannot be retried now: its dedupe key is pending (HTTP 409).
-        case conflict
-    }
-    public var kind: Kind
-    public var description: String
-    public init(_ kind: Kind, _ description: String) {
-        self.kind = kind
-        self.description = description
     }
 }
 
@@ -195,7 +177,7 @@ public enum DeadLetters {
         let exists = try connection.query(SQL.deadLetterQueueExists, [.text(queue)])
         if exists.bool(0, 0) == true { return }
         let known = try queues(connection)
-        throw DeadLetterError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
+        throw AdminError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
             + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
     }
 
@@ -214,12 +196,12 @@ public enum DeadLetters {
     }
 
     /// Ids that name no dead letter, as an error naming them (nil when all exist).
-    static func missing(_ connection: PGConnection, ids: [Int]) throws -> DeadLetterError? {
+    static func missing(_ connection: PGConnection, ids: [Int]) throws -> AdminError? {
         let rows = try connection.query(SQL.deadLettersMissing, [JobStore.textArray(ids.map(String.init))])
         let absent = (0..<rows.rowCount).compactMap { rows.int($0, 0) }
         guard !absent.isEmpty else { return nil }
         let list = absent.map(String.init).joined(separator: ", ")
-        return DeadLetterError(.notFound, absent.count == 1 ? "no dead letter with id \(list)" : "no dead letters with ids \(list)")
+        return AdminError(.notFound, absent.count == 1 ? "no dead letter with id \(list)" : "no dead letters with ids \(list)")
     }
 
     /// Puts the dead letters `ids` back as fresh jobs. Every id must exist, or nothing changes and

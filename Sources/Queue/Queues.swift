@@ -50,11 +50,11 @@ public enum Queues {
     }
 
     /// Checks a queue name as typed; the error says what to give.
-    static func checked(_ name: String) throws(SteeringError) -> String {
-        if name.isEmpty { throw SteeringError(.badInput, "the queue name is empty; give the name of a queue (herald queues list shows them)") }
-        if name.count > 200 { throw SteeringError(.badInput, "the queue name is \(name.count) characters long; give at most 200") }
+    static func checked(_ name: String) throws(AdminError) -> String {
+        if name.isEmpty { throw AdminError(.badInput, "the queue name is empty; give the name of a queue (herald queues list shows them)") }
+        if name.count > 200 { throw AdminError(.badInput, "the queue name is \(name.count) characters long; give at most 200") }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-            throw SteeringError(.badInput, "the queue name \(JSONValue.quoted(name)) contains a control character")
+            throw AdminError(.badInput, "the queue name \(JSONValue.quoted(name)) contains a control character")
         }
         return name
     }
@@ -69,7 +69,7 @@ public enum Queues {
         let name = try checked(name)
         return try DeadLetters.inTransaction(connection) {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
-            try SteeringError.translating { try connection.query(SQL.pauseQueue, [.text(name)]) }
+            try AdminError.translating { try connection.query(SQL.pauseQueue, [.text(name)]) }
             if !wasPaused {
                 try AdminLog.record(connection, action: "pause_queue", ids: [], details: ["queue": .string(name)], source: source)
             }
@@ -82,7 +82,7 @@ public enum Queues {
         let name = try checked(name)
         return try DeadLetters.inTransaction(connection) {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
-            try SteeringError.translating { try connection.query(SQL.resumeQueue, [.text(name)]) }
+            try AdminError.translating { try connection.query(SQL.resumeQueue, [.text(name)]) }
             if wasPaused {
                 try AdminLog.record(connection, action: "resume_queue", ids: [], details: ["queue": .string(name)], source: source)
             }
@@ -103,13 +103,13 @@ public enum Queues {
                                  maxInFlight: LimitChange<Int>, source: String) throws -> LimitsResult {
         let name = try checked(name)
         if case .set(let rate) = maxPerSecond, !(rate > 0 && rate.isFinite) {
-            throw SteeringError(.badInput, "max_per_second must be more than 0, not \(CampaignProgress.number(rate)); remove the limit instead to send without one")
+            throw AdminError(.badInput, "max_per_second must be more than 0, not \(CampaignProgress.number(rate)); remove the limit instead to send without one")
         }
         if case .set(let count) = maxInFlight, count < 1 || count > Int(Int32.max) {
-            throw SteeringError(.badInput, "max_in_flight must be a whole number from 1 to \(Int32.max), not \(count); remove the limit instead to allow any number")
+            throw AdminError(.badInput, "max_in_flight must be a whole number from 1 to \(Int32.max), not \(count); remove the limit instead to allow any number")
         }
         if maxPerSecond == .unchanged && maxInFlight == .unchanged {
-            throw SteeringError(.badInput, "give max_per_second or max_in_flight (a number, or none to remove the limit)")
+            throw AdminError(.badInput, "give max_per_second or max_in_flight (a number, or none to remove the limit)")
         }
         return try DeadLetters.inTransaction(connection) {
             let current = try settingsRow(connection, name)
@@ -129,7 +129,7 @@ public enum Queues {
             case .removed: inFlight = nil
             case .set(let value): inFlight = value
             }
-            try SteeringError.translating(stateError: .badInput) {
+            try AdminError.translating(stateError: .badInput) {
                 try connection.query(SQL.setQueueLimits,
                                      [.text(name), rate.map { .double($0) }, inFlight.map { .int($0) }])
             }

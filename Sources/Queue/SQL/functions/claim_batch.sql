@@ -87,9 +87,8 @@ BEGIN
             END IF;
             got := 0;
             IF a.allowed > 0 THEN
-                SELECT array_agg(j) INTO taken
-                FROM herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now) j;
-                got := coalesce(cardinality(taken), 0);
+                taken := herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now);
+                got := cardinality(taken);
                 claimed := claimed || taken;
             END IF;
             budget := budget - got;

@@ -86,7 +86,24 @@ final class StoreLoop {
                     log.warning("PostgreSQL unavailable (\(error)); trying again")
                 }
             case .record(let outcomes):
-                try recordAll(outcomes)
+                let summary: RecordSummary
+                do {
+                    summary = try store.record(outcomes) { self.log.warning($0) }
+                } catch {
+                    guard connection.isHealthy else { throw error }
+                    switch machine.recordRefused(outcomes, code: error.sqlState, now: now) {
+                    case .oneByOne(let count):
+                        log.warning("recording \(count) outcomes failed (\(error)); recording them one by one")
+                    case .replaced(let refused, _):
+                        log.error("job \(refused.id): outcome refused by PostgreSQL (\(error)); retrying it in \(Int(StoreMachine.standInDelay)) s")
+                    case .givenUp(let refused):
+                        log.error("job \(refused.id): cannot record any outcome (\(error)); it comes back when its lease runs out")
+                    }
+                    return
+                }
+                note(summary, outcomes)
+                recorded += outcomes.count
+                activity.count(outcomes)
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
             case .publishPause(let until):
@@ -139,41 +156,6 @@ final class StoreLoop {
                 metrics.databaseConnected(false)
             }
         }
-    }
-
-    /// Records a batch. When it fails on a healthy connection (one outcome the database
-    /// refuses), records them one by one so one bad outcome cannot hold up the others, and turns
-    /// a refused one into a plain retry.
-    private func recordAll(_ outcomes: [JobOutcome]) throws(PostgresError) {
-        do {
-            note(try store.record(outcomes) { self.log.warning($0) }, outcomes)
-        } catch {
-            guard connection.isHealthy, outcomes.count > 1 || !isFallback(outcomes[0]) else { throw error }
-            log.warning("recording \(outcomes.count) outcomes failed (\(error)); recording them one by one")
-            for outcome in outcomes {
-                do {
-                    note(try store.record([outcome]) { self.log.warning($0) }, [outcome])
-                } catch {
-                    guard connection.isHealthy else { throw error }
-                    let fallback = JobOutcome(id: outcome.id, attempt: outcome.attempt, .retry(
-                        error: "herald could not record this job's outcome (\(error.sqlState ?? "error")); sending it again", delay: 60))
-                    do {
-                        note(try store.record([fallback]) { self.log.warning($0) }, [fallback])
-                        log.error("job \(outcome.id): outcome refused by PostgreSQL (\(error)); retrying it in 60 s")
-                    } catch {
-                        guard connection.isHealthy else { throw error }
-                        log.error("job \(outcome.id): cannot record any outcome (\(error)); it comes back when its lease runs out")
-                    }
-                }
-            }
-        }
-        recorded += outcomes.count
-        activity.count(outcomes)
-    }
-
-    private func isFallback(_ outcome: JobOutcome) -> Bool {
-        if case .retry(let error, _) = outcome.action { return error.hasPrefix("herald could not record") }
-        return false
     }
 
     /// After every recorded batch: counts it for the pool's metrics, and says when outcomes came

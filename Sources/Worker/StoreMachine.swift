@@ -84,6 +84,12 @@ struct StoreMachine: Sendable {
     private(set) var database: Database = .up
     /// Outcomes the sender handed back, not yet recorded.
     private(set) var pending: [JobOutcome] = []
+    /// After PostgreSQL refused a batch on a healthy connection: how many of the pending outcomes
+    /// (the first ones) to record one at a time, so one bad outcome cannot hold up the others.
+    private(set) var singlesLeft = 0
+    /// Retries standing in for outcomes PostgreSQL refused (job id and attempt): if one of them is
+    /// refused too, the job is left to come back when its lease runs out.
+    private var standIns: Set<[Int]> = []
     /// Jobs handed to the sender whose outcome has not come back.
     private(set) var outstanding = 0
     private(set) var leases: LeaseHeartbeat
@@ -131,7 +137,7 @@ struct StoreMachine: Sendable {
             return now >= retryAt ? .reconnect : .wait(until: retryAt)
         }
 
-        if !pending.isEmpty { return .record(pending) }
+        if !pending.isEmpty { return .record(singlesLeft > 0 ? [pending[0]] : pending) }
 
         if pausedUntil > publishedPause + 0.5 && pausedUntil > now {
             return .publishPause(until: pausedUntil)
@@ -262,7 +268,45 @@ struct StoreMachine: Sendable {
     mutating func recorded(count: Int) {
         let done = pending.prefix(count)
         leases.settled(done.map(\.id))
+        for outcome in done { standIns.remove([outcome.id, outcome.attempt]) }
         pending.removeFirst(min(count, pending.count))
+        singlesLeft = max(0, singlesLeft - count)
+    }
+
+    /// What became of outcomes PostgreSQL refused to record (the loop logs it).
+    enum Refusal: Sendable, Equatable {
+        /// A batch: its outcomes are now recorded one at a time.
+        case oneByOne(count: Int)
+        /// One outcome: a retry in a minute stands in for it.
+        case replaced(JobOutcome, by: JobOutcome)
+        /// The stand-in too: the job comes back when its lease runs out.
+        case givenUp(JobOutcome)
+    }
+
+    /// The stand-in's delay: long enough that a refusal that repeats costs little.
+    static let standInDelay = 60.0
+
+    /// PostgreSQL refused to record `outcomes` (the last `.record`) on a healthy connection;
+    /// `code` is its SQLSTATE. A batch is recorded again one outcome at a time; a single outcome
+    /// is replaced by a plain retry; a refused retry that stood in for one is given up.
+    mutating func recordRefused(_ outcomes: [JobOutcome], code: String?, now: Double) -> Refusal {
+        guard outcomes.count == 1, let refused = outcomes.first, pending.first == refused else {
+            singlesLeft = outcomes.count
+            return .oneByOne(count: outcomes.count)
+        }
+        if standIns.remove([refused.id, refused.attempt]) != nil {
+            pending.removeFirst()
+            singlesLeft = max(0, singlesLeft - 1)
+            // No heartbeat for it any more: its lease runs out and the job comes back.
+            leases.settled([refused.id])
+            return .givenUp(refused)
+        }
+        let standIn = JobOutcome(id: refused.id, attempt: refused.attempt, .retry(
+            error: "herald could not record this job's outcome (\(code ?? "error")); sending it again", delay: Self.standInDelay))
+        pending[0] = standIn
+        standIns.insert([refused.id, refused.attempt])
+        if singlesLeft == 0 { singlesLeft = 1 }
+        return .replaced(refused, by: standIn)
     }
 
     mutating func pausePublished(until: Double) {

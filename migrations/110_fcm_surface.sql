@@ -202,3 +202,212 @@ BEGIN
     RETURN jsonb_build_object('success_count', successes, 'failure_count', failures, 'responses', responses);
 END
 $fn$;
+
+-- ---------------------------------------------------------------------------------------------
+-- Durable topic subscriptions
+
+-- One row per (project, topic, token) Herald was asked about. project '' means the project of
+-- whichever pool carries the row out (its service account's). state: pending (to subscribe),
+-- subscribed (done), removing (to unsubscribe), failed (FCM refused this token: error says why).
+-- An unsubscribed token has no row. generation changes with every new wish, so an answer to an
+-- older request never overwrites a newer wish.
+CREATE TABLE herald.topic_subscriptions (
+    project      text        NOT NULL DEFAULT '',
+    topic        text        NOT NULL,
+    token        text        NOT NULL,
+    state        text        NOT NULL CHECK (state IN ('pending', 'subscribed', 'removing', 'failed')),
+    error        text,
+    attempts     integer     NOT NULL DEFAULT 0,
+    generation   bigint      NOT NULL DEFAULT 1,
+    run_at       timestamptz NOT NULL DEFAULT now(),
+    locked_until timestamptz,
+    locked_by    text,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (project, topic, token)
+);
+CREATE INDEX topic_subscriptions_due ON herald.topic_subscriptions (run_at) WHERE state IN ('pending', 'removing');
+CREATE INDEX topic_subscriptions_token ON herald.topic_subscriptions (token);
+
+-- The most tokens one subscribe / unsubscribe call takes (as the Admin SDKs allow), which is also
+-- the most one batchAdd / batchRemove request carries.
+CREATE FUNCTION herald.topic_max_tokens() RETURNS integer LANGUAGE sql IMMUTABLE AS $fn$ SELECT 1000 $fn$;
+
+-- Refuses a topic name or token list FCM would refuse, naming the value.
+CREATE FUNCTION herald._check_topic_call(fn text, topic text, tokens text[]) RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog
+AS $fn$
+DECLARE
+    n integer := coalesce(cardinality(tokens), 0);
+    bad integer;
+BEGIN
+    IF topic IS NULL OR topic = '' THEN
+        RAISE EXCEPTION 'herald.%: topic is empty; give a topic name such as ''news''', fn USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF topic LIKE '/topics/%' THEN
+        RAISE EXCEPTION 'herald.%: topic "%" starts with "/topics/"; give the topic name alone', fn, topic
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF topic !~ '^[a-zA-Z0-9_.~%-]+$' THEN
+        RAISE EXCEPTION 'herald.%: topic "%" has a character outside [a-zA-Z0-9-_.~%%]', fn, left(topic, 100)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF length(topic) > 900 THEN
+        RAISE EXCEPTION 'herald.%: topic "%..." is % characters long; FCM takes at most 900', fn, left(topic, 40), length(topic)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF n = 0 THEN
+        RAISE EXCEPTION 'herald.%: tokens is empty; give 1 to % registration tokens', fn, herald.topic_max_tokens()
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF n > herald.topic_max_tokens() THEN
+        RAISE EXCEPTION 'herald.%: % tokens; at most % tokens per call, split the list into several calls', fn, n, herald.topic_max_tokens()
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT o INTO bad FROM unnest(tokens) WITH ORDINALITY AS u(t, o) WHERE t IS NULL OR t = '' ORDER BY o LIMIT 1;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'herald.%: tokens[%] is empty or null; every token must be a registration token', fn, bad
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$fn$;
+
+-- subscribe: the tokens should be subscribed to the topic. Recorded in the caller's transaction
+-- (nothing happens if it rolls back); the pool carries it out with batchAdd. A token already
+-- subscribed stays so; a token pruned as UNREGISTERED is recorded failed without a request.
+-- Returns how many tokens now wait for a request.
+CREATE FUNCTION herald.subscribe(topic text, tokens text[], project text DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    changed integer;
+BEGIN
+    PERFORM herald._check_topic_call('subscribe', subscribe.topic, subscribe.tokens);
+    WITH wanted AS (
+        SELECT DISTINCT u.t AS token, p.token IS NOT NULL AS pruned
+        FROM unnest(subscribe.tokens) AS u(t)
+        LEFT JOIN herald.pruned_tokens p ON p.token = u.t
+    ), upserted AS (
+        INSERT INTO herald.topic_subscriptions AS s (project, topic, token, state, error)
+        SELECT coalesce(subscribe.project, ''), subscribe.topic, w.token,
+               CASE WHEN w.pruned THEN 'failed' ELSE 'pending' END,
+               CASE WHEN w.pruned THEN 'UNREGISTERED: the token was pruned earlier (FCM reported it unregistered); not subscribed' END
+        FROM wanted w
+        ON CONFLICT ON CONSTRAINT topic_subscriptions_pkey DO UPDATE
+        SET state = excluded.state, error = excluded.error, attempts = 0, run_at = now(), updated_at = now(),
+            generation = s.generation + 1
+        WHERE s.state IN ('removing', 'failed')
+        RETURNING s.state
+    )
+    SELECT count(*) FILTER (WHERE state = 'pending') INTO changed FROM upserted;
+    RETURN changed;
+END
+$fn$;
+
+-- unsubscribe: the tokens should leave the topic; the pool carries it out with batchRemove (also
+-- for tokens Herald never subscribed: an app may have subscribed them itself). Returns how many
+-- tokens now wait for a request.
+CREATE FUNCTION herald.unsubscribe(topic text, tokens text[], project text DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    changed integer;
+BEGIN
+    PERFORM herald._check_topic_call('unsubscribe', unsubscribe.topic, unsubscribe.tokens);
+    WITH upserted AS (
+        INSERT INTO herald.topic_subscriptions AS s (project, topic, token, state)
+        SELECT DISTINCT coalesce(unsubscribe.project, ''), unsubscribe.topic, u.t, 'removing'
+        FROM unnest(unsubscribe.tokens) AS u(t)
+        ON CONFLICT ON CONSTRAINT topic_subscriptions_pkey DO UPDATE
+        SET state = 'removing', error = NULL, attempts = 0, run_at = now(), updated_at = now(), generation = s.generation + 1
+        WHERE s.state <> 'removing'
+        RETURNING s.state
+    )
+    SELECT count(*) INTO changed FROM upserted;
+    RETURN changed;
+END
+$fn$;
+
+-- The pool's claim: up to p_limit due rows of p_project (or of no project), leased to p_worker.
+CREATE FUNCTION herald.claim_topic_work(p_project text, p_worker text, p_limit integer, p_lease_seconds double precision)
+RETURNS TABLE (project text, topic text, token text, state text, generation bigint, attempts integer)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    WITH picked AS (
+        SELECT s.project, s.topic, s.token FROM herald.topic_subscriptions s
+        WHERE s.state IN ('pending', 'removing') AND s.run_at <= now()
+          AND (s.locked_until IS NULL OR s.locked_until < now())
+          AND s.project IN ('', p_project)
+        ORDER BY s.run_at, s.topic, s.token
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE herald.topic_subscriptions s
+    SET locked_until = now() + make_interval(secs => p_lease_seconds), locked_by = p_worker, attempts = s.attempts + 1
+    FROM picked
+    WHERE s.project = picked.project AND s.topic = picked.topic AND s.token = picked.token
+    RETURNING s.project, s.topic, s.token, s.state, s.generation, s.attempts
+$fn$;
+
+-- The pool's record of answers: one element per token, {"project", "topic", "token",
+-- "generation", "outcome": "done" | "failed" | "retry", "error", "delay" (seconds, for retry)}.
+-- A row whose wish changed since the claim (another generation) is only released.
+CREATE FUNCTION herald.record_topic_results(p_results jsonb) RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    WITH r AS (
+        SELECT x ->> 'project' AS project, x ->> 'topic' AS topic, x ->> 'token' AS token,
+               (x ->> 'generation')::bigint AS generation, x ->> 'outcome' AS outcome, x ->> 'error' AS error,
+               coalesce((x ->> 'delay')::double precision, 0) AS delay
+        FROM jsonb_array_elements(p_results) AS x
+    ), removed AS (
+        DELETE FROM herald.topic_subscriptions s USING r
+        WHERE s.project = r.project AND s.topic = r.topic AND s.token = r.token
+          AND s.generation = r.generation AND s.state = 'removing' AND r.outcome = 'done'
+        RETURNING s.project, s.topic, s.token
+    )
+    UPDATE herald.topic_subscriptions s
+    SET state = CASE WHEN s.generation <> r.generation THEN s.state
+                     WHEN r.outcome = 'done' THEN 'subscribed'
+                     WHEN r.outcome = 'failed' THEN 'failed'
+                     ELSE s.state END,
+        error = CASE WHEN s.generation <> r.generation THEN s.error
+                     WHEN r.outcome = 'done' THEN NULL
+                     ELSE r.error END,
+        run_at = CASE WHEN s.generation = r.generation AND r.outcome = 'retry' THEN now() + make_interval(secs => r.delay)
+                      ELSE s.run_at END,
+        updated_at = CASE WHEN s.generation = r.generation THEN now() ELSE s.updated_at END,
+        locked_until = NULL, locked_by = NULL
+    FROM r
+    WHERE s.project = r.project AND s.topic = r.topic AND s.token = r.token
+      AND NOT EXISTS (SELECT 1 FROM removed d WHERE d.project = r.project AND d.topic = r.topic AND d.token = r.token)
+$fn$;
+
+-- A token FCM reported unregistered leaves every topic (FCM drops its subscriptions itself).
+CREATE FUNCTION herald._pruned_token_leaves_topics() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    DELETE FROM herald.topic_subscriptions s WHERE s.token = NEW.token;
+    RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER pruned_tokens_leave_topics AFTER INSERT OR UPDATE OF token ON herald.pruned_tokens
+    FOR EACH ROW EXECUTE FUNCTION herald._pruned_token_leaves_topics();
+
+-- Per topic: subscribers and the tokens still waiting or refused (herald topics list).
+CREATE VIEW herald.topic_stats AS
+SELECT project, topic,
+       count(*) FILTER (WHERE state = 'subscribed') AS subscribed,
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'removing') AS removing,
+       count(*) FILTER (WHERE state = 'failed') AS failed,
+       max(updated_at) AS updated_at
+FROM herald.topic_subscriptions
+GROUP BY project, topic;

@@ -186,6 +186,8 @@ final class RunEnvironment {
     var childEnvironment: [String: String] {
         var env = ["DATABASE_URL": databaseURL, "GOOGLE_APPLICATION_CREDENTIALS": credentialsPath, "HERALD_FCM_URL": fcmBaseURL]
         if let caFile { env["HERALD_CA_FILE"] = caFile }
+        // The emulator in this process also answers Instance ID's topic calls.
+        if emulator != nil { env["HERALD_IID_URL"] = fcmBaseURL }
         return env
     }
 

@@ -25,6 +25,9 @@ enum WorkCommand {
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
                defaultText: "127.0.0.1:9464"),
+        Option(name: "iid-url", env: "HERALD_IID_URL", value: "URL",
+               help: "Instance ID base URL for topic subscriptions (batchAdd / batchRemove); the in-process emulator's with --emulator.",
+               defaultText: "https://iid.googleapis.com"),
         emulatorOption,
     ] + connectionOptions
 
@@ -44,6 +47,12 @@ enum WorkCommand {
     static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {
         var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
         c.fcmBaseURL = fcmURL
+        if let url = parsed.string("iid-url") {
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw UsageError("herald work: \(parsed.lookup("iid-url")!.source) \"\(url)\" is not an http:// or https:// URL; give e.g. https://iid.googleapis.com")
+            }
+            c.iidBaseURL = url
+        }
         c.caFile = caFile
         c.queues = parsed.all("queue")
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)

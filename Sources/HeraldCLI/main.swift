@@ -17,6 +17,7 @@ Commands:
   stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
   campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
   queues     Queues: pause, resume, rate and in-flight limits.
+  topics     Topic subscriptions: subscribers per topic, tokens FCM refused.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
@@ -44,6 +45,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "stats": (StatsCommand.help, StatsCommand.run),
     "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
     "queues": (QueuesCommand.help, QueuesCommand.run),
+    "topics": (TopicsCommand.help, TopicsCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]

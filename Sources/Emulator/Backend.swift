@@ -280,13 +280,18 @@ final class Backend: Sendable {
         case .invalid, .expired: return FCMResponses.legacyError(401, "Unauthorized: the access token is invalid or expired")
         }
         guard let body = try? JSONValue.parse(request.body) else { return FCMResponses.legacyError(400, "the body is not valid JSON") }
-        switch topics.withLock({ $0.apply(body, project: project, add: add) }) {
+        let now = Int64(realtimeSeconds() * 1000)
+        switch topics.withLock({ $0.apply(body, project: project, add: add, nowMilliseconds: now) }) {
         case .success(let results):
             var response = FCMResponses.json(200, ["results": .array(results)])
             response.delayMilliseconds = configuration.latencyMilliseconds ?? 0
             return response
         case .failure(let refused):
-            return FCMResponses.legacyError(400, refused.message)
+            if let seconds = refused.retryAfter {
+                return FCMResponses.json(refused.status, ["error": .string(refused.message)],
+                                         headers: [HTTPHeader(name: "retry-after", value: String(seconds))])
+            }
+            return FCMResponses.legacyError(refused.status, refused.message)
         }
     }
 

@@ -8,6 +8,8 @@ import JSON
 /// Per-token answers follow the fault tokens (`FaultToken`): `fail-unregistered...` is
 /// `NOT_FOUND`, `fail-invalid...` `INVALID_ARGUMENT`, `fail-internal-K...` `INTERNAL` on its
 /// first K attempts (every attempt without K); every other token is added or removed (`{}`).
+/// A request holding `fail-unavailable-N...` is refused whole on that token's first request: 503
+/// UNAVAILABLE with `Retry-After: N`, nothing changed (a sender must come back later).
 /// A request is refused whole (400, `{"error": "..."}`) when `to` is not `/topics/NAME` with a
 /// valid name, or `registration_tokens` is not 1 to 1,000 non-empty strings.
 public struct TopicRegistry: Sendable {
@@ -19,6 +21,10 @@ public struct TopicRegistry: Sendable {
         public var topic: String
         public var add: Bool
         public var tokens: Int
+        /// 200, or the status the whole request was refused with.
+        public var status: Int
+        /// Milliseconds since 1970 when it arrived.
+        public var atMilliseconds: Int64
     }
 
     private var subscribers: [String: Set<String>] = [:]
@@ -40,7 +46,7 @@ public struct TopicRegistry: Sendable {
     }
 
     /// Carries out one request body; the answer's `results`, or a refusal's message.
-    public mutating func apply(_ body: JSONValue, project: String, add: Bool) -> Result<[JSONValue], RefusedRequest> {
+    public mutating func apply(_ body: JSONValue, project: String, add: Bool, nowMilliseconds: Int64 = 0) -> Result<[JSONValue], RefusedRequest> {
         guard let to = body["to"]?.stringValue, to.hasPrefix("/topics/") else {
             return .failure(RefusedRequest("\"to\" must be \"/topics/NAME\""))
         }
@@ -58,7 +64,16 @@ public struct TopicRegistry: Sendable {
             }
             tokens.append(token)
         }
-        requests.append(Request(project: project, topic: topic, add: add, tokens: tokens.count))
+        for token in tokens {
+            guard case .unavailable(let seconds?)? = FaultToken.parse(token) else { continue }
+            let attempt = (attempts[token] ?? 0) + 1
+            attempts[token] = attempt
+            if attempt == 1 {
+                requests.append(Request(project: project, topic: topic, add: add, tokens: tokens.count, status: 503, atMilliseconds: nowMilliseconds))
+                return .failure(RefusedRequest("The service is currently unavailable.", status: 503, retryAfter: seconds))
+            }
+        }
+        requests.append(Request(project: project, topic: topic, add: add, tokens: tokens.count, status: 200, atMilliseconds: nowMilliseconds))
         let key = Self.key(project, topic)
         var results: [JSONValue] = []
         for token in tokens {
@@ -90,6 +105,12 @@ public struct TopicRegistry: Sendable {
 
     public struct RefusedRequest: Error, Sendable {
         public var message: String
-        init(_ message: String) { self.message = message }
+        public var status: Int
+        public var retryAfter: Int?
+        init(_ message: String, status: Int = 400, retryAfter: Int? = nil) {
+            self.message = message
+            self.status = status
+            self.retryAfter = retryAfter
+        }
     }
 }

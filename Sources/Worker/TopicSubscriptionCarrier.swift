@@ -131,23 +131,24 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         do {
             authorization = try auth.authorizationHeader()
         } catch {
-            return rows.map { retry($0, reason: "no access token: \(error)", retryAfter: nil, quota: false) }
+            return retry(rows, reason: "no access token: \(error)", retryAfter: nil, quota: false)
         }
         let request = TopicManagement.request(base: configuration.iidBaseURL, action: action, topic: topic,
                                               tokens: rows.map(\.token), authorization: authorization)
         do {
             answer = TopicManagement.interpret(try client.perform(request), tokenCount: rows.count)
         } catch {
-            return rows.map { retry($0, reason: "\(error)", retryAfter: nil, quota: false) }
+            return retry(rows, reason: "\(error)", retryAfter: nil, quota: false)
         }
         switch answer {
         case .perToken(let errors):
             var failed = 0
+            // Tokens to ask again come back together, in one request.
+            let again = zip(rows, errors).filter { $0.1.map(TopicManagement.retryableTokenErrors.contains) ?? false }
+            let delay = again.isEmpty ? 0 : backoff(again.map(\.0), retryAfter: nil, quota: again.contains { $0.1 == "RESOURCE_EXHAUSTED" })
             let outcomes = zip(rows, errors).map { row, error -> JSONValue in
                 guard let error else { return outcome(row, "done", error: nil) }
-                if TopicManagement.retryableTokenErrors.contains(error) {
-                    return retry(row, reason: error, retryAfter: nil, quota: error == "RESOURCE_EXHAUSTED")
-                }
+                if TopicManagement.retryableTokenErrors.contains(error) { return retry(row, reason: error, delay: delay) }
                 failed += 1
                 return outcome(row, "failed", error: error)
             }
@@ -156,7 +157,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         case .retry(let reason, let retryAfter, let quota, let authentication):
             if authentication { auth.invalidate(ifHeader: authorization) }
             log.info("topic \(topic): \(action.rawValue) of \(rows.count) tokens to be tried again: \(reason)")
-            return rows.map { retry($0, reason: reason, retryAfter: retryAfter, quota: quota) }
+            return retry(rows, reason: reason, retryAfter: retryAfter, quota: quota)
         case .refused(let reason):
             log.warning("topic \(topic): \(action.rawValue) of \(rows.count) tokens refused: \(reason)")
             return rows.map { outcome($0, "failed", error: reason) }
@@ -171,11 +172,21 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         return .object(object)
     }
 
-    func retry(_ row: Row, reason: String, retryAfter: Double?, quota: Bool) -> JSONValue {
+    /// One delay for a request's tokens (so they come back together): the retry policy's, as for
+    /// a send (Retry-After honoured, exponential with jitter), after the most attempts among them.
+    func backoff(_ rows: [Row], retryAfter: Double?, quota: Bool) -> Double {
+        configuration.retryPolicy.delay(attempt: rows.map(\.attempts).max() ?? 1, retryAfter: retryAfter, quota: quota, using: &random)
+    }
+
+    func retry(_ rows: [Row], reason: String, retryAfter: Double?, quota: Bool) -> [JSONValue] {
+        let delay = backoff(rows, retryAfter: retryAfter, quota: quota)
+        return rows.map { retry($0, reason: reason, delay: delay) }
+    }
+
+    func retry(_ row: Row, reason: String, delay: Double) -> JSONValue {
         if row.attempts >= Self.maxAttempts {
             return outcome(row, "failed", error: "gave up after \(row.attempts) attempts; last error: \(reason)")
         }
-        let delay = configuration.retryPolicy.delay(attempt: row.attempts, retryAfter: retryAfter, quota: quota, using: &random)
         return outcome(row, "retry", error: reason, delay: delay)
     }
 }

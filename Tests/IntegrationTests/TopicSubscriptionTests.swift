@@ -106,6 +106,34 @@ import TestSupport
         #expect(pool.wait(timeout: 60) == 0, "\(pool.output)")
     }
 
+    /// A whole request refused with 503 and Retry-After comes back no sooner, measured at the
+    /// emulator's side, and then subscribes every token.
+    @Test func aRefusedRequestComesBackAfterItsRetryAfter() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let tokens = ["weather-1", "fail-unavailable-2-weather", "weather-3"]
+        _ = try stack.connection.query("SELECT herald.subscribe('weather', $1::text[])", [.text(PGArray.text(tokens))])
+        var environment = stack.environment
+        environment["HERALD_IID_URL"] = stack.emulator.baseURL
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGKILL); pool.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 60) {
+            (try? stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE state = 'subscribed'")) == 3
+        }, "\(pool.output)")
+        let requests = stack.emulator.topics.requests
+        #expect(requests.map(\.status) == [503, 200])
+        if requests.count == 2 {
+            let gap = requests[1].atMilliseconds - requests[0].atMilliseconds
+            #expect(gap >= 2000, "came back after \(gap) ms, Retry-After was 2 s")
+            print("topic subscriptions: a batchAdd refused with Retry-After: 2 came back after \(gap) ms")
+        }
+        #expect(stack.emulator.topics.subscribers(project: "e2e-project", topic: "weather") == Set(tokens))
+        #expect(try stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE attempts = 2") == 3)
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0)
+    }
+
     @Test func badTopicsAndTokenListsAreRefusedNamingTheValue() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

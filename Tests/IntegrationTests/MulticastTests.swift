@@ -60,6 +60,14 @@ import TestSupport
             }
         }
         #expect(delivered == 470)
+        // Each failing code as often in the result as the emulator answered it (each of these
+        // tokens was asked once: none of their errors is retried).
+        let answered = stack.emulator.statistics["by_error"]
+        for code in ["UNREGISTERED", "INVALID_ARGUMENT", "SENDER_ID_MISMATCH"] {
+            let inResult = responses.filter { $0["error"]?["code"]?.stringValue == code }.count
+            #expect(inResult == 10 && answered?[code]?.intValue == inResult, "\(code): \(inResult) in the result, emulator \(answered?.serialized ?? "-")")
+        }
+        #expect(answered?["INTERNAL"]?.intValue == 10, "each fail-internal-1 token failed once at the emulator, then was delivered")
         #expect(answer["success_count"]?.intValue == delivered)
         #expect(answer["failure_count"]?.intValue == 500 - delivered)
     }
@@ -123,6 +131,9 @@ import TestSupport
         #expect(refused.status == 1, "\(refused.output)")
         #expect(refused.output.contains("message.android_v2: cannot be set together with message.android"), "\(refused.output)")
         #expect(stack.emulator.deliveredMessages().filter { $0.target == "fid:fid-send-2" }.isEmpty)
+        let flag = try HeraldProcess.run(["send", "--fid", "fid-flag-1", "--title", "Hi"], environment: stack.environment, timeout: 60)
+        #expect(flag.status == 0, "\(flag.output)")
+        #expect(stack.emulator.deliveredMessages().filter { $0.target == "fid:fid-flag-1" }.count == 1)
     }
 
     func result(_ c: PGConnection, _ id: Int) throws -> JSONValue {

@@ -142,6 +142,21 @@ import TestSupport
         #expect(pool.wait(timeout: 60) == 0)
     }
 
+    @Test func theDashboardShowsSubscriberCounts() throws {
+        let stack = try DashboardStack(token: nil)
+        defer { stack.close() }
+        let c = stack.fixture.connection
+        _ = try c.query("SELECT herald.subscribe('scores', $1::text[])", [.text(PGArray.text((1...7).map { "score-\($0)" }))])
+        try c.execute("UPDATE herald.topic_subscriptions SET state = 'subscribed' WHERE token IN ('score-1', 'score-2', 'score-3')")
+        let api = try JSONValue.parse(try stack.get("/api/topics").body)
+        let scores = api["topics"]?.arrayValue?.first { $0["topic"]?.stringValue == "scores" }
+        #expect(scores?["subscribed"]?.intValue == 3 && scores?["pending"]?.intValue == 4, "\(api.serialized)")
+        let page = try stack.get("/")
+        #expect(page.status == 200)
+        #expect(page.body.contains("<h2>Topics</h2>") && page.body.contains("<td>scores</td>"), "\(page.body)")
+        #expect(page.body.contains("<td class=\"n\">3</td><td class=\"n\">4</td>"))
+    }
+
     @Test func aBadIIDURLStopsStartUpNamingTheSetting() throws {
         let run = try HeraldProcess.run(["work", "--emulator", "--iid-url", "ftp://iid.example"], environment: [:], timeout: 60)
         #expect(run.status == 2, "\(run.output)")

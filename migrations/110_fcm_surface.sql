@@ -355,7 +355,8 @@ $fn$;
 
 -- The pool's record of answers: one element per token, {"project", "topic", "token",
 -- "generation", "outcome": "done" | "failed" | "retry", "error", "delay" (seconds, for retry)}.
--- A row whose wish changed since the claim (another generation) is only released.
+-- A row whose wish changed since the claim (another generation) is only released; a retry
+-- without an error (a claim handed back unasked) keeps the last one.
 CREATE FUNCTION herald.record_topic_results(p_results jsonb) RETURNS void
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
@@ -378,7 +379,7 @@ AS $fn$
                      ELSE s.state END,
         error = CASE WHEN s.generation <> r.generation THEN s.error
                      WHEN r.outcome = 'done' THEN NULL
-                     ELSE r.error END,
+                     ELSE coalesce(r.error, s.error) END,
         run_at = CASE WHEN s.generation = r.generation AND r.outcome = 'retry' THEN now() + make_interval(secs => r.delay)
                       ELSE s.run_at END,
         updated_at = CASE WHEN s.generation = r.generation THEN now() ELSE s.updated_at END,

@@ -98,16 +98,27 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
             if groups[key] == nil { order.append(key) }
             groups[key, default: []].append(row)
         }
+        let claimedAt = Date()
+        var released: [JSONValue] = []
         for key in order {
             let rows = groups[key]!
             var start = 0
             while start < rows.count {
                 let chunk = Array(rows[start..<min(rows.count, start + TopicManagement.maxTokensPerRequest)])
                 start += chunk.count
+                // A claim of many small topics must not outlive its lease (another process would
+                // then ask the same again): past half the lease, the rest goes back unasked.
+                if Date().timeIntervalSince(claimedAt) > configuration.leaseSeconds / 2 || stop.isSet {
+                    released += chunk.map { outcome($0, "retry", error: nil, delay: 0) }
+                    continue
+                }
                 try pace(connection)
                 let results = perform(chunk, client)
                 try connection.query("SELECT herald.record_topic_results($1::jsonb)", [.text(JSONValue.array(results).serialized)])
             }
+        }
+        if !released.isEmpty {
+            try connection.query("SELECT herald.record_topic_results($1::jsonb)", [.text(JSONValue.array(released).serialized)])
         }
         return true
     }

@@ -142,6 +142,29 @@ import TestSupport
         #expect(pool.wait(timeout: 60) == 0)
     }
 
+    /// A claim of many one-token topics, slower than its lease, hands the rest back instead of
+    /// letting the other process ask the same again.
+    @Test func aClaimNeverOutlivesItsLease() throws {
+        let stack = try WorkerStack(latencyMilliseconds: 400)
+        defer { stack.close() }
+        try stack.connection.execute("BEGIN")
+        for n in 1...12 { _ = try stack.connection.query("SELECT herald.subscribe($1, ARRAY['lease-token'])", [.text("lease-\(n)")]) }
+        try stack.connection.execute("COMMIT")
+        var environment = stack.environment
+        environment["HERALD_IID_URL"] = stack.emulator.baseURL
+        let pool = try HeraldProcess(["work", "--processes", "2", "--lease", "1", "--poll-interval", "0.1"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGKILL); pool.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 60) {
+            (try? stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE state = 'subscribed'")) == 12
+        }, "\(pool.output)")
+        let requests = stack.emulator.topics.requests
+        #expect(requests.count == 12, "\(requests.map(\.topic))")
+        #expect(Set(requests.map(\.topic)).count == 12, "no topic was asked twice")
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0)
+    }
+
     @Test func theDashboardShowsSubscriberCounts() throws {
         let stack = try DashboardStack(token: nil)
         defer { stack.close() }

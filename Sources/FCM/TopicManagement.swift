@@ -47,9 +47,11 @@ public enum TopicManagement {
         case refused(reason: String)
     }
 
-    public static func interpret(_ response: HTTPResponse, tokenCount: Int, now: Date = Date()) -> Answer {
-        let text = String(decoding: response.body.prefix(1024), as: UTF8.self)
+    /// What `response` means; `secrets` (the access token sent) never appear in a reason.
+    public static func interpret(_ response: HTTPResponse, tokenCount: Int, now: Date = Date(), secrets: [String] = []) -> Answer {
+        let raw = String(decoding: response.body.prefix(1024), as: UTF8.self)
             .split(whereSeparator: { $0.isWhitespace }).joined(separator: " ")
+        let text = Redact.secrets(in: raw, limit: 1024, also: secrets)
         let retryAfter = response.header("retry-after").flatMap { RetryAfter.parse($0, now: now) }
         switch response.status {
         case 200:

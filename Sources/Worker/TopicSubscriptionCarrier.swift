@@ -147,7 +147,8 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         let request = TopicManagement.request(base: configuration.iidBaseURL, action: action, topic: topic,
                                               tokens: rows.map(\.token), authorization: authorization)
         do {
-            answer = TopicManagement.interpret(try client.perform(request), tokenCount: rows.count)
+            let bearer = authorization.hasPrefix("Bearer ") ? String(authorization.dropFirst(7)) : authorization
+            answer = TopicManagement.interpret(try client.perform(request), tokenCount: rows.count, secrets: [bearer])
         } catch {
             return retry(rows, reason: "\(error)", retryAfter: nil, quota: false)
         }

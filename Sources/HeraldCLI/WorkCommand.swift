@@ -148,7 +148,7 @@ enum WorkCommand {
             let env = ProcessInfo.processInfo.environment
             var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
                                            credentials: parsed.string("credentials") ?? "",
-                                           fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
+                                           fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
             guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }

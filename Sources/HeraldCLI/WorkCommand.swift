@@ -47,12 +47,7 @@ enum WorkCommand {
     static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {
         var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
         c.fcmBaseURL = fcmURL
-        if let url = parsed.string("iid-url") {
-            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
-                throw UsageError("herald work: \(parsed.lookup("iid-url")!.source) \"\(url)\" is not an http:// or https:// URL; give e.g. https://iid.googleapis.com")
-            }
-            c.iidBaseURL = url
-        }
+        if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
         c.caFile = caFile
         c.queues = parsed.all("queue")
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)

@@ -183,7 +183,7 @@ import TestSupport
     @Test func aBadIIDURLStopsStartUpNamingTheSetting() throws {
         let run = try HeraldProcess.run(["work", "--emulator", "--iid-url", "ftp://iid.example"], environment: [:], timeout: 60)
         #expect(run.status == 2, "\(run.output)")
-        #expect(run.output.contains(#"--iid-url "ftp://iid.example" is not an http:// or https:// URL"#), "\(run.output)")
+        #expect(run.output.contains(#"--iid-url "ftp://iid.example" has scheme ftp, not http or https"#), "\(run.output)")
     }
 
     @Test func badTopicsAndTokenListsAreRefusedNamingTheValue() throws {

@@ -34,6 +34,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     let log: Logger
     let workerID: String
     var random = SystemRandomNumberGenerator()
+    var lastWarning = Date.distantPast
 
     init(configuration: WorkerConfiguration, auth: AccessTokenProvider, projectID: String, stop: Flag, log: Logger) {
         self.configuration = configuration
@@ -70,7 +71,12 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
                 let worked = try pass(connection!, client!)
                 if !worked { pause(configuration.pollInterval) }
             } catch {
-                log.warning("topic subscriptions: \(error); trying again")
+                // Once a minute at most: a database without migration 110 (run herald migrate)
+                // or down for a while must not fill the log.
+                if Date().timeIntervalSince(lastWarning) >= 60 {
+                    log.warning("topic subscriptions: \(error); trying again (herald migrate creates herald.topic_subscriptions)")
+                    lastWarning = Date()
+                }
                 connection = nil
                 pause(max(1, configuration.pollInterval))
             }

@@ -189,9 +189,15 @@ struct DiscoveryDocument {
     var revision: String
     var fields: [DocumentedField] = []
 
+    /// The release of google-api-python-client whose document the rule file was last checked
+    /// against. Pinned, so a new Google revision turns the suite red when someone moves to it
+    /// (docs/fcm-schema.md), not on the day PyPI publishes it.
+    static let packageVersion = "2.202.0"
+
     /// The document shipped in google-api-python-client, installed into the tests' environment.
     static func load() throws -> DiscoveryDocument {
-        let python = try PythonEnvironment.python(importing: ["googleapiclient"], packages: ["google-api-python-client"])
+        let python = try PythonEnvironment.python(importing: ["googleapiclient"],
+                                                  packages: ["google-api-python-client==\(packageVersion)"])
         let (status, output) = try PythonEnvironment.run(python, ["-c", """
             import os, googleapiclient
             print(os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "fcm.v1.json"))

@@ -41,6 +41,7 @@ public enum Migrator {
         "061_dead_letter_bulk": "H1pSU-KKYX1d9YGfdIuUCTxebCAoA0IQkyddK8N3alA",
         "070_campaigns": "B9noCNu7czXlWNGjPNWG9eE_5d26YP3fMso7YlAuwLc",
         "080_project_tokens": "wd120_gNCE5eyYOU9h42BYqGq8kcc3roxUKzBY7sGBo",
+        "110_fcm_surface": "RTeC47HRTIQ7oMtKBR1CY4DBUHNa4j1Jx3HBe37n474",
     ]
 
     /// What one run applied.

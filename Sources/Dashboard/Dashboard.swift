@@ -87,6 +87,7 @@ public final class Dashboard: Sendable {
         Route("POST", "/logout", .page, isPublic: true, Pages.logout),
 
         Route("GET", "/api/queues", .api, API.queues),
+        Route("GET", "/api/topics", .api, API.topics),
         Route("GET", "/api/dead-letters", .api, API.deadLetters),
         Route("GET", "/api/dead-letters/:id", .api, API.deadLetter),
         Route("POST", "/api/dead-letters/retry", .api, changesState: true, API.retryMatching),

@@ -11,9 +11,9 @@ enum Pages {
 
     static func overview(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let dashboard = request.dashboard
-        let (snapshot, throughput, log) = try request.database { connection in
+        let (snapshot, throughput, log, topics) = try request.database { connection in
             (try dashboard.statistics.snapshot(connection), try dashboard.statistics.throughput(connection),
-             try AdminLog.recent(connection, limit: 5))
+             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection))
         }
         let shown = ["available", "scheduled", "running", "completed", "discarded"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
@@ -38,6 +38,17 @@ enum Pages {
             body += "<p class=\"legend\">~ estimated from a sample of the table (it is large); pending states are exact.</p>"
         }
         body += "<h2>Last hour</h2>" + HTML.throughputChart(throughput)
+        if !topics.isEmpty {
+            // Topic subscriptions Herald keeps (herald.subscribe / herald.unsubscribe).
+            var rows = "<tr><th>Topic</th><th>project</th><th class=\"n\">subscribers</th><th class=\"n\">pending</th>"
+                + "<th class=\"n\">removing</th><th class=\"n\">failed</th></tr>"
+            for t in topics {
+                rows += "<tr><td>\(HTML.escape(t.topic))</td><td>\(t.project.isEmpty ? "(the pool's)" : HTML.escape(t.project))</td>"
+                    + "<td class=\"n\">\(t.subscribed)</td><td class=\"n\">\(t.pending)</td><td class=\"n\">\(t.removing)</td>"
+                    + "<td class=\"n\">\(t.failed)</td></tr>"
+            }
+            body += "<h2>Topics</h2><table id=\"topics\">\(rows)</table>"
+        }
         body += "<h2>Recent actions</h2>" + logTable(log) + "<p><a href=\"/admin-log\">All actions</a></p>"
         return .html(200, HTML.layout(title: "Overview", current: "/", body: body, dashboard: dashboard, session: request.session))
     }

@@ -25,6 +25,9 @@ enum WorkCommand {
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
                defaultText: "127.0.0.1:9464"),
+        Option(name: "iid-url", env: "HERALD_IID_URL", value: "URL",
+               help: "Instance ID base URL for topic subscriptions (batchAdd / batchRemove); the in-process emulator's with --emulator.",
+               defaultText: "https://iid.googleapis.com"),
         emulatorOption,
     ] + connectionOptions
 
@@ -44,6 +47,7 @@ enum WorkCommand {
     static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {
         var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
         c.fcmBaseURL = fcmURL
+        if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
         c.caFile = caFile
         c.queues = parsed.all("queue")
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
@@ -139,7 +143,7 @@ enum WorkCommand {
             let env = ProcessInfo.processInfo.environment
             var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
                                            credentials: parsed.string("credentials") ?? "",
-                                           fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
+                                           fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
             guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }

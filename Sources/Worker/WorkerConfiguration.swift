@@ -6,6 +6,8 @@ public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
     /// FCM's base URL (HERALD_FCM_URL), e.g. https://fcm.googleapis.com or the emulator's.
     public var fcmBaseURL: String = "https://fcm.googleapis.com"
+    /// Instance ID's base URL (HERALD_IID_URL) for topic subscriptions (batchAdd / batchRemove).
+    public var iidBaseURL: String = "https://iid.googleapis.com"
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).
     public var credentialsPath: String
     /// A CA bundle for TLS verification (verification itself is always on).

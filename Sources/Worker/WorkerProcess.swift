@@ -82,12 +82,25 @@ public final class WorkerProcess: @unchecked Sendable {
             }
         }
         vacuum.start()
+        // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
+        let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, projectID: account.projectID, stop: stop, log: log)
+        let carrierDone = DispatchSemaphore(value: 0)
+        let carrierThread = Thread {
+            carrier.run()
+            carrierDone.signal()
+        }
+        carrierThread.name = "herald-topics"
+        carrierThread.start()
         let senderThread = Thread { sender.run() }
         senderThread.name = "herald-sender"
         senderThread.stackSize = 1 << 20
         senderThread.start()
         // The store thread returns only once the sender thread has finished.
         let status = store.run()
+        stop.set()
+        if carrierDone.wait(timeout: .now() + configuration.shutdownTimeout) == .timedOut {
+            log.warning("the topic subscription request in flight did not finish in time; its tokens are asked again when the lease ends")
+        }
         vacuum.stop()
         let c = sender.counters
         log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")

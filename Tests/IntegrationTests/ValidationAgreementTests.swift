@@ -385,6 +385,10 @@ struct MessageGenerator {
             path[path.count - 1] = misspell(path[path.count - 1])
             set(&message, path[...], good)
         }
+        if message["android"] != nil && message["android_v2"] != nil && chance(0.85) {
+            // The two Android blocks exclude each other; keep both only now and then.
+            message[chance(0.5) ? "android" : "android_v2"] = nil
+        }
         if chance(0.02) { return value() }
         return .object(message)
     }

@@ -93,7 +93,7 @@ public enum LegacyTranslator {
         }
     }
 
-    private static let v1OnlyKeys = ["token", "topic", "fid", "message", "android", "apns", "webpush", "fcm_options"]
+    private static let v1OnlyKeys = ["token", "topic", "fid", "message", "android", "android_v2", "apns", "webpush", "fcm_options"]
     private static let legacyOnlyKeys = ["to", "registration_ids", "notification_key", "priority", "time_to_live", "collapse_key",
                                          "content_available", "mutable_content", "restricted_package_name", "dry_run"]
 

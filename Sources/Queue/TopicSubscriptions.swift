@@ -1,0 +1,48 @@
+import JSON
+import Postgres
+
+/// One topic's subscriptions as herald.topic_subscriptions records them.
+public struct TopicSummary: Sendable, Equatable {
+    /// "" for rows carried out under whichever pool's project.
+    public var project: String
+    public var topic: String
+    public var subscribed: Int
+    public var pending: Int
+    public var removing: Int
+    public var failed: Int
+
+    public var json: JSONValue {
+        ["project": .string(project), "topic": .string(topic), "subscribed": JSONValue(subscribed),
+         "pending": JSONValue(pending), "removing": JSONValue(removing), "failed": JSONValue(failed)]
+    }
+}
+
+/// The SQL behind `herald topics` (herald.topic_stats, herald.topic_subscriptions).
+public enum TopicSubscriptions {
+    public static func list(_ connection: PGConnection) throws(PostgresError) -> [TopicSummary] {
+        let rows = try connection.query("""
+            SELECT project, topic, subscribed, pending, removing, failed FROM herald.topic_stats ORDER BY topic, project
+            """)
+        return (0..<rows.rowCount).map { summary(rows, $0) }
+    }
+
+    /// The topic's counts (one per project it has rows under), and up to `limit` tokens FCM
+    /// refused, with the error, newest first.
+    public static func show(_ connection: PGConnection, topic: String, limit: Int = 20) throws(PostgresError)
+        -> (summaries: [TopicSummary], failures: [(token: String, error: String)]) {
+        let rows = try connection.query("""
+            SELECT project, topic, subscribed, pending, removing, failed FROM herald.topic_stats WHERE topic = $1 ORDER BY project
+            """, [.text(topic)])
+        let failed = try connection.query("""
+            SELECT token, coalesce(error, '') FROM herald.topic_subscriptions
+            WHERE topic = $1 AND state = 'failed' ORDER BY updated_at DESC, token LIMIT $2
+            """, [.text(topic), .int(limit)])
+        return ((0..<rows.rowCount).map { summary(rows, $0) },
+                (0..<failed.rowCount).map { (failed[$0, 0] ?? "", failed[$0, 1] ?? "") })
+    }
+
+    static func summary(_ rows: PGResult, _ row: Int) -> TopicSummary {
+        TopicSummary(project: rows[row, 0] ?? "", topic: rows[row, 1] ?? "", subscribed: rows.int(row, 2) ?? 0,
+                     pending: rows.int(row, 3) ?? 0, removing: rows.int(row, 4) ?? 0, failed: rows.int(row, 5) ?? 0)
+    }
+}

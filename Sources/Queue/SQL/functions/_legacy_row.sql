@@ -34,7 +34,7 @@ $fn$;
 CREATE OR REPLACE TRIGGER jobs_legacy BEFORE INSERT ON herald.jobs
     FOR EACH ROW
     WHEN (NEW.kind = 'send'
-          AND NOT NEW.message ?| ARRAY['token', 'topic', 'fid', 'android', 'apns', 'webpush']
+          AND NOT NEW.message ?| ARRAY['token', 'topic', 'fid', 'android', 'android_v2', 'apns', 'webpush']
           AND NEW.message ?| ARRAY['to', 'registration_ids', 'notification_key', 'priority', 'time_to_live', 'collapse_key',
                                    'content_available', 'mutable_content', 'restricted_package_name', 'dry_run', 'notification'])
     EXECUTE FUNCTION herald._legacy_row();

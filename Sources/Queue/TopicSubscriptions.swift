@@ -20,9 +20,7 @@ public struct TopicSummary: Sendable, Equatable {
 /// The SQL behind `herald topics` (herald.topic_stats, herald.topic_subscriptions).
 public enum TopicSubscriptions {
     public static func list(_ connection: PGConnection) throws(PostgresError) -> [TopicSummary] {
-        let rows = try connection.query("""
-            SELECT project, topic, subscribed, pending, removing, failed FROM herald.topic_stats ORDER BY topic, project
-            """)
+        let rows = try connection.query(SQL.topicStatsAll)
         return (0..<rows.rowCount).map { summary(rows, $0) }
     }
 
@@ -30,15 +28,27 @@ public enum TopicSubscriptions {
     /// refused, with the error, newest first.
     public static func show(_ connection: PGConnection, topic: String, limit: Int = 20) throws(PostgresError)
         -> (summaries: [TopicSummary], failures: [(token: String, error: String)]) {
-        let rows = try connection.query("""
-            SELECT project, topic, subscribed, pending, removing, failed FROM herald.topic_stats WHERE topic = $1 ORDER BY project
-            """, [.text(topic)])
-        let failed = try connection.query("""
-            SELECT token, coalesce(error, '') FROM herald.topic_subscriptions
-            WHERE topic = $1 AND state = 'failed' ORDER BY updated_at DESC, token LIMIT $2
-            """, [.text(topic), .int(limit)])
+        let rows = try connection.query(SQL.topicStatsOf, [.text(topic)])
+        let failed = try connection.query(SQL.topicFailures, [.text(topic), .int(limit)])
         return ((0..<rows.rowCount).map { summary(rows, $0) },
                 (0..<failed.rowCount).map { (failed[$0, 0] ?? "", failed[$0, 1] ?? "") })
+    }
+
+    /// Claims up to `limit` due wishes of `project` for `worker`, leased for `leaseSeconds`:
+    /// project, topic, token, state, generation, attempts.
+    public static func claimWork(_ connection: PGConnection, project: String, worker: String, limit: Int,
+                                 leaseSeconds: Double) throws(PostgresError) -> PGResult {
+        try connection.query(SQL.claimTopicWork, [.text(project), .text(worker), .int(limit), .double(leaseSeconds)])
+    }
+
+    /// Records the answers of Instance ID requests (a JSON array, herald.record_topic_results).
+    public static func recordResults(_ connection: PGConnection, _ results: String) throws(PostgresError) {
+        try connection.query(SQL.recordTopicResults, [.text(results)])
+    }
+
+    /// Takes one request from the bucket `key` (`perSecond`); true when granted.
+    public static func takeRequest(_ connection: PGConnection, key: String, perSecond: Double) throws(PostgresError) -> Bool {
+        (try connection.query(SQL.takeProjectTokens, [.text(key), .double(perSecond), .int(1), nil]).int(0, 0) ?? 0) > 0
     }
 
     static func summary(_ rows: PGResult, _ row: Int) -> TopicSummary {

@@ -91,9 +91,8 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
 
     /// One claim and its requests; false when nothing was due.
     func pass(_ connection: PGConnection, _ client: HTTPClient) throws -> Bool {
-        let claimed = try connection.query("SELECT project, topic, token, state, generation, attempts FROM herald.claim_topic_work($1, $2, $3, $4)",
-                                           [.text(projectID), .text(workerID), .int(TopicManagement.maxTokensPerRequest),
-                                            .double(configuration.leaseSeconds)])
+        let claimed = try TopicSubscriptions.claimWork(connection, project: projectID, worker: workerID,
+                                                       limit: TopicManagement.maxTokensPerRequest, leaseSeconds: configuration.leaseSeconds)
         guard claimed.rowCount > 0 else { return false }
         var groups: [String: [Row]] = [:]
         var order: [String] = []
@@ -120,11 +119,11 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
                 }
                 try pace(connection)
                 let results = perform(chunk, client)
-                try connection.query("SELECT herald.record_topic_results($1::jsonb)", [.text(JSONValue.array(results).serialized)])
+                try TopicSubscriptions.recordResults(connection, JSONValue.array(results).serialized)
             }
         }
         if !released.isEmpty {
-            try connection.query("SELECT herald.record_topic_results($1::jsonb)", [.text(JSONValue.array(released).serialized)])
+            try TopicSubscriptions.recordResults(connection, JSONValue.array(released).serialized)
         }
         return true
     }
@@ -132,9 +131,8 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     /// Waits for the project's bucket to grant one request.
     func pace(_ connection: PGConnection) throws {
         while true {
-            let granted = try connection.query("SELECT granted FROM herald.take_project_tokens($1, $2, 1)",
-                                               [.text("iid:" + projectID), .double(Self.requestsPerSecond)]).int(0, 0) ?? 0
-            if granted > 0 || stop.isSet { return }
+            let granted = try TopicSubscriptions.takeRequest(connection, key: "iid:" + projectID, perSecond: Self.requestsPerSecond)
+            if granted || stop.isSet { return }
             Thread.sleep(forTimeInterval: 1 / Self.requestsPerSecond)
         }
     }

@@ -29,15 +29,20 @@ DROP FUNCTION IF EXISTS herald.enqueue(jsonb, timestamptz, text, integer, intege
 -- Per queue: whether its jobs write events (off by default: a row per job).
 ALTER TABLE herald.queues ADD COLUMN events boolean NOT NULL DEFAULT false;
 
+-- id comes from herald.events_id_seq through the trigger events_id (functions/_event_id.sql),
+-- which gives the writing transaction its transaction id first: herald.events_since relies on
+-- every id being taken after its writer's transaction id (see functions/events_since.sql).
 CREATE SEQUENCE herald.events_id_seq AS bigint;
 CREATE TABLE herald.events (
-    id     bigint      PRIMARY KEY DEFAULT nextval('herald.events_id_seq'),
-    at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-    kind   text        NOT NULL CHECK (kind IN ('completed', 'dead', 'pruned', 'campaign_finished',
-                                                'campaign_paused', 'subscription_failed')),
-    job_id bigint,
-    token  text,
-    detail jsonb       NOT NULL DEFAULT '{}'
+    id       bigint      PRIMARY KEY,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    kind     text        NOT NULL CHECK (kind IN ('completed', 'dead', 'discarded', 'pruned', 'campaign_finished',
+                                                  'campaign_paused', 'subscription_failed')),
+    queue    text,
+    job_id   bigint,
+    campaign_id bigint,
+    token    text,
+    detail   jsonb       NOT NULL DEFAULT '{}'
 );
 ALTER SEQUENCE herald.events_id_seq OWNED BY herald.events.id;
 CREATE INDEX events_at ON herald.events (at);

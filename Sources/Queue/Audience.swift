@@ -7,4 +7,9 @@ extension JobStore {
     public func deleteExpiredDedupeKeys(batch: Int = 10_000) throws(PostgresError) -> Int {
         try connection.query(SQL.deleteExpiredDedupeKeys, [.int(batch)]).affectedRows
     }
+
+    /// Deletes up to `batch` delivery events older than `olderThan` seconds; returns how many.
+    public func deleteOldEvents(olderThan: Double, batch: Int = 10_000) throws(PostgresError) -> Int {
+        try connection.query(SQL.deleteOldEvents, [.double(olderThan), .int(batch)]).affectedRows
+    }
 }

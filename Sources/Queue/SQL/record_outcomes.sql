@@ -17,12 +17,12 @@ finished AS (
                  ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
-    RETURNING j.id, j.campaign_id, i.a
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
-    RETURNING j.id, j.campaign_id, i.a
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
 ),
 retried AS (
     UPDATE herald.jobs j
@@ -77,6 +77,20 @@ counted AS (
     WHERE c.id = n.campaign_id
     RETURNING 1
 ),
+-- Delivery events (migration 130), for the queues switched on with herald.set_queue_events;
+-- campaign and subscription events come from triggers (functions/_campaign_event.sql, ...).
+events AS (
+    INSERT INTO herald.events (kind, queue, job_id, campaign_id, token, detail)
+    SELECT e.kind, e.queue, e.id, e.campaign_id, e.token, e.detail
+    FROM (SELECT a AS kind, queue, id, campaign_id, token,
+                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END AS detail
+          FROM finished UNION ALL SELECT a, queue, id, campaign_id, token,
+                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END
+          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', jsonb_build_object('reason', err) FROM dead) e
+    WHERE EXISTS (SELECT 1 FROM herald.queues q WHERE q.name = e.queue AND q.events)
+    ORDER BY e.id
+    RETURNING 1
+),
 ledger AS (
     INSERT INTO herald.pruned_tokens (token, reason, job_id)
     SELECT token, err, id FROM input WHERE a = 'pruned' AND token IS NOT NULL
@@ -88,4 +102,5 @@ SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed) AS finis
        (SELECT count(*) FROM released) AS released,
        (SELECT count(*) FROM lettered) AS dead,
        (SELECT count(*) FROM ledger) AS pruned,
-       (SELECT count(*) FROM counted) AS campaigns
+       (SELECT count(*) FROM counted) AS campaigns,
+       (SELECT count(*) FROM events) AS events

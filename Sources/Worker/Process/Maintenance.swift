@@ -36,6 +36,7 @@ struct MaintenanceReport: Sendable, Equatable {
     var rescued = 0
     var purged = 0
     var finishedCampaigns = 0
+    var audience = AudienceUpkeep.Report()
 }
 
 final class Maintenance {
@@ -65,6 +66,7 @@ final class Maintenance {
             report.purged += deleted
             if deleted < purgeBatch { break }
         }
+        report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
         return report
     }
 }

@@ -402,12 +402,23 @@ public final class JobStore: @unchecked Sendable {
         }
     }
 
-    /// pg_try_advisory_lock key of the process that vacuums herald.jobs: "heraldv" in ASCII.
-    public static let vacuumLockKey = 0x68_6572_616c_6476
+    /// The roles one process of all the pools holds at a time (rows of herald.leaders).
+    public enum Role: String, Sendable {
+        /// Rescue of expired leases, campaigns' end, retention.
+        case maintenance
+        /// VACUUM of herald.jobs.
+        case vacuum
+    }
 
-    /// Whether this session holds (or now takes) the vacuum advisory lock.
-    public func tryVacuumLock() throws(PostgresError) -> Bool {
-        try connection.query(SQL.tryMaintenanceLock, [.int(Self.vacuumLockKey)]).bool(0, 0) ?? false
+    /// Takes `role` for this process (`workerID`), or renews it, for `seconds` by the database's
+    /// clock. True when this process holds it now; false while another's lease runs.
+    public func takeLeadership(_ role: Role, seconds: Double) throws(PostgresError) -> Bool {
+        try connection.query(SQL.takeLeadership, [.text(role.rawValue), .text(workerID), .double(seconds)]).rowCount == 1
+    }
+
+    /// Gives `role` up if this process holds it (on a clean stop).
+    public func resignLeadership(_ role: Role) throws(PostgresError) {
+        try connection.query(SQL.resignLeadership, [.text(role.rawValue), .text(workerID)])
     }
 
     /// herald.jobs' live and dead row versions from PostgreSQL's statistics, and whether this
@@ -428,16 +439,6 @@ public final class JobStore: @unchecked Sendable {
     @discardableResult
     public func rescueExpiredLeases() throws(PostgresError) -> Int {
         try connection.query(SQL.rescueExpiredLeases).affectedRows
-    }
-
-    /// pg_try_advisory_lock key of the maintenance leader: "heraldm" in ASCII.
-    public static let maintenanceLockKey = 0x68_6572_616c_646d
-
-    /// Tries to become the maintenance leader (lease rescue, retention) for as long as this
-    /// connection lives; true when this connection holds the lock.
-    public func tryMaintenanceLock() throws(PostgresError) -> Bool {
-        let result = try connection.query(SQL.tryMaintenanceLock, [.int(Self.maintenanceLockKey)])
-        return result.bool(0, try result.column("leader")) ?? false
     }
 
     /// Holds back every worker of `projectID` for `seconds` (a project or topic quota answer).

@@ -17,12 +17,15 @@ final class StoreLoop {
     /// The pool's counters (herald_messages_total) and this worker's readiness.
     let metrics: WorkerMetrics
     let maintenance: Maintenance
+    /// The lease ends the sender checks before it sends a job.
+    let leaseBook: LeaseBook
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String, leaseBook: LeaseBook) {
+        self.leaseBook = leaseBook
         self.configuration = configuration
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
@@ -50,6 +53,7 @@ final class StoreLoop {
             if stop.isSet { machine.stopRequested(now: now) }
             let action = machine.next(now: now)
             if case .exit(let status) = action {
+                if connection.isHealthy { maintenance.resign(store) }
                 if status != 0 {
                     log.error("PostgreSQL is still unavailable; exiting with \(machine.pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
                 }
@@ -86,6 +90,7 @@ final class StoreLoop {
                 }
             case .record(let outcomes):
                 try recordAll(outcomes)
+                leaseBook.settled(outcomes.map(\.id))
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
             case .publishPause(let until):
@@ -96,6 +101,7 @@ final class StoreLoop {
                 machine.pausePublished(until: until)
             case .extendLeases(let ids):
                 try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
+                leaseBook.held(ids, sentAt: now, leaseSeconds: configuration.leaseSeconds, onlyKnown: true)
                 machine.leasesExtended(ids, now: now)
             case .maintain:
                 do {
@@ -115,6 +121,7 @@ final class StoreLoop {
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
                 metrics.claimed(jobs)
+                leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
                 let workLeft = try store.hasPendingWork(queues: configuration.queues)

@@ -62,11 +62,12 @@ final class LeaseBook: @unchecked Sendable {
         for id in ids { ends[id] = nil }
     }
 
-    /// Whether job `id` may still be sent at `now` (a job this book does not know: yes).
+    /// Whether job `id` may still be sent at `now`. A job this book does not know is not this
+    /// worker's to send (every claim is written here before the sender sees it).
     func maySend(_ id: Int, now: Double) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        guard let end = ends[id] else { return true }
+        guard let end = ends[id] else { return false }
         return end - now >= margin
     }
 }

@@ -195,6 +195,20 @@ import Testing
         #expect(leadership.mayRescue(now: t0 + 12), "a renewal in time makes it act again")
     }
 
+    @Test func aJobIsSentOnlyWhileItsLeaseIsProven() {
+        let book = LeaseBook(leaseSeconds: 10)
+        #expect(book.margin == 2.5)
+        book.held([1, 2], sentAt: t0, leaseSeconds: 10)
+        #expect(book.maySend(1, now: t0 + 7.4))
+        #expect(!book.maySend(1, now: t0 + 7.6), "less than a quarter lease left: not sent")
+        // An extension sent at t0 + 5 proves job 1 until t0 + 15; job 2 was not extended.
+        book.held([1, 3], sentAt: t0 + 5, leaseSeconds: 10, onlyKnown: true)
+        #expect(book.maySend(1, now: t0 + 12) && !book.maySend(2, now: t0 + 12))
+        #expect(!book.maySend(3, now: t0 + 6), "an extension does not make a job this worker's")
+        book.settled([1])
+        #expect(!book.maySend(1, now: t0 + 6), "a recorded job is not sent again")
+    }
+
     @Test func heartbeatForgetsSettledJobs() {
         var heartbeat = LeaseHeartbeat(leaseSeconds: 30)
         heartbeat.claimed([1, 2], now: t0)

@@ -18,6 +18,12 @@ public enum ConnectionDefaults {
         ("tcp_user_timeout", "25000"),
     ]
 
+    /// The keywords of `client` to give: all but `connect_timeout` when PGCONNECT_TIMEOUT is set
+    /// (libpq reads the variable only for a keyword not given).
+    public static func clientKeywords(environment: [String: String]) -> [(String, String)] {
+        client.filter { !($0.0 == "connect_timeout" && environment["PGCONNECT_TIMEOUT"] != nil) }
+    }
+
     /// Server settings for the session (SET after connecting): the backend probes the client the
     /// same way, so a client gone silent releases its backend, its locks and its transaction.
     public static let server: [(String, String)] = [

@@ -209,7 +209,7 @@ public final class PGConnection: @unchecked Sendable {
     private func open() throws(PostgresError) {
         // Herald's defaults first, the connection string last: libpq keeps the last value of a
         // keyword, so whatever DATABASE_URL sets (keepalives_idle=..., connect_timeout=...) wins.
-        let pairs = ConnectionDefaults.client + [("dbname", url)]
+        let pairs = ConnectionDefaults.clientKeywords(environment: ProcessInfo.processInfo.environment) + [("dbname", url)]
         let connection = Self.withCStringArray(pairs.map(\.0)) { keywords in
             Self.withCStringArray(pairs.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
         }

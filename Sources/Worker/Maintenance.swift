@@ -70,11 +70,15 @@ final class Maintenance {
     /// Finished jobs deleted per statement, and statements per pass at most.
     let purgeBatch: Int
     let purgeStatements: Int
+    /// Seconds between two rounds of upkeep; the lease is renewed at every pass, more often.
+    let upkeepInterval: Double
+    private var lastUpkeep: Double?
     let clock: () -> Double
 
-    init(grace: Double, ttl: Double = 15, purgeBatch: Int = 5_000, purgeStatements: Int = 10,
+    init(grace: Double, ttl: Double = 15, upkeepInterval: Double = 0, purgeBatch: Int = 5_000, purgeStatements: Int = 10,
          clock: @escaping () -> Double = { Date().timeIntervalSince1970 }) {
         leadership = Leadership(grace: grace, ttl: ttl)
+        self.upkeepInterval = upkeepInterval
         self.purgeBatch = purgeBatch
         self.purgeStatements = purgeStatements
         self.clock = clock
@@ -96,6 +100,8 @@ final class Maintenance {
             throw error
         }
         guard leadership.mayRescue(now: now) else { return report }
+        if let lastUpkeep, now - lastUpkeep < upkeepInterval { return report }
+        lastUpkeep = now
         report.rescued = try store.rescueExpiredLeases()
         guard leadership.holds(now: clock()) else { return report }
         report.finishedCampaigns = try store.finishCampaigns()

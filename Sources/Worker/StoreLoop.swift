@@ -35,11 +35,12 @@ final class StoreLoop {
         self.stop = stop
         self.log = log
         self.metrics = metrics
-        maintenance = Maintenance(grace: configuration.leaseSeconds)
-        machine = StoreMachine(settings: StoreMachine.Settings(
+        let settings = StoreMachine.Settings(
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
-            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain), now: Self.clock())
+            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain)
+        maintenance = Maintenance(grace: configuration.leaseSeconds, upkeepInterval: settings.upkeepInterval)
+        machine = StoreMachine(settings: settings, now: Self.clock())
     }
 
     static func clock() -> Double { Date().timeIntervalSince1970 }

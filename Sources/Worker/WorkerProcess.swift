@@ -103,7 +103,7 @@ public final class WorkerProcess: @unchecked Sendable {
             do {
                 _ = try auth.authorizationHeader()
                 return true
-            } catch let error as AuthError where error.refused {
+            } catch where error.refused {
                 throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
             } catch {
                 metrics.tokenHeld(false)

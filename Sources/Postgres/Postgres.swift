@@ -255,6 +255,12 @@ public final class PGConnection: @unchecked Sendable {
         try applyStatementTimeout(seconds)
     }
 
+    /// A libpq keyword's value for this connection as libpq resolved it (Herald's defaults, the
+    /// environment, the connection string), e.g. `keepalives_idle`; nil when closed or unset.
+    public func connectionOption(_ keyword: String) -> String? {
+        handle.flatMap { Self.conninfoValue($0, keyword) }
+    }
+
     /// A keyword's value as libpq resolved it for `connection` (defaults, environment, string).
     private static func conninfoValue(_ connection: OpaquePointer, _ keyword: String) -> String? {
         guard let options = PQconninfo(connection) else { return nil }

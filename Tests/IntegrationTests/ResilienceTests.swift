@@ -153,6 +153,37 @@ import TestSupport
         }
     }
 
+    @Test func everyConnectionProbesASilentPathUnlessTheURLSaysOtherwise() throws {
+        let database = try TestDatabase.fresh(migrated: false)
+        defer { database.drop() }
+        let plain = try database.connect()
+        for (keyword, value) in [("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
+                                 ("keepalives_count", "3"), ("tcp_user_timeout", "25000"), ("connect_timeout", "10")] {
+            #expect(plain.connectionOption(keyword) == value, "\(keyword)")
+        }
+        // The server's side, for the session.
+        #expect(try plain.query("SHOW tcp_keepalives_idle")[0, 0] == "10")
+        #expect(try plain.query("SHOW tcp_keepalives_count")[0, 0] == "3")
+        let userTimeout = try plain.query("SHOW tcp_user_timeout")[0, 0]
+        #expect(userTimeout == "25000", "tcp_user_timeout is \(userTimeout ?? "NULL")")
+        #expect(try plain.query("SHOW statement_timeout")[0, 0] == "0", "only the store thread's connection has a statement timeout")
+
+        // What DATABASE_URL sets wins, on both sides.
+        let separator = database.url.contains("?") ? "&" : "?"
+        let own = try PGConnection(url: database.url + separator + "keepalives_idle=60&tcp_user_timeout=0&options=-c%20tcp_keepalives_idle%3D61")
+        #expect(own.connectionOption("keepalives_idle") == "60")
+        #expect(own.connectionOption("tcp_user_timeout") == "0")
+        #expect(own.connectionOption("keepalives_interval") == "5", "what it does not set keeps Herald's")
+        #expect(try own.query("SHOW tcp_keepalives_idle")[0, 0] == "61")
+        #expect(try own.query("SHOW tcp_keepalives_interval")[0, 0] == "5")
+
+        // A statement limit sets both timeouts on the server, again after a reconnection.
+        try own.limitStatements(to: 7)
+        try own.reconnect()
+        #expect(try own.query("SHOW statement_timeout")[0, 0] == "7s")
+        #expect(try own.query("SHOW idle_in_transaction_session_timeout")[0, 0] == "7s")
+    }
+
     @Test func libpqsOwnTextIsMaskedToo() {
         // libpq quotes the whole URI it cannot read, password and all; Herald masks its text.
         for url in ["postgres://postgres:Secretpw9@[::1:bad/app", "postgres://postgres:Secret%2Fpw10@[::1:bad/app"] {

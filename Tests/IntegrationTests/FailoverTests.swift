@@ -53,10 +53,14 @@ import TestSupport
 
         // The primary dies under load; the standby takes over.
         let inFlightBound = 2 * concurrency
+        let crashedAt = Date()
+        let deliveredAtCrash = emulator.deliveredMessages().count
         try primary.crash()
         try standby.promote()
+        let promotedAfter = Date().timeIntervalSince(crashedAt)
 
         #expect(pool.wait(timeout: 180) == 0, "the pool drained against the promoted standby:\n\(pool.output)")
+        print("failover: \(deliveredAtCrash) of \(total) delivered at the crash; standby promoted \(String(format: "%.1f", promotedAfter)) s after it; pool drained \(String(format: "%.1f", Date().timeIntervalSince(crashedAt))) s after it")
         let check = try PGConnection(url: standby.url(database: "failover"))
         #expect(try check.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed'").int(0, 0) == total, "0 lost")
         #expect(try check.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) == 0)

@@ -253,7 +253,14 @@ enum Pages {
         guard let token = request.formValue("token"), !token.isEmpty else {
             return loginPage(request, status: 400, problem: "Enter the dashboard token (HERALD_DASHBOARD_TOKEN).", next: next)
         }
+        let dashboard = request.dashboard
+        if let wait = dashboard.logins.retryAfter(request.http.remoteAddress, now: dashboard.configuration.clock()) {
+            var page = loginPage(request, status: 429, problem: "Too many wrong tokens from this address: try again in \(Int(wait)) s.", next: next)
+            page.headers.append(HTTPHeader(name: "retry-after", value: String(Int(wait))))
+            return page
+        }
         guard access.tokenMatches(token) else {
+            dashboard.logins.failed(request.http.remoteAddress, now: dashboard.configuration.clock())
             return loginPage(request, status: 401, problem: "That is not this dashboard's token.", next: next)
         }
         let cookie = access.sessionCookie(access.newSession(now: Date().timeIntervalSince1970), secure: request.http.isSecure)

@@ -14,6 +14,9 @@ enum WorkCommand {
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
         Option(name: "retention", env: "HERALD_RETENTION", value: "DURATION", help: "How long finished jobs stay in herald.jobs; 0 deletes them at once.", defaultText: "24h"),
         Option(name: "shutdown-timeout", env: "HERALD_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "On SIGTERM, how long in-flight requests may finish.", defaultText: "30"),
+        Option(name: "statement-timeout", env: "HERALD_STATEMENT_TIMEOUT", value: "SECONDS",
+               help: "statement_timeout of the claims, records and upkeep; a connection whose answer has not come 5 s later is closed and reopened (a silent network path).",
+               defaultText: "20"),
         Option(name: "poll-interval", env: "HERALD_POLL_INTERVAL", value: "SECONDS", help: "Claim at least this often without a notification.", defaultText: "1"),
         Option(name: "request-timeout", env: "HERALD_REQUEST_TIMEOUT", value: "SECONDS", help: "Timeout of one FCM request.", defaultText: "30"),
         Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
@@ -57,6 +60,8 @@ enum WorkCommand {
         c.retentionSeconds = try parsed.seconds("retention", default: 86_400)
         c.shutdownTimeout = try parsed.seconds("shutdown-timeout", default: 30)
         c.pollInterval = max(0.05, try parsed.seconds("poll-interval", default: 1))
+        c.statementTimeout = try parsed.seconds("statement-timeout", default: 20)
+        if c.statementTimeout < 1 { throw UsageError("herald work: --statement-timeout must be at least 1 second (a claim of a batch needs time)") }
         c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")

@@ -60,7 +60,7 @@ public final class SlotRegion: @unchecked Sendable {
     static let magic: UInt64 = 0x3144_4c41_5245_4831  // "1HERALD1", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
-             staleOutcomes, queueCount, codeCount
+             staleOutcomes, queueCount, codeCount, logWritesDropped
     }
     static let headerWords = 16
     static let nameWords = 1 + nameBytes / 8

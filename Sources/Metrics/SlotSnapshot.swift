@@ -18,6 +18,7 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var pausedUntil: Double = 0
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
+    public var logWritesDropped: UInt64 = 0
     public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
     public var durationSumSeconds: Double = 0
     public var requestsByCode: [String: UInt64] = [:]
@@ -36,6 +37,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
+        logWritesDropped = region.load(H.logWritesDropped.rawValue)
         for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
         durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
         for (index, code) in region.names(.codes).enumerated() {
@@ -57,6 +59,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         inFlight += other.inFlight
         tokenFetches += other.tokenFetches
         staleOutcomes += other.staleOutcomes
+        logWritesDropped += other.logWritesDropped
         for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
         durationSumSeconds += other.durationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }

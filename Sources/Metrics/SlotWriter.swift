@@ -17,6 +17,8 @@ public final class SlotWriter: @unchecked Sendable {
     private let labels: Mutex<Labels>
     /// Token fetches of the slot's earlier processes.
     private let tokenFetchBase: UInt64
+    /// Log lines dropped by the slot's earlier processes.
+    private let logDropBase: UInt64
 
     /// Takes over the slot: earlier workers' label tables are read back, so the new process
     /// keeps adding to the same entries; `pid` marks the slot as this process's.
@@ -27,6 +29,7 @@ public final class SlotWriter: @unchecked Sendable {
         for (index, name) in region.names(.codes).enumerated() { known.codes[name] = index }
         labels = Mutex(known)
         tokenFetchBase = region.load(SlotRegion.Header.tokenRefreshes.rawValue)
+        logDropBase = region.load(SlotRegion.Header.logWritesDropped.rawValue)
         region.store(SlotRegion.Header.pid.rawValue, UInt64(pid))
     }
 
@@ -53,6 +56,12 @@ public final class SlotWriter: @unchecked Sendable {
     /// Outcomes the database did not apply because another worker held the job by then.
     public func stale(_ count: Int) {
         if count > 0 { region.add(SlotRegion.Header.staleOutcomes.rawValue, UInt64(count)) }
+    }
+
+    /// Log lines this process dropped because its stderr was closed; call with the process's
+    /// own total, the slot's earlier processes' drops are kept.
+    public func setLogWritesDropped(_ droppedByThisProcess: Int) {
+        region.store(SlotRegion.Header.logWritesDropped.rawValue, logDropBase + UInt64(max(0, droppedByThisProcess)))
     }
 
     // MARK: gauges (one writer each)

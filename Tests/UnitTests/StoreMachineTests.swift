@@ -218,16 +218,43 @@ import Testing
     }
 
     @Test func leadershipWaitsOneLeaseBeforeRescuingAndIsLostWithTheConnection() {
-        var leadership = Leadership(grace: 60)
+        var leadership = Leadership(grace: 60, ttl: 15, margin: 5)
         #expect(!leadership.mayRescue(now: t0))
         leadership.acquired(now: t0)
+        for second in stride(from: 5.0, through: 55, by: 5) { leadership.acquired(now: t0 + second) }
         #expect(!leadership.mayRescue(now: t0 + 59))
+        leadership.acquired(now: t0 + 60)
         #expect(leadership.mayRescue(now: t0 + 60))
         leadership.acquired(now: t0 + 100)
-        #expect(leadership.since == t0, "holding the lock again does not restart the grace")
+        #expect(leadership.since == t0, "renewing the lease does not restart the grace")
         leadership.lost()
         leadership.acquired(now: t0 + 200)
         #expect(!leadership.mayRescue(now: t0 + 230), "a new leader after an outage waits again")
+    }
+
+    @Test func aLeaderThatCannotRenewStopsActingBeforeItsLeaseEnds() {
+        var leadership = Leadership(grace: 0, ttl: 15, margin: 5)
+        leadership.acquired(now: t0)
+        #expect(leadership.mayRescue(now: t0 + 9.9))
+        // Not renewed since t0: its lease ends at t0 + 15 by the database's clock; it stops at t0 + 10.
+        #expect(!leadership.holds(now: t0 + 10) && !leadership.mayRescue(now: t0 + 10))
+        #expect(leadership.isLeader, "it has not learnt that another took over; it only stops acting")
+        leadership.acquired(now: t0 + 12)
+        #expect(leadership.mayRescue(now: t0 + 12), "a renewal in time makes it act again")
+    }
+
+    @Test func aJobIsSentOnlyWhileItsLeaseIsProven() {
+        let book = LeaseBook(leaseSeconds: 10)
+        #expect(book.margin == 2.5)
+        book.held([1, 2], sentAt: t0, leaseSeconds: 10)
+        #expect(book.maySend(1, now: t0 + 7.4))
+        #expect(!book.maySend(1, now: t0 + 7.6), "less than a quarter lease left: not sent")
+        // An extension sent at t0 + 5 proves job 1 until t0 + 15; job 2 was not extended.
+        book.held([1, 3], sentAt: t0 + 5, leaseSeconds: 10, onlyKnown: true)
+        #expect(book.maySend(1, now: t0 + 12) && !book.maySend(2, now: t0 + 12))
+        #expect(!book.maySend(3, now: t0 + 6), "an extension does not make a job this worker's")
+        book.settled([1])
+        #expect(!book.maySend(1, now: t0 + 6), "a recorded job is not sent again")
     }
 
     @Test func heartbeatForgetsSettledJobs() {

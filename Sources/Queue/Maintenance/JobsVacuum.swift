@@ -34,8 +34,9 @@ public struct JobsVacuumPolicy: Sendable, Equatable {
 
 /// A thread that VACUUMs herald.jobs when `JobsVacuumPolicy` says so, on a connection of its own
 /// so that claims and records never wait behind it. Every worker process runs one; only the one
-/// whose connection holds the vacuum advisory lock keeps its connection and does the work, so
-/// the pools vacuum once, not once per process. A role that may not VACUUM herald.jobs (it does
+/// that holds the vacuum lease (a row of herald.leaders it renews before every look, so a process
+/// cut off from PostgreSQL loses it) keeps its connection and does the work, so the pools vacuum
+/// once, not once per process. A role that may not VACUUM herald.jobs (it does
 /// not own it) reports it once and stops, leaving the table to autovacuum.
 public final class JobsVacuum: @unchecked Sendable {
     public enum Event: Sendable {
@@ -49,14 +50,18 @@ public final class JobsVacuum: @unchecked Sendable {
     let policy: JobsVacuumPolicy
     /// Seconds between two looks at the table's statistics.
     let interval: Double
-    /// Seconds a process that does not hold the lock waits before trying to take it again.
+    /// Seconds a process that does not hold the lease waits before trying to take it again.
     let lockRetryInterval: Double
+    /// The vacuum lease's length: longer than most passes, so another process rarely starts a
+    /// VACUUM that would only wait behind the running one.
+    let leaseSeconds: Double
     let report: @Sendable (Event) -> Void
     private let lock = NSLock()
     private var stopped = false
 
     public init(databaseURL: String, policy: JobsVacuumPolicy = JobsVacuumPolicy(), interval: Double = 1,
-                lockRetryInterval: Double = 30, report: @escaping @Sendable (Event) -> Void) {
+                lockRetryInterval: Double = 30, leaseSeconds: Double = 60, report: @escaping @Sendable (Event) -> Void) {
+        self.leaseSeconds = leaseSeconds
         self.databaseURL = databaseURL
         self.policy = policy
         self.interval = interval
@@ -84,17 +89,33 @@ public final class JobsVacuum: @unchecked Sendable {
     private func run() {
         var store: JobStore?
         var nextLockAttempt = 0.0
+        var renewedAt = 0.0
         var failing = false
         while !isStopped {
             let now = Date().timeIntervalSince1970
             do {
                 if store == nil, now >= nextLockAttempt {
-                    // Only the lock holder keeps a connection; the others look again later, so
+                    // Only the lease holder keeps a connection; the others look again later, so
                     // the pools hold one connection for this, not one per process.
                     let candidate = JobStore(connection: try PGConnection(url: databaseURL))
-                    if try candidate.tryVacuumLock() { store = candidate } else { nextLockAttempt = now + lockRetryInterval }
+                    if try candidate.takeLeadership(.vacuum, seconds: leaseSeconds) {
+                        store = candidate
+                        renewedAt = now
+                    } else {
+                        nextLockAttempt = now + lockRetryInterval
+                    }
+                } else if let holder = store, now - renewedAt >= leaseSeconds / 4 {
+                    if try holder.takeLeadership(.vacuum, seconds: leaseSeconds) {
+                        renewedAt = now
+                    } else {
+                        store = nil
+                        nextLockAttempt = now + lockRetryInterval
+                    }
                 }
-                if let store, try !vacuumIfDue(store) { return }
+                if let store, try !vacuumIfDue(store) {
+                    try? store.resignLeadership(.vacuum)
+                    return
+                }
                 failing = false
             } catch {
                 if !failing { report(.failed(error)) }
@@ -104,6 +125,7 @@ public final class JobsVacuum: @unchecked Sendable {
             }
             Thread.sleep(forTimeInterval: interval)  // the pace of the look at the statistics, not a synchronisation
         }
+        try? store?.resignLeadership(.vacuum)
     }
 
     /// Vacuums when the policy says so. Returns false when this role may not vacuum herald.jobs.
@@ -123,16 +145,8 @@ public final class JobsVacuum: @unchecked Sendable {
     }
 }
 
-// The vacuum's statements: its advisory lock, herald.jobs' row counts, the VACUUM itself.
+// The vacuum's statements: herald.jobs' row counts and the VACUUM itself (its lease is a Role).
 extension JobStore {
-    /// pg_try_advisory_lock key of the process that vacuums herald.jobs: "heraldv" in ASCII.
-    public static let vacuumLockKey = 0x68_6572_616c_6476
-
-    /// Whether this session holds (or now takes) the vacuum advisory lock.
-    public func tryVacuumLock() throws(PostgresError) -> Bool {
-        try connection.query(SQL.tryMaintenanceLock, [.int(Self.vacuumLockKey)]).bool(0, 0) ?? false
-    }
-
     /// herald.jobs' live and dead row versions from PostgreSQL's statistics, and whether this
     /// role may VACUUM it.
     public func jobsRowCounts() throws(PostgresError) -> (live: Int, dead: Int, mayVacuum: Bool) {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Metrics
 import Synchronization
 
@@ -76,9 +77,10 @@ public final class PoolMonitor: @unchecked Sendable {
             state.shownCPUSeconds = max(state.shownCPUSeconds, cpu)
             return state.shownCPUSeconds
         }
-        let reading = PoolReading(totals: totals, workerProcesses: pids.count,
+        var reading = PoolReading(totals: totals, workerProcesses: pids.count,
                                   quotaPaused: snapshots.contains { $0.pausedUntil > now }, version: heraldVersion,
                                   cpuSeconds: shownCPU, residentBytes: resident)
+        reading.supervisorLogWritesDropped = StandardStreams.droppedWrites
         return PoolExposition.render(reading)
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The leases this worker holds, and which of them to extend.
 ///
 /// A job is claimed under a lease of `leaseSeconds`; a healthy worker extends the leases of the
@@ -31,5 +33,41 @@ struct LeaseHeartbeat: Sendable, Equatable {
 
     mutating func extended(_ ids: [Int], now: Double) {
         for id in ids where leasedAt[id] != nil { leasedAt[id] = now }
+    }
+}
+
+/// When the lease of each job this worker holds ends, as far as it can prove: the store thread
+/// writes it (a claim or an extension sent at `t` holds the job until `t + lease` at least, the
+/// database's clock having read `t` or later), the sender thread reads it before it puts a job on
+/// the wire. A worker that cannot extend its leases (PostgreSQL unreachable) so stops sending the
+/// jobs it holds before they expire and another worker may take them: a job goes out only while
+/// at least `margin` of its lease is left.
+final class LeaseBook: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ends: [Int: Double] = [:]
+    let margin: Double
+
+    init(leaseSeconds: Double) { margin = max(0.25, min(5, leaseSeconds / 4)) }
+
+    /// Claimed or extended by a statement sent at `sentAt`.
+    func held(_ ids: [Int], sentAt: Double, leaseSeconds: Double, onlyKnown: Bool = false) {
+        lock.lock()
+        defer { lock.unlock() }
+        for id in ids where !onlyKnown || ends[id] != nil { ends[id] = sentAt + leaseSeconds }
+    }
+
+    func settled(_ ids: [Int]) {
+        lock.lock()
+        defer { lock.unlock() }
+        for id in ids { ends[id] = nil }
+    }
+
+    /// Whether job `id` may still be sent at `now`. A job this book does not know is not this
+    /// worker's to send (every claim is written here before the sender sees it).
+    func maySend(_ id: Int, now: Double) -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let end = ends[id] else { return false }
+        return end - now >= margin
     }
 }

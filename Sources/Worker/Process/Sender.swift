@@ -29,6 +29,10 @@ final class Sender: @unchecked Sendable {
     let stop: Flag
     let log: Logger
     let metrics: WorkerMetrics
+    /// Whose lease is still proven: nothing goes on the wire for a job whose lease may run out.
+    let leases: LeaseBook
+    /// Jobs not sent because their lease was about to end (logged once a second).
+    private var notSentLeaseEnding = 0
     /// The validation rules with the operator's extra fields.
     let rules: MessageRuleSet
     private var inFlight: [UInt64: InFlight] = [:]
@@ -46,7 +50,8 @@ final class Sender: @unchecked Sendable {
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
     init(configuration: WorkerConfiguration, client: HTTPClient, auth: AccessTokenProvider, endpoint: FCMEndpoint,
-         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics) {
+         inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, leases: LeaseBook) {
+        self.leases = leases
         self.configuration = configuration
         self.client = client
         self.auth = auth
@@ -123,11 +128,23 @@ final class Sender: @unchecked Sendable {
             if now - lastTokenCount >= 1 {
                 lastTokenCount = now
                 metrics.tokenFetches(auth.renewals)
+                metrics.logWritesDropped(StandardStreams.droppedWrites)
+                if notSentLeaseEnding > 0 {
+                    log.warning("\(notSentLeaseEnding) jobs not sent: their lease ends within \(leases.margin) s and could not be extended (PostgreSQL unreachable?); another worker takes them once it has")
+                    notSentLeaseEnding = 0
+                }
             }
         }
     }
 
     private func submit(_ job: ClaimedJob, _ preparation: Preparation, reauthenticated: Bool, into outcomes: inout [JobOutcome]) {
+        guard leases.maySend(job.id, now: Date().timeIntervalSince1970) else {
+            // Its lease may end before an answer: another worker may send it then. Put it back
+            // unsent (recorded once PostgreSQL answers; ignored if another worker holds it by then).
+            notSentLeaseEnding += 1
+            outcomes.append(job.outcome(.released()))
+            return
+        }
         let authorization: String
         do {
             authorization = try auth.authorizationHeader()

@@ -18,12 +18,15 @@ final class StoreLoop {
     /// The pool's counters (herald_messages_total) and this worker's readiness.
     let metrics: WorkerMetrics
     let maintenance: Maintenance
+    /// The lease ends the sender checks before it sends a job.
+    let leaseBook: LeaseBook
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String, leaseBook: LeaseBook) {
+        self.leaseBook = leaseBook
         self.configuration = configuration
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
@@ -33,11 +36,12 @@ final class StoreLoop {
         self.stop = stop
         self.log = log
         self.metrics = metrics
-        maintenance = Maintenance(grace: configuration.leaseSeconds)
-        machine = StoreMachine(settings: StoreMachine.Settings(
+        let settings = StoreMachine.Settings(
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
-            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain), now: Self.clock())
+            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain)
+        maintenance = Maintenance(grace: configuration.leaseSeconds, upkeepInterval: settings.upkeepInterval)
+        machine = StoreMachine(settings: settings, now: Self.clock())
     }
 
     static func clock() -> Double { Date().timeIntervalSince1970 }
@@ -51,6 +55,7 @@ final class StoreLoop {
             if stop.isSet { machine.stopRequested(now: now) }
             let action = machine.next(now: now)
             if case .exit(let status) = action {
+                if connection.isHealthy { maintenance.resign(store) }
                 if status != 0 {
                     log.error("PostgreSQL is still unavailable; exiting with \(machine.pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
                 }
@@ -101,6 +106,7 @@ final class StoreLoop {
                     }
                     return
                 }
+                leaseBook.settled(outcomes.map(\.id))
                 note(summary, outcomes)
                 recorded += outcomes.count
                 activity.count(outcomes)
@@ -114,6 +120,7 @@ final class StoreLoop {
                 machine.pausePublished(until: until)
             case .extendLeases(let ids):
                 try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
+                leaseBook.held(ids, sentAt: now, leaseSeconds: configuration.leaseSeconds, onlyKnown: true)
                 machine.leasesExtended(ids, now: now)
             case .maintain:
                 do {
@@ -133,6 +140,7 @@ final class StoreLoop {
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
                 metrics.claimed(jobs)
+                leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
                 let workLeft = try store.hasPendingWork(queues: configuration.queues)

@@ -42,8 +42,11 @@ struct StoreMachine: Sendable {
         /// Claim when at least this much room is free (or when nothing is in flight at all), so
         /// claims come in batches rather than one job at a time.
         var claimThreshold: Int { max(1, min(batch, concurrency) / 4) }
-        /// How often the maintenance pass runs (the leader's rescue and retention).
-        var maintenanceInterval: Double { max(0.5, min(leaseSeconds / 4, 15)) }
+        /// How often the maintenance pass runs: every pass renews the leader's lease (15 s), so
+        /// at least three times a lease. The upkeep itself (rescue, retention) comes every
+        /// `upkeepInterval`.
+        var maintenanceInterval: Double { max(0.5, min(leaseSeconds / 4, 5)) }
+        var upkeepInterval: Double { max(0.5, min(leaseSeconds / 4, 15)) }
     }
 
     enum Phase: Sendable, Equatable {

@@ -84,5 +84,6 @@ public final class WorkerMetrics: @unchecked Sendable {
     func inFlight(_ count: Int) { slot?.setInFlight(count) }
     func tokenHeld(_ held: Bool) { slot?.setTokenHeld(held) }
     func tokenFetches(_ count: Int) { slot?.setTokenFetches(count) }
+    func logWritesDropped(_ count: Int) { slot?.setLogWritesDropped(count) }
     func pausedUntil(_ seconds: Double) { slot?.setPausedUntil(seconds) }
 }

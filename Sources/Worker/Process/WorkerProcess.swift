@@ -41,6 +41,8 @@ public final class WorkerProcess: @unchecked Sendable {
         } catch {
             throw WorkerStartupError("DATABASE_URL: \(error)")
         }
+        // The store thread's statements: a silent path to PostgreSQL is given up on and reopened.
+        try connection.limitStatements(to: configuration.statementTimeout)
         guard try Administration.isMigrated(connection) else {
             throw WorkerStartupError("the database has no herald schema yet; run `herald migrate` first (DATABASE_URL \(PGConnection.redacted(configuration.databaseURL)))")
         }
@@ -52,23 +54,19 @@ public final class WorkerProcess: @unchecked Sendable {
         clientConfiguration.caFile = configuration.caFile
         let client = try HTTPClient(configuration: clientConfiguration)
         let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
-        // Fetch the first access token now: a refused key is a start-up error, not 10,000 retries.
-        do {
-            _ = try auth.authorizationHeader()
-        } catch {
-            throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
-        }
+        metrics.databaseConnected(true)  // metrics hook: readiness
+        guard try firstAccessToken() else { return 0 }
 
         // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
         try Administration.identifyAsWorker(connection)
-        metrics.databaseConnected(true)  // metrics hook: readiness
         metrics.tokenHeld(true)  // metrics hook: readiness (the first token was fetched above)
         let inbox = Mailbox<ClaimedJob>()
         let outbox = Mailbox<SenderEvent>()
+        let leaseBook = LeaseBook(leaseSeconds: configuration.leaseSeconds)
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
-                            inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics)
+                            inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              stop: stop, log: log, metrics: metrics, projectID: account.projectID)
+                              stop: stop, log: log, metrics: metrics, projectID: account.projectID, leaseBook: leaseBook)
         log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
@@ -105,6 +103,32 @@ public final class WorkerProcess: @unchecked Sendable {
         let c = sender.counters
         log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
         return status
+    }
+
+    /// Fetches the first access token before any job is claimed. A key the token endpoint refuses
+    /// (a 4xx such as invalid_grant) is a start-up error, not 10,000 retries; an endpoint that
+    /// cannot be reached (or fails on its side) is tried again with backoff (1 s, 2 s ... 30 s)
+    /// while the worker stays up and /readyz says it holds no token. Returns false when a stop
+    /// was asked for while waiting.
+    private func firstAccessToken() throws -> Bool {
+        var delay = 1.0
+        while true {
+            do {
+                _ = try auth.authorizationHeader()
+                return true
+            } catch where error.refused {
+                throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
+            } catch {
+                metrics.tokenHeld(false)
+                log.warning("no access token yet (\(error)); trying again in \(Int(delay)) s, not ready until one comes")
+            }
+            let until = Date().timeIntervalSince1970 + delay
+            while Date().timeIntervalSince1970 < until {
+                if stop.isSet { return false }
+                usleep(100_000)  // the pace of looking at the stop flag while backing off
+            }
+            delay = min(30, delay * 2)
+        }
     }
 
     /// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later. Call it

@@ -24,8 +24,8 @@ final class Backend: Sendable {
     /// Per-token attempt counts and Retry-After deadlines, and the projects' quota buckets.
     struct FaultState {
         var attempts: [String: Int] = [:]
-        var tokenNotBefore: [String: (deadline: UInt64, code: String)] = [:]
-        var projectNotBefore: [String: (deadline: UInt64, code: String)] = [:]
+        var tokenNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
+        var projectNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
         var buckets: [String: TokenBucket] = [:]
         /// Per-device (by token) and per-topic limit buckets (`Scenario.limits`).
         var deviceMinute: [String: TokenBucket] = [:]
@@ -197,7 +197,8 @@ final class Backend: Sendable {
                 if let deadline = state.projectNotBefore[project] {
                     if now < deadline.deadline {
                         violations.append(RetryAfterViolation(scope: "project", subject: project, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
+                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
                     } else {
                         state.projectNotBefore[project] = nil
                     }
@@ -205,7 +206,8 @@ final class Backend: Sendable {
                 if let key, let deadline = state.tokenNotBefore[key] {
                     if now < deadline.deadline {
                         violations.append(RetryAfterViolation(scope: "token", subject: key, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
+                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
                     } else {
                         state.tokenNotBefore[key] = nil
                     }
@@ -316,13 +318,14 @@ final class Backend: Sendable {
     /// The instant before which a request (for `key`, or for the whole project when `key` is nil)
     /// breaks the Retry-After: counted from when the answer leaves, after its latency.
     private func remember(retryAfter seconds: Int, latency: Int, code: FCMErrorCode, project: String, key: String?, now: UInt64) {
-        let deadline = now + UInt64(latency) * 1_000_000 + UInt64(seconds) * 1_000_000_000
+        let answered = now + UInt64(latency) * 1_000_000
+        let deadline = answered + UInt64(seconds) * 1_000_000_000
         hasDeadlines.store(true, ordering: .relaxed)
         faults.withLock { state in
             if let key {
-                state.tokenNotBefore[key] = (deadline, code.rawValue)
+                state.tokenNotBefore[key] = (deadline, code.rawValue, answered)
             } else {
-                state.projectNotBefore[project] = (deadline, code.rawValue)
+                state.projectNotBefore[project] = (deadline, code.rawValue, answered)
             }
         }
     }

@@ -179,6 +179,10 @@ public final class EmulatorServer: Sendable {
     /// Requests that came before a Retry-After given for them had passed.
     public var retryAfterViolations: Int { backend.stats.violationCount }
 
+    /// Requests that came before a Retry-After had passed and more than `milliseconds` after the
+    /// answer that gave it left: not requests already on their way when it was answered.
+    public func retryAfterViolations(laterThan milliseconds: Int) -> Int { backend.stats.violations(laterThan: milliseconds) }
+
     /// What `DELETE /emulator/messages` does: forget messages, counters and fault attempts.
     public func reset() { backend.reset() }
 

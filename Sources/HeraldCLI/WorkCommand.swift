@@ -57,6 +57,7 @@ enum WorkCommand {
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
         c.maxRate = try parsed.rate("max-rate", default: 10_000)
+        c.poolProcesses = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
         let logger = try RunEnvironment.logger(parsed, prefix: "herald")
         c.logLevel = logger.level
         c.logFormat = logger.format

@@ -3,7 +3,7 @@ import Synchronization
 
 /// What became of a job, as `herald_messages_total` labels it.
 public enum MessageOutcome: Int, CaseIterable, Sendable {
-    case completed, retried, dead, discarded, pruned, released
+    case completed, retried, dead, discarded, pruned, released, snoozed
 
     public var label: String {
         switch self {
@@ -13,6 +13,7 @@ public enum MessageOutcome: Int, CaseIterable, Sendable {
         case .discarded: "discarded"
         case .pruned: "pruned"
         case .released: "released"
+        case .snoozed: "snoozed"
         }
     }
 }
@@ -43,11 +44,16 @@ public final class SlotRegion: @unchecked Sendable {
     public static let nameBytes = 120
     public static let overflowLabel = "(other)"
 
-    static let magic: UInt64 = 0x3144_4c41_5245_4831  // "1HERALD1", with the layout's version
+    static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
-             staleOutcomes, queueCount, codeCount
+             staleOutcomes, queueCount, codeCount, quotaDevice, quotaTopic, quotaProject, snoozed,
+             projectRateMilli
     }
+    /// The quota limits counted apart (herald_fcm_quota_exceeded_total), with their header words.
+    public static let quotaLimits: [(label: String, word: Int)] = [
+        ("device", Header.quotaDevice.rawValue), ("topic", Header.quotaTopic.rawValue), ("project", Header.quotaProject.rawValue),
+    ]
     static let headerWords = 16
     static let nameWords = 1 + nameBytes / 8
     static let durationStart = headerWords

@@ -18,6 +18,11 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var pausedUntil: Double = 0
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
+    /// Quota answers by the limit they were taken for (`device`, `topic`, `project`).
+    public var quotaByLimit: [String: UInt64] = [:]
+    public var snoozed: UInt64 = 0
+    /// The project's adapted rate in force (per slot; the pool shows the lowest).
+    public var projectRate: Double = 0
     public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
     public var durationSumSeconds: Double = 0
     public var requestsByCode: [String: UInt64] = [:]
@@ -36,6 +41,9 @@ public struct SlotSnapshot: Sendable, Equatable {
         pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
+        for (label, word) in SlotRegion.quotaLimits { quotaByLimit[label] = region.load(word) }
+        snoozed = region.load(H.snoozed.rawValue)
+        projectRate = Double(region.load(H.projectRateMilli.rawValue)) / 1000
         for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
         durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
         for (index, code) in region.names(.codes).enumerated() {
@@ -57,6 +65,9 @@ public struct SlotSnapshot: Sendable, Equatable {
         inFlight += other.inFlight
         tokenFetches += other.tokenFetches
         staleOutcomes += other.staleOutcomes
+        for (label, count) in other.quotaByLimit { quotaByLimit[label, default: 0] += count }
+        snoozed += other.snoozed
+        if other.projectRate > 0 { projectRate = projectRate > 0 ? min(projectRate, other.projectRate) : other.projectRate }
         for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
         durationSumSeconds += other.durationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }

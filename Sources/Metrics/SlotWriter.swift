@@ -55,7 +55,21 @@ public final class SlotWriter: @unchecked Sendable {
         if count > 0 { region.add(SlotRegion.Header.staleOutcomes.rawValue, UInt64(count)) }
     }
 
+    /// A quota answer taken for `limit` (`device`, `topic` or `project`).
+    public func quotaExceeded(_ limit: String) {
+        guard let word = SlotRegion.quotaLimits.first(where: { $0.label == limit })?.word else { return }
+        region.add(word, 1)
+    }
+
+    /// A job snoozed after a quota answer, or held back while its target backs off.
+    public func snoozed() { region.add(SlotRegion.Header.snoozed.rawValue, 1) }
+
     // MARK: gauges (one writer each)
+
+    /// The project's adapted rate in force, sends a second.
+    public func setProjectRate(_ perSecond: Double) {
+        region.store(SlotRegion.Header.projectRateMilli.rawValue, UInt64(max(0, min(perSecond, 1e12)) * 1000))
+    }
 
     public func setInFlight(_ count: Int) { region.store(SlotRegion.Header.inFlight.rawValue, UInt64(max(0, count))) }
     public func setDatabaseConnected(_ connected: Bool) { region.store(SlotRegion.Header.databaseConnected.rawValue, connected ? 1 : 0) }

@@ -96,6 +96,10 @@ public enum OutcomeAction: Sendable, Equatable {
     case pruned(token: String, reason: String)
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
+    /// A quota answer (a device's, a topic's or the project's limit): try again no sooner than
+    /// `delay` seconds from now. The attempt does not count against max_attempts while the job
+    /// has been snoozed fewer than `cap` times (herald.jobs.snoozes); after that it does.
+    case snoozed(error: String, delay: Double, cap: Int)
 
     /// The `a` of this outcome's row in record_outcomes.sql.
     var recordKind: StaticString {
@@ -106,6 +110,7 @@ public enum OutcomeAction: Sendable, Equatable {
         case .discarded: return "discard"
         case .pruned: return "prune"
         case .released: return "release"
+        case .snoozed: return "snooze"
         }
     }
 
@@ -136,6 +141,11 @@ public enum OutcomeAction: Sendable, Equatable {
             field("token", token)
         case .released(let seconds):
             delay(seconds)
+        case .snoozed(let error, let seconds, let cap):
+            delay(seconds)
+            field("err", error)
+            row.append(contentsOf: #","cap":"#.utf8)
+            JSONValue.writeInteger(max(0, cap), into: &row)
         }
     }
 }
@@ -158,6 +168,7 @@ public struct RecordSummary: Sendable, Equatable {
     public var finished = 0
     public var retried = 0
     public var released = 0
+    public var snoozed = 0
     public var dead = 0
     /// Outcomes for jobs this worker no longer held (its lease ran out and another took it).
     public var stale = 0
@@ -350,8 +361,9 @@ public final class JobStore: @unchecked Sendable {
             summary.finished = result.int(0, try result.column("finished")) ?? 0
             summary.retried = result.int(0, try result.column("retried")) ?? 0
             summary.released = result.int(0, try result.column("released")) ?? 0
+            summary.snoozed = result.int(0, try result.column("snoozed")) ?? 0
             summary.dead = result.int(0, try result.column("dead")) ?? 0
-            summary.stale = outcomes.count - summary.finished - summary.retried - summary.released - summary.dead
+            summary.stale = outcomes.count - summary.finished - summary.retried - summary.released - summary.snoozed - summary.dead
             if !prunes.isEmpty {
                 // The hook may be an application's own function; its failure must not lose the outcomes.
                 do {
@@ -443,6 +455,33 @@ public final class JobStore: @unchecked Sendable {
     /// Holds back every worker of `projectID` for `seconds` (a project or topic quota answer).
     public func pauseProject(_ projectID: String, seconds: Double, reason: String) throws(PostgresError) {
         try connection.query(SQL.pauseProject, [.text(projectID), .double(seconds), .text(Self.clean(reason))])
+    }
+
+    /// Spreads the retries due before a project pause ends (`until`, seconds since 1970) over the
+    /// `window` seconds after it (at most `limit` jobs). Returns how many moved.
+    @discardableResult
+    public func spreadHeldRetries(until: Double, window: Double, limit: Int = 50_000) throws(PostgresError) -> Int {
+        try connection.query(SQL.spreadHeldRetries, [.double(until), .double(max(0, window)), .int(limit)]).affectedRows
+    }
+
+    /// The shared adapted-rate state of `projectID` (nil members: never lowered) and until when
+    /// it is paused (nil: it is not).
+    public func projectRateState(_ projectID: String) throws(PostgresError) -> (adapted: Double?, at: Double?, pausedUntil: Double?) {
+        let result = try connection.query(SQL.projectRate, [.text(projectID)])
+        return (result.double(0, try result.column("adapted_per_second")), result.double(0, try result.column("adapted_at")),
+                result.double(0, try result.column("paused_until")))
+    }
+
+    /// Sets the adapted rate of `projectID` to `perSecond` unless another worker lowered it since
+    /// `since` (the adapted_at last read; nil: never). Returns the new state, nil when another
+    /// worker's lowering came first.
+    public func lowerProjectRate(_ projectID: String, to perSecond: Double, since: Double?, ceiling: Double)
+        throws(PostgresError) -> (adapted: Double, at: Double)? {
+        let result = try connection.query(SQL.lowerProjectRate, [.text(projectID), .double(perSecond), since.map { .double($0) },
+                                                                 .double(ceiling)])
+        guard result.rowCount > 0, let adapted = result.double(0, try result.column("adapted_per_second")),
+              let at = result.double(0, try result.column("adapted_at")) else { return nil }
+        return (adapted, at)
     }
 
     /// Extends the leases of jobs this worker still holds (a heartbeat for requests that take

@@ -20,6 +20,10 @@ final class StoreLoop {
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
+    /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
+    private let adaptive: AdaptiveRate
+    private var rateState: (adapted: Double?, at: Double?) = (nil, nil)
+    private var rateReadAt = 0.0
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String) {
@@ -33,6 +37,7 @@ final class StoreLoop {
         self.log = log
         self.metrics = metrics
         maintenance = Maintenance(grace: configuration.leaseSeconds)
+        adaptive = AdaptiveRate(ceiling: configuration.maxRate)
         machine = StoreMachine(settings: StoreMachine.Settings(
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
@@ -92,6 +97,10 @@ final class StoreLoop {
                 // A quota answer holds back every worker of the project, through the database.
                 if let project = store.projectID {
                     try store.pauseProject(project, seconds: until - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
+                    // What was held comes back over the jitter window after the pause, not at once.
+                    let window = max(1, (until - now) * configuration.retryPolicy.jitter)
+                    let spread = try store.spreadHeldRetries(until: until, window: window)
+                    if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
                 }
                 machine.pausePublished(until: until)
             case .extendLeases(let ids):
@@ -109,7 +118,11 @@ final class StoreLoop {
                 machine.maintained(now: now)
             case .promote(let limit):
                 machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
+            case .lowerRate(let accepted):
+                try lowerRate(accepted: accepted, now: now)
+                machine.rateLowered()
             case .claim(let limit):
+                try refreshRate(now: now)
                 let claim = try store.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
@@ -138,6 +151,38 @@ final class StoreLoop {
                 metrics.databaseConnected(false)
             }
         }
+    }
+
+    /// Re-reads the project's shared rate state once a second (another worker may have lowered
+    /// it) and sets the rate in force for the claims.
+    private func refreshRate(now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        if now - rateReadAt >= 1 {
+            let state = try store.projectRateState(project)
+            rateState = (state.adapted, state.at)
+            rateReadAt = now
+        }
+        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now)
+        store.projectRate = rate
+        metrics.projectRate(rate)
+    }
+
+    /// A project quota answer: lowers the project's adapted rate for every worker of the project,
+    /// once per episode (another worker's lowering a moment ago counts).
+    private func lowerRate(accepted: Double?, now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        let state = try store.projectRateState(project)
+        rateState = (state.adapted, state.at)
+        rateReadAt = now
+        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity) else { return }
+        if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
+            rateState = (lowered.adapted, lowered.at)
+            log.warning("FCM project \(project): send rate lowered to \(Int(lowered.adapted.rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); it rises again while FCM accepts")
+        } else {
+            rateReadAt = 0
+        }
+        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now)
+        metrics.projectRate(store.projectRate)
     }
 
     /// Records a batch. When it fails on a healthy connection (one outcome the database
@@ -221,7 +266,7 @@ final class StoreLoop {
 
 /// Outcomes counted for the activity line the store thread logs once a minute.
 struct ActivityWindow {
-    var delivered = 0, retried = 0, dead = 0, discarded = 0
+    var delivered = 0, retried = 0, snoozed = 0, dead = 0, discarded = 0
     var start = Date().timeIntervalSince1970
 
     mutating func count(_ outcomes: [JobOutcome]) {
@@ -231,6 +276,7 @@ struct ActivityWindow {
             case .retry: retried += 1
             case .dead: dead += 1
             case .discarded, .pruned: discarded += 1
+            case .snoozed: snoozed += 1
             case .released: break
             }
         }
@@ -240,7 +286,8 @@ struct ActivityWindow {
     mutating func line(now: Double, inHand: Int) -> String? {
         guard now - start >= 60 else { return nil }
         defer { self = ActivityWindow(start: now) }
-        guard delivered + retried + dead + discarded > 0 else { return nil }
-        return "last \(Int(now - start)) s: \(delivered) delivered, \(retried) to retry, \(dead) dead-lettered, \(discarded) discarded; \(inHand) in hand"
+        guard delivered + retried + snoozed + dead + discarded > 0 else { return nil }
+        let quota = snoozed > 0 ? ", \(snoozed) snoozed by FCM's quota" : ""
+        return "last \(Int(now - start)) s: \(delivered) delivered, \(retried) to retry\(quota), \(dead) dead-lettered, \(discarded) discarded; \(inHand) in hand"
     }
 }

@@ -4,8 +4,11 @@ import Queue
 public enum SenderEvent: Sendable, Equatable {
     /// Jobs settled (answered, or settled without a request); each carries its attempt.
     case outcomes([JobOutcome])
-    /// A project or topic quota answer: send nothing new before this time (seconds since 1970).
+    /// A project quota answer: send nothing new before this time (seconds since 1970).
     case paused(until: Double)
+    /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
+    /// FCM accepted just before (nil: too short a time to tell).
+    case projectQuota(accepted: Double?)
     /// The sender has stopped: nothing is in flight any more.
     case finished
 }
@@ -67,6 +70,8 @@ struct StoreMachine: Sendable {
         case reconnect
         case record([JobOutcome])
         case publishPause(until: Double)
+        /// Lower the project's adapted rate (a project quota answer).
+        case lowerRate(accepted: Double?)
         case extendLeases([Int])
         case maintain
         case promote(limit: Int)
@@ -91,6 +96,8 @@ struct StoreMachine: Sendable {
     /// The sender's quota pause, and the part of it already written to herald.sender_pauses.
     private(set) var pausedUntil = 0.0
     private var publishedPause = 0.0
+    /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
+    private(set) var lowering: Double?? = nil
 
     /// Worth claiming now (notified, or the last claim came back full).
     private(set) var claimWanted = true
@@ -133,9 +140,13 @@ struct StoreMachine: Sendable {
 
         if !pending.isEmpty { return .record(pending) }
 
-        if pausedUntil > publishedPause + 0.5 && pausedUntil > now {
+        // Every extension of the pause is shared, however small: FCM counts its Retry-After from
+        // its latest quota answer, which another worker of the project may not have seen.
+        if pausedUntil > publishedPause + 0.02 && pausedUntil > now {
             return .publishPause(until: pausedUntil)
         }
+
+        if let accepted = lowering { return .lowerRate(accepted: accepted) }
 
         if case .stopping = phase, senderFinished, outstanding <= 0 {
             phase = .exited(status: 0)
@@ -196,7 +207,7 @@ struct StoreMachine: Sendable {
                 for outcome in outcomes {
                     // A job put back for later is a due time this worker knows without asking.
                     switch outcome.action {
-                    case .retry(_, let delay), .released(let delay):
+                    case .retry(_, let delay), .released(let delay), .snoozed(_, let delay, _):
                         if delay > 0 { learnDue(now + delay) } else { claimWanted = true }
                     default:
                         break
@@ -205,6 +216,10 @@ struct StoreMachine: Sendable {
                 // Room again: claim if the last claim suggested there is more.
             case .paused(let until):
                 pausedUntil = max(pausedUntil, until)
+            case .projectQuota(let accepted):
+                // The lowest report wins: it is the one closest to what FCM accepts.
+                if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }
+                else if lowering == nil { lowering = .some(accepted) }
             case .finished:
                 senderFinished = true
             }
@@ -264,6 +279,8 @@ struct StoreMachine: Sendable {
         leases.settled(done.map(\.id))
         pending.removeFirst(min(count, pending.count))
     }
+
+    mutating func rateLowered() { lowering = nil }
 
     mutating func pausePublished(until: Double) {
         publishedPause = max(publishedPause, until)

@@ -1,3 +1,4 @@
+import FCM
 import Foundation
 import Metrics
 import Queue
@@ -77,6 +78,7 @@ public final class WorkerMetrics: @unchecked Sendable {
         case .discarded: .discarded
         case .pruned: .pruned
         case .released: .released
+        case .snoozed: .snoozed
         }
     }
 
@@ -96,4 +98,10 @@ public final class WorkerMetrics: @unchecked Sendable {
     func tokenHeld(_ held: Bool) { slot?.setTokenHeld(held) }
     func tokenFetches(_ count: Int) { slot?.setTokenFetches(count) }
     func pausedUntil(_ seconds: Double) { slot?.setPausedUntil(seconds) }
+    /// A quota answer, by the limit it was taken for (herald_fcm_quota_exceeded_total).
+    func quotaExceeded(_ limit: QuotaLimit) { slot?.quotaExceeded(limit.rawValue) }
+    /// A job snoozed by a quota answer or its target's hold (herald_jobs_snoozed_total).
+    func snoozed() { slot?.snoozed() }
+    /// The project's adapted rate in force (herald_project_rate_per_second).
+    func projectRate(_ perSecond: Double) { slot?.setProjectRate(perSecond) }
 }

@@ -120,6 +120,12 @@ import TestSupport
         // The rate every worker of the project uses now is the one found, below the ceiling.
         let adapted = try stack.connection.query("SELECT adapted_per_second FROM herald.project_rates").double(0, 0) ?? 0
         #expect(adapted > 0 && adapted < 10_000, "adapted rate \(adapted)")
+        // herald stats shows it per project.
+        let stats = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": stack.database.url], timeout: 60)
+        #expect(stats.status == 0, "\(stats.output)")
+        let line = stats.output.split(separator: "\n").first { $0.hasPrefix("e2e-project") }.map(String.init) ?? ""
+        #expect(line.contains("/s") && line.contains("ago"), "herald stats: \(stats.output)")
+        #expect(stats.output.contains("FCM PROJECT") && stats.output.contains("LOWERED TO"))
     }
 
     @Test func afterAPauseHeldRetriesComeBackGradually() throws {

@@ -121,11 +121,11 @@ import TestSupport
         let adapted = try stack.connection.query("SELECT adapted_per_second FROM herald.project_rates").double(0, 0) ?? 0
         #expect(adapted > 0 && adapted < 10_000, "adapted rate \(adapted)")
         // herald stats shows it per project.
-        let stats = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": stack.database.url], timeout: 60)
-        #expect(stats.status == 0, "\(stats.output)")
-        let line = stats.output.split(separator: "\n").first { $0.hasPrefix("e2e-project") }.map(String.init) ?? ""
-        #expect(line.contains("/s") && line.contains("ago"), "herald stats: \(stats.output)")
-        #expect(stats.output.contains("FCM PROJECT") && stats.output.contains("LOWERED TO"))
+        let shown = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": stack.database.url], timeout: 60)
+        #expect(shown.status == 0, "\(shown.output)")
+        let line = shown.output.split(separator: "\n").first { $0.hasPrefix("e2e-project") }.map(String.init) ?? ""
+        #expect(line.contains("/s") && line.contains("ago"), "herald stats: \(shown.output)")
+        #expect(shown.output.contains("FCM PROJECT") && shown.output.contains("LOWERED TO"))
     }
 
     @Test func afterAPauseHeldRetriesComeBackGradually() throws {

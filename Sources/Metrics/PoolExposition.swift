@@ -55,6 +55,10 @@ public enum PoolExposition {
         out.family("herald_in_flight", .gauge, help: "FCM requests sent and not yet answered, over the pool's worker processes.")
         out.sample("herald_in_flight", Int(totals.inFlight))
 
+        out.family("herald_in_flight_limit", .gauge,
+                   help: "Requests the pool's senders keep in flight at most now: it follows FCM's answer times, between 16 and --concurrency per process.")
+        out.sample("herald_in_flight_limit", Int(totals.window))
+
         out.family("herald_worker_processes", .gauge, help: "Worker processes running under this supervisor.")
         out.sample("herald_worker_processes", reading.workerProcesses)
 

@@ -48,7 +48,7 @@ public final class SlotRegion: @unchecked Sendable {
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
              staleOutcomes, queueCount, codeCount, quotaDevice, quotaTopic, quotaProject, snoozed,
-             projectRateMilli
+             projectRateMilli, window
     }
     /// The quota limits counted apart (herald_fcm_quota_exceeded_total), with their header words.
     public static let quotaLimits: [(label: String, word: Int)] = [

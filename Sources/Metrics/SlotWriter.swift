@@ -66,6 +66,9 @@ public final class SlotWriter: @unchecked Sendable {
 
     // MARK: gauges (one writer each)
 
+    /// The sender's window of requests in flight.
+    public func setWindow(_ size: Int) { region.store(SlotRegion.Header.window.rawValue, UInt64(max(0, size))) }
+
     /// The project's adapted rate in force, sends a second.
     public func setProjectRate(_ perSecond: Double) {
         region.store(SlotRegion.Header.projectRateMilli.rawValue, UInt64(max(0, min(perSecond, 1e12)) * 1000))

@@ -41,6 +41,8 @@ final class Sender: @unchecked Sendable {
     private var pauseLength: Double = 0
     /// Devices and topics backing off after their own quota answers.
     private var tracker: QuotaTracker
+    /// The window of requests in flight, following FCM's answer times (nil: fixed).
+    private var limiter: InFlightLimit?
     private var lastPrune = 0.0
     private(set) var counters = Counters()
     /// The send headers for the current access token: the same array (and so the same libcurl
@@ -64,6 +66,9 @@ final class Sender: @unchecked Sendable {
         self.metrics = metrics
         rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
         tracker = QuotaTracker(policy: configuration.retryPolicy)
+        if configuration.adaptiveConcurrency {
+            limiter = InFlightLimit(floor: configuration.minConcurrency, ceiling: configuration.concurrency)
+        }
     }
 
     /// Hands settled jobs to the store thread. While the project is paused, a retry that would
@@ -103,6 +108,7 @@ final class Sender: @unchecked Sendable {
     }
 
     func run() {
+        metrics.window(limiter?.window ?? configuration.concurrency)
         var shutdownDeadline: Double? = nil
         var lastTokenCount = 0.0
         while true {
@@ -276,6 +282,10 @@ final class Sender: @unchecked Sendable {
             let answered = now.timeIntervalSince1970
             switch completion.result {
             case .success(let response):
+                if limiter?.answered(after: answered - entry.sentAt, now: answered) == true, let window = limiter?.window {
+                    outbox.put(.window(window))
+                    metrics.window(window)
+                }
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))

@@ -9,6 +9,8 @@ public enum SenderEvent: Sendable, Equatable {
     /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
     /// FCM accepted just before (nil: too short a time to tell).
     case projectQuota(accepted: Double?)
+    /// The sender's window (requests in flight it wants at most) changed.
+    case window(Int)
     /// The sender has stopped: nothing is in flight any more.
     case finished
 }
@@ -44,7 +46,8 @@ struct StoreMachine: Sendable {
 
         /// Claim when at least this much room is free (or when nothing is in flight at all), so
         /// claims come in batches rather than one job at a time.
-        var claimThreshold: Int { max(1, min(batch, concurrency) / 4) }
+        var claimThreshold: Int { threshold(window: concurrency) }
+        func threshold(window: Int) -> Int { max(1, min(batch, window) / 4) }
         /// How often the maintenance pass runs (the leader's rescue and retention).
         var maintenanceInterval: Double { max(0.5, min(leaseSeconds / 4, 15)) }
     }
@@ -99,6 +102,8 @@ struct StoreMachine: Sendable {
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
     private(set) var lowering: Double?? = nil
 
+    /// Requests in flight the sender wants at most now (its adaptive window; at most concurrency).
+    private(set) var window: Int
     /// Worth claiming now (notified, or the last claim came back full).
     private(set) var claimWanted = true
     /// A NOTIFY said new jobs arrived: claim with whatever room there is, not only once a quarter
@@ -118,6 +123,7 @@ struct StoreMachine: Sendable {
 
     init(settings: Settings, now: Double) {
         self.settings = settings
+        window = settings.concurrency
         leases = LeaseHeartbeat(leaseSeconds: settings.leaseSeconds)
         nextPoll = now + settings.pollInterval
         nextHeartbeat = now + leases.interval
@@ -175,8 +181,8 @@ struct StoreMachine: Sendable {
 
     /// How many jobs a claim may take now, or nil when the sender has too little room.
     private var claimLimit: Int? {
-        let capacity = settings.concurrency - outstanding
-        guard capacity >= settings.claimThreshold || (capacity > 0 && (outstanding <= 0 || newWork)) else { return nil }
+        let capacity = window - outstanding
+        guard capacity >= settings.threshold(window: window) || (capacity > 0 && (outstanding <= 0 || newWork)) else { return nil }
         return min(capacity, settings.batch)
     }
 
@@ -220,6 +226,8 @@ struct StoreMachine: Sendable {
                 // The lowest report wins: it is the one closest to what FCM accepts.
                 if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }
                 else if lowering == nil { lowering = .some(accepted) }
+            case .window(let size):
+                window = min(settings.concurrency, max(1, size))
             case .finished:
                 senderFinished = true
             }

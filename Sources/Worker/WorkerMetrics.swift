@@ -102,6 +102,8 @@ public final class WorkerMetrics: @unchecked Sendable {
     func quotaExceeded(_ limit: QuotaLimit) { slot?.quotaExceeded(limit.rawValue) }
     /// A job snoozed by a quota answer or its target's hold (herald_jobs_snoozed_total).
     func snoozed() { slot?.snoozed() }
+    /// The sender's window of requests in flight (herald_in_flight_limit).
+    func window(_ size: Int) { slot?.setWindow(size) }
     /// The project's adapted rate in force (herald_project_rate_per_second).
     func projectRate(_ perSecond: Double) { slot?.setProjectRate(perSecond) }
 }

@@ -170,3 +170,66 @@ import Testing
         #expect(machine.next(now: 1) == .maintain)
     }
 }
+
+@Suite struct InFlightLimitTests {
+    /// Feeds `count` answers of `seconds` each over `duration` seconds from `start`.
+    static func feed(_ limit: inout InFlightLimit, seconds: Double, from start: Double, for duration: Double, perSpan: Int = 20) {
+        var now = start
+        while now < start + duration {
+            for _ in 0..<perSpan { limit.answered(after: seconds, now: now) }
+            now += 0.1
+        }
+    }
+
+    @Test func quickAnswersKeepTheWindowAtTheCeiling() {
+        var limit = InFlightLimit(floor: 16, ceiling: 256)
+        Self.feed(&limit, seconds: 0.002, from: 0, for: 5)
+        #expect(limit.window == 256)
+    }
+
+    @Test func answersThatSlowDownShrinkTheWindowAndItGrowsBack() {
+        var limit = InFlightLimit(floor: 16, ceiling: 256)
+        Self.feed(&limit, seconds: 0.002, from: 0, for: 1)
+        // Requests queue at FCM: answers take 250 ms.
+        Self.feed(&limit, seconds: 0.25, from: 1, for: 2)
+        #expect(limit.window < 64, "the window shrank to \(limit.window)")
+        #expect(limit.window >= 16, "never below the floor")
+        // Quick again: it grows back.
+        Self.feed(&limit, seconds: 0.003, from: 3, for: 5)
+        #expect(limit.window == 256)
+    }
+
+    @Test func aSlowButUnqueuedFCMIsNotMistakenForAQueue() {
+        // Every answer takes 80 ms from the start: that is the base, not a queue.
+        var limit = InFlightLimit(floor: 16, ceiling: 256)
+        Self.feed(&limit, seconds: 0.08, from: 0, for: 5)
+        #expect(limit.window == 256)
+    }
+
+    @Test func theWindowSettlesWhereAnswersTakeTheSlackAboveTheBase() {
+        // A server that serves 2,000 a second: answers take window / 2000 s plus 1 ms.
+        var limit = InFlightLimit(floor: 16, ceiling: 256)
+        var now = 0.0
+        limit.answered(after: 0.001, now: now)
+        for _ in 0..<200 {
+            let seconds = 0.001 + Double(limit.window) / 2000
+            for _ in 0..<20 { limit.answered(after: seconds, now: now) }
+            now += 0.1
+        }
+        let settled = 0.001 + Double(limit.window) / 2000
+        #expect(settled < 0.05, "answers settle at \(settled) s with a window of \(limit.window)")
+        #expect(limit.window >= 30, "still enough in flight to keep the server busy: \(limit.window)")
+    }
+}
+
+@Suite struct StoreMachineWindowTests {
+    @Test func claimsFollowTheSendersWindow() {
+        var machine = StoreMachine(settings: StoreMachineTests.settings, now: 0)
+        #expect(machine.next(now: 0) == .maintain)
+        machine.maintained(now: 0)
+        #expect(machine.next(now: 0) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: 0)
+        machine.received([.window(20)], now: 0)
+        #expect(machine.next(now: 0) == .claim(limit: 20), "at most the window, not --concurrency")
+    }
+}

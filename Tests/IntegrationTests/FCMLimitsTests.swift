@@ -153,3 +153,69 @@ import TestSupport
         #expect(stack.emulator.retryAfterViolations == 0)
     }
 }
+
+/// One-time codes behind a 100,000-job campaign backlog, against an FCM that serves a fixed
+/// number of sends a second and slows down as more requests are open: a benchmark that prints
+/// its figures, measured at FCM's side, for the adaptive window and the fixed one.
+@Suite(.serialized) struct WindowFollowsLatencyTests {
+    struct Figures {
+        var codesP50: Double
+        var codesP99: Double
+        var backlogRate: Double
+        var codes: Int
+    }
+
+    /// Runs a pool for `seconds` behind the backlog, one code every 50 ms into queue `otp`.
+    static func measure(fixed: Bool, capacity: Double, seconds: Double) throws -> Figures {
+        var scenario = Scenario()
+        scenario.capacityPerSecond = capacity
+        let stack = try WorkerStack(scenario: scenario)
+        defer { stack.close() }
+        try stack.enqueue(100_000, prefix: "campaign-")
+        var arguments = ["work", "--processes", "2", "--poll-interval", "0.2"]
+        if fixed { arguments.append("--fixed-concurrency") }
+        let worker = try HeraldProcess(arguments, environment: stack.environment)
+        try worker.start()
+        defer {
+            worker.signal(SIGTERM)
+            _ = worker.wait(timeout: 60)
+        }
+        // Warm up: the backlog is flowing.
+        _ = waitUntil(timeout: 30) { stack.emulator.deliveredMessages().count > 2_000 }
+        Thread.sleep(forTimeInterval: 2)
+        let startCount = stack.emulator.deliveredMessages().count
+        let start = Date()
+        var sent = 0
+        while Date().timeIntervalSince(start) < seconds {
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (queue, message) VALUES ('otp', jsonb_build_object('token', 'code-' || $1::text, 'data', jsonb_build_object('k', 'v')))
+                """, [.int(sent)])
+            sent += 1
+            Thread.sleep(until: start.addingTimeInterval(Double(sent) * 0.05))
+        }
+        let elapsed = Date().timeIntervalSince(start)
+        let delivered = stack.emulator.deliveredMessages()
+        let backlog = delivered.dropFirst(startCount).filter { $0.target.hasPrefix("token:campaign-") }
+            .filter { Double($0.receivedAtMilliseconds) / 1000 <= start.timeIntervalSince1970 + elapsed }.count
+        _ = waitUntil(timeout: 30) { stack.emulator.deliveredMessages().filter { $0.target.hasPrefix("token:code-") }.count >= sent }
+        let created = try FCMLimitsTests.createdAt(stack, prefix: "code-")
+        let waits = stack.emulator.deliveredMessages().filter { $0.target.hasPrefix("token:code-") }.compactMap { message in
+            created[String(message.target.dropFirst(6))].map { Double(message.receivedAtMilliseconds) / 1000 - $0 }
+        }
+        return Figures(codesP50: FCMLimitsTests.quantile(waits, 0.5), codesP99: FCMLimitsTests.quantile(waits, 0.99),
+                       backlogRate: Double(backlog) / elapsed, codes: waits.count)
+    }
+
+    @Test func codesBehindABacklogOnASlowingFCM() throws {
+        let capacity = 2_000.0
+        let (fixed, adaptive) = try MachineLock.alone {
+            (try Self.measure(fixed: true, capacity: capacity, seconds: 15), try Self.measure(fixed: false, capacity: capacity, seconds: 15))
+        }
+        for (name, f) in [("fixed window (--fixed-concurrency)", fixed), ("adaptive window", adaptive)] {
+            print("\(name): codes p50 \(Int(f.codesP50 * 1000)) ms, p99 \(Int(f.codesP99 * 1000)) ms (\(f.codes) codes); backlog \(Int(f.backlogRate))/s against an FCM serving \(Int(capacity))/s")
+        }
+        #expect(adaptive.codes == fixed.codes && adaptive.codes >= 290)
+        #expect(adaptive.codesP99 <= 0.150, "codes reached FCM p99 \(adaptive.codesP99) s behind the backlog")
+        #expect(adaptive.backlogRate >= 0.9 * fixed.backlogRate, "the backlog drained at \(adaptive.backlogRate)/s against \(fixed.backlogRate)/s with a fixed window")
+    }
+}

@@ -218,4 +218,26 @@ import TestSupport
         #expect(adaptive.codesP99 <= 0.150, "codes reached FCM p99 \(adaptive.codesP99) s behind the backlog")
         #expect(adaptive.backlogRate >= 0.9 * fixed.backlogRate, "the backlog drained at \(adaptive.backlogRate)/s against \(fixed.backlogRate)/s with a fixed window")
     }
+
+    /// Drains `jobs` through two processes against a prompt FCM; sends a second at FCM's side.
+    static func drainRate(fixed: Bool, jobs: Int) throws -> Double {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.enqueue(jobs, prefix: "drain-")
+        var arguments = ["--drain", "--processes", "2", "--poll-interval", "0.2"]
+        if fixed { arguments.append("--fixed-concurrency") }
+        let run = try stack.work(arguments, timeout: 240)
+        #expect(run.status == 0, "\(run.output)")
+        let times = stack.emulator.deliveredMessages().map(\.receivedAtMilliseconds).sorted()
+        #expect(times.count == jobs)
+        return Double(times.count) / max(0.001, Double((times.last ?? 0) - (times.first ?? 0)) / 1000)
+    }
+
+    @Test func aPromptFCMKeepsTheThroughputOfAFixedWindow() throws {
+        let (fixed, adaptive) = try MachineLock.alone {
+            (try Self.drainRate(fixed: true, jobs: 30_000), try Self.drainRate(fixed: false, jobs: 30_000))
+        }
+        print("30,000 jobs against a prompt FCM: fixed window \(Int(fixed))/s, adaptive window \(Int(adaptive))/s (\(String(format: "%.2f", adaptive / fixed)))")
+        #expect(adaptive >= 0.9 * fixed, "the adaptive window drained at \(adaptive)/s against \(fixed)/s")
+    }
 }

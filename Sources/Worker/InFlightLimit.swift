@@ -12,7 +12,7 @@
 ///
 /// then kept between `floor` and `ceiling`. While answers take no more than `slack` (20 ms)
 /// beyond the base, the window grows by its square root each span; past that it shrinks in
-/// proportion, at most by half a span.
+/// proportion, at most by half a span. It starts at `ceiling`: a prompt FCM loses nothing.
 struct InFlightLimit: Sendable {
     let floor: Int
     let ceiling: Int

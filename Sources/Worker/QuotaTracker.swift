@@ -29,6 +29,8 @@ struct QuotaTracker {
     /// Deliveries per tenth of a second over the last two seconds, for `accepted`.
     private var tenths = [Int](repeating: 0, count: 20)
     private var lastTenth = 0
+    /// When the first delivery was counted: what was accepted is measured from then at most.
+    private var firstDelivery: Double?
 
     init(policy: RetryPolicy) { self.policy = policy }
 
@@ -61,6 +63,7 @@ struct QuotaTracker {
     /// `count` sends of the project were accepted at `now`.
     mutating func countDeliveries(_ count: Int, now: Double) {
         guard count > 0 else { return }
+        if firstDelivery == nil { firstDelivery = now }
         roll(now)
         delivered.current += count
         tenths[lastTenth % 20] += count
@@ -75,7 +78,7 @@ struct QuotaTracker {
     /// under a third of a second or fewer than ten sends, too little to tell.
     mutating func accepted(since: Double, now: Double) -> Double? {
         roll(now)
-        let start = max(since, now - 2)
+        let start = max(since, now - 2, firstDelivery ?? now)
         guard now - start >= 0.3 else { return nil }
         let first = Int((start * 10).rounded(.up))
         var total = 0

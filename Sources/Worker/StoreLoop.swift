@@ -24,6 +24,8 @@ final class StoreLoop {
     private let adaptive: AdaptiveRate
     private var rateState: (adapted: Double?, at: Double?) = (nil, nil)
     private var rateReadAt = 0.0
+    /// When this process started sending (the rate's start before any quota answer).
+    private let startedAt = StoreLoop.clock()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String) {
@@ -162,7 +164,7 @@ final class StoreLoop {
             rateState = (state.adapted, state.at)
             rateReadAt = now
         }
-        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now)
+        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
         store.projectRate = rate
         metrics.projectRate(rate)
     }
@@ -174,14 +176,15 @@ final class StoreLoop {
         let state = try store.projectRateState(project)
         rateState = (state.adapted, state.at)
         rateReadAt = now
-        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity) else { return }
+        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity,
+                                            started: startedAt) else { return }
         if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
             rateState = (lowered.adapted, lowered.at)
             log.warning("FCM project \(project): send rate lowered to \(Int(lowered.adapted.rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); it rises again while FCM accepts")
         } else {
             rateReadAt = 0
         }
-        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now)
+        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
         metrics.projectRate(store.projectRate)
     }
 

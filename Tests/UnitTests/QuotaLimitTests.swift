@@ -108,9 +108,14 @@ import Testing
     @Test func acceptedIsWhatWasDeliveredSinceThePause() {
         var tracker = QuotaTracker(policy: RetryPolicy())
         for tenth in 0..<20 { tracker.countDeliveries(30, now: t0 + Double(tenth) / 10 + 0.05) }
-        let rate = tracker.accepted(since: 0, now: t0 + 2)
+        let rate = tracker.accepted(since: 0, now: t0 + 2.05)
         #expect(rate.map { abs($0 - 300) < 20 } == true, "\(String(describing: rate))")
         #expect(tracker.accepted(since: t0 + 1.9, now: t0 + 2) == nil, "too short to tell")
+        // Measured from the first delivery, not over time nothing was sent.
+        var fresh = QuotaTracker(policy: RetryPolicy())
+        for tenth in 0..<5 { fresh.countDeliveries(30, now: t0 + Double(tenth) / 10) }
+        let early = fresh.accepted(since: 0, now: t0 + 0.5)
+        #expect(early.map { abs($0 - 300) < 40 } == true, "\(String(describing: early))")
     }
 
     @Test func theTargetOfATopicSendIsReadFromItsBody() {
@@ -123,8 +128,13 @@ import Testing
 @Suite struct AdaptiveRateTests {
     let t0 = 1_000_000.0
 
-    @Test func theCeilingHoldsUntilAQuotaAnswer() {
+    @Test func aProcessOpensAtAThousandAndDoublesToTheCeiling() {
         let rate = AdaptiveRate(ceiling: 10_000)
+        #expect(rate.rate(adapted: nil, at: nil, now: t0, started: t0) == 1000)
+        #expect(rate.rate(adapted: nil, at: nil, now: t0 + 1, started: t0) == 4000)
+        #expect(rate.rate(adapted: nil, at: nil, now: t0 + 2, started: t0) == 10_000)
+        // A ceiling below the start is the rate from the start.
+        #expect(AdaptiveRate(ceiling: 100).rate(adapted: nil, at: nil, now: t0, started: t0) == 100)
         #expect(rate.rate(adapted: nil, at: nil, now: t0) == 10_000)
     }
 

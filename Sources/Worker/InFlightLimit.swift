@@ -10,14 +10,14 @@
 ///
 ///     limit = limit * clamp((base + slack) / average, 0.5, 1) + sqrt(limit)
 ///
-/// then kept between `floor` and `ceiling`. While answers take no more than `slack` (20 ms)
+/// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms)
 /// beyond the base, the window grows by its square root each span; past that it shrinks in
 /// proportion, at most by half a span. It starts at `ceiling`: a prompt FCM loses nothing.
 struct InFlightLimit: Sendable {
     let floor: Int
     let ceiling: Int
     /// Answer time allowed above the base before the window shrinks, in seconds.
-    var slack = 0.020
+    var slack = 0.035
     var span = 0.1
     private(set) var limit: Double
     private var spanStart: Double? = nil

@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto"],
+        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics"]),
@@ -61,7 +61,7 @@ let package = Package(
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
         // and real HTTP/2 servers on loopback)
-        .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "JSON"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
         .testTarget(name: "IntegrationTests",

@@ -61,9 +61,20 @@ public struct ParsedOptions: Sendable {
     public func int(_ name: String, default fallback: Int, minimum: Int = 0) throws(UsageError) -> Int {
         guard let (text, source) = lookup(name) else { return fallback }
         guard let value = Int(text), value >= minimum else {
-            throw UsageError("herald \(command): \(source) \"\(text)\" is not a whole number of at least \(minimum); give e.g. \(source.hasPrefix("--") ? source : "\(source)=")\(max(minimum, fallback))")
+            throw UsageError("herald \(command): \(source) \"\(text)\" is not a whole number of at least \(minimum); give e.g. \(example(source, String(max(minimum, fallback))))")
         }
         return value
+    }
+
+    /// An http or https URL with a host: FCM's base URL, the Instance ID URL. `http://` is
+    /// allowed (HTTP/2 with prior knowledge, for a local emulator); anything else is refused
+    /// naming the flag or variable, before anything is sent.
+    public func httpURL(_ name: String) throws(UsageError) -> String? {
+        guard let (text, source) = lookup(name) else { return nil }
+        if let problem = httpURLProblem(text) {
+            throw UsageError("herald \(command): \(source) \"\(text)\" \(problem); give e.g. \(example(source, "https://fcm.googleapis.com")) or, for a local emulator, \(example(source, "http://127.0.0.1:8080"))")
+        }
+        return text
     }
 
     /// A rate per second: a number of at least 0 (0: no limit).
@@ -83,6 +94,58 @@ public struct ParsedOptions: Sendable {
         }
         return value
     }
+}
+
+/// How to give `value` to a flag (`--name value`) or an environment variable (`NAME=value`).
+func example(_ source: String, _ value: String) -> String {
+    source.hasPrefix("--") ? "\(source) \(value)" : "\(source)=\(value)"
+}
+
+/// Why `text` is not an http(s) URL with a host, or nil when it is one.
+public func httpURLProblem(_ text: String) -> String? {
+    guard let schemeEnd = text.range(of: "://") else { return "is not a URL" }
+    let scheme = text[..<schemeEnd.lowerBound].lowercased()
+    guard scheme == "http" || scheme == "https" else { return "has scheme \(scheme.isEmpty ? "(none)" : scheme), not http or https" }
+    guard let components = URLComponents(string: text), let host = components.host, !host.isEmpty,
+          !text.contains(where: { $0 == " " || $0.isNewline }) else {
+        return "is not a URL with a host"
+    }
+    if components.query != nil || components.fragment != nil { return "has a query or fragment; give only scheme, host, port and path" }
+    return nil
+}
+
+/// The candidate nearest to `word` by edit distance, when it is near enough to be a slip of the
+/// keyboard (at most a third of the word, and at least one edit allowed).
+public func nearest(_ word: String, among candidates: [String]) -> String? {
+    let limit = max(1, word.count / 3)
+    var best: (String, Int)? = nil
+    for candidate in candidates {
+        let distance = editDistance(word, candidate)
+        if distance <= limit, distance < (best?.1 ?? Int.max) { best = (candidate, distance) }
+    }
+    return best?.0
+}
+
+/// Levenshtein distance, with a swap of two neighbours counted as one edit.
+public func editDistance(_ a: String, _ b: String) -> Int {
+    let x = Array(a), y = Array(b)
+    if x.isEmpty { return y.count }
+    if y.isEmpty { return x.count }
+    var previous2 = [Int](repeating: 0, count: y.count + 1)
+    var previous = Array(0...y.count)
+    var current = [Int](repeating: 0, count: y.count + 1)
+    for i in 1...x.count {
+        current[0] = i
+        for j in 1...y.count {
+            let cost = x[i - 1] == y[j - 1] ? 0 : 1
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+            if i > 1, j > 1, x[i - 1] == y[j - 2], x[i - 2] == y[j - 1] {
+                current[j] = min(current[j], previous2[j - 2] + 1)
+            }
+        }
+        (previous2, previous, current) = (previous, current, previous2)
+    }
+    return previous[y.count]
 }
 
 public func parseDuration(_ text: String) -> Double? {
@@ -112,7 +175,8 @@ public func parse(command: String, arguments: [String], options: [Option], posit
             name = String(name[..<equals])
         }
         guard let option = options.first(where: { $0.name == name }) else {
-            throw UsageError("herald \(command): unknown option --\(name); see herald \(command) --help")
+            let hint = nearest(name, among: options.map(\.name)).map { " (did you mean --\($0)?)" } ?? ""
+            throw UsageError("herald \(command): unknown option --\(name)\(hint); see herald \(command) --help")
         }
         if option.value == nil {
             if inline != nil { throw UsageError("herald \(command): --\(name) takes no value") }

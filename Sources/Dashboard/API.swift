@@ -18,6 +18,12 @@ enum API {
         return .json(200, ["queues": .array(queues), "estimated_states": .array(snapshot.estimatedStates.sorted().map { .string($0) })])
     }
 
+    /// Topic subscriptions per topic (herald.topic_stats): subscribed, pending, removing, failed.
+    static func topics(_ request: DashboardRequest) throws -> HTTPServerResponse {
+        let topics = try request.database { try TopicSubscriptions.list($0) }
+        return .json(200, ["topics": .array(topics.map(\.json))])
+    }
+
     static func deadLetters(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let filter = try Filters.fromQuery(request.http)
         let limit = try Filters.integer(request.http.queryValue("limit"), name: "limit", default: 50, range: 1...500)

@@ -15,7 +15,7 @@ enum CampaignPages {
     /// A refusal of the SQL functions as the answer it deserves: 404 for an unknown id, 409 for
     /// a state that forbids the action, 400 for a malformed value.
     static func steering<T>(_ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as SteeringError {
+        do { return try body() } catch let error as AdminError {
             switch error.kind {
             case .notFound: throw DashboardError(404, error.description)
             case .conflict: throw DashboardError(409, error.description)

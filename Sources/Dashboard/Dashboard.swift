@@ -26,6 +26,12 @@ public struct DashboardConfiguration: Sendable {
     /// Longest a statement of the dashboard may run (ms): a slow query must not hold an event
     /// loop for long. Default 10,000.
     public var statementTimeoutMilliseconds: Int = 10_000
+    /// Failed logins (form or bearer token) allowed per client address within `loginWindow`
+    /// seconds; then 429 with Retry-After. Default 10 a minute.
+    public var loginLimit: Int = 10
+    public var loginWindow: Double = 60
+    /// The clock of the login limit (seconds since 1970); injectable for tests.
+    public var clock: @Sendable () -> Double = { Date().timeIntervalSince1970 }
     /// Hears one line per action and per refused login or form (never a token or a cookie).
     /// Default: nothing.
     public var log: @Sendable (String) -> Void = { _ in }
@@ -55,6 +61,7 @@ public final class Dashboard: Sendable {
     let access: Access
     let statistics: QueueStatistics
     let pool: ConnectionPool
+    let logins: LoginLimiter
     private let router: Router
     private let server: Mutex<HTTPServer?> = Mutex(nil)
     private let boundPort = Atomic<Int>(0)
@@ -65,6 +72,14 @@ public final class Dashboard: Sendable {
         statistics = QueueStatistics(configuration: configuration.statistics)
         pool = ConnectionPool(url: configuration.databaseURL, statementTimeoutMilliseconds: configuration.statementTimeoutMilliseconds)
         router = Router(routes: Dashboard.routes)
+        logins = LoginLimiter(limit: configuration.loginLimit, window: configuration.loginWindow)
+    }
+
+    /// Throws 429 when `request`'s client has used up its failed logins.
+    func checkLoginLimit(_ request: HTTPServerRequest) throws {
+        guard let wait = logins.retryAfter(request.remoteAddress, now: configuration.clock()) else { return }
+        throw DashboardError(429, "too many wrong tokens from this address; try again in \(Int(wait)) s",
+                             headers: [HTTPHeader(name: "retry-after", value: String(Int(wait)))])
     }
 
     /// Every page and endpoint. To add one (`/campaigns`, say), add its line here and its
@@ -87,6 +102,7 @@ public final class Dashboard: Sendable {
         Route("POST", "/logout", .page, isPublic: true, Pages.logout),
 
         Route("GET", "/api/queues", .api, API.queues),
+        Route("GET", "/api/topics", .api, API.topics),
         Route("GET", "/api/dead-letters", .api, API.deadLetters),
         Route("GET", "/api/dead-letters/:id", .api, API.deadLetter),
         Route("POST", "/api/dead-letters/retry", .api, changesState: true, API.retryMatching),
@@ -108,7 +124,7 @@ public final class Dashboard: Sendable {
             guard try Administration.isMigrated(connection) else {
                 throw DashboardStartError("the database at \(PGConnection.redacted(configuration.databaseURL)) has no herald schema; run `herald migrate` first")
             }
-            guard try connection.query("SELECT to_regclass('herald.admin_log') IS NOT NULL").bool(0, 0) == true else {
+            guard try Administration.hasAdminLog(connection) else {
                 throw DashboardStartError("the herald schema lacks herald.admin_log; run `herald migrate` with this binary first")
             }
         }
@@ -178,10 +194,10 @@ public final class Dashboard: Sendable {
                 return .redirect("/login?next=" + Pages.percentEncoded(next))
             }
             return render(error, audience: audience)
-        } catch let error as DeadLetterError {
+        } catch let error as AdminError {
             let status: Int
             switch error.kind {
-            case .badFilter: status = 400
+            case .badInput: status = 400
             case .notFound: status = 404
             case .conflict: status = 409
             }
@@ -205,11 +221,13 @@ public final class Dashboard: Sendable {
         }
         switch route.audience {
         case .api:
+            if request.header("authorization") != nil { try checkLoginLimit(request) }
             switch access.bearerMatches(request) {
             case .none:
                 throw DashboardError(401, "send the dashboard token as Authorization: Bearer TOKEN",
                                      headers: [HTTPHeader(name: "www-authenticate", value: "Bearer realm=\"herald\"")])
             case .some(false):
+                logins.failed(request.remoteAddress, now: configuration.clock())
                 throw DashboardError(401, "the bearer token is not this dashboard's token",
                                      headers: [HTTPHeader(name: "www-authenticate", value: "Bearer realm=\"herald\", error=\"invalid_token\"")])
             case .some(true):
@@ -260,8 +278,7 @@ final class ConnectionPool: Sendable {
             connection = reused
         } else {
             connection = try PGConnection(url: url)
-            try connection.query("SELECT set_config('application_name', 'herald dashboard', false), set_config('statement_timeout', $1, false)",
-                                 [.text(String(statementTimeoutMilliseconds))])
+            try Administration.identifyAsDashboard(connection, statementTimeoutMilliseconds: statementTimeoutMilliseconds)
         }
         do {
             let value = try body(connection)

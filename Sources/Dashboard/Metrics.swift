@@ -12,7 +12,19 @@ enum Metrics {
         return HTTPServerResponse(status: 200, headers: [
             HTTPHeader(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8"),
             HTTPHeader(name: "cache-control", value: "no-store"),
-        ], body: Array((text(snapshot) + campaigns).utf8))
+        ], body: Array((text(snapshot) + campaigns + loginText(request.dashboard.logins.counts)).utf8))
+    }
+
+    static func loginText(_ counts: (failed: Int, refused: Int)) -> String {
+        """
+        # HELP herald_dashboard_login_failures_total Wrong dashboard tokens (login form or API bearer) since the dashboard started.
+        # TYPE herald_dashboard_login_failures_total counter
+        herald_dashboard_login_failures_total \(counts.failed)
+        # HELP herald_dashboard_logins_refused_total Login attempts answered 429 because their address sent too many wrong tokens.
+        # TYPE herald_dashboard_logins_refused_total counter
+        herald_dashboard_logins_refused_total \(counts.refused)
+
+        """
     }
 
     static func text(_ snapshot: QueueSnapshot) -> String {

@@ -11,9 +11,9 @@ enum Pages {
 
     static func overview(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let dashboard = request.dashboard
-        let (snapshot, throughput, log, projects) = try request.database { connection in
+        let (snapshot, throughput, log, topics, projects) = try request.database { connection in
             (try dashboard.statistics.snapshot(connection), try dashboard.statistics.throughput(connection),
-             try AdminLog.recent(connection, limit: 5), try ProjectRate.all(connection))
+             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
         let shown = ["available", "scheduled", "running", "completed", "discarded"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
@@ -39,6 +39,17 @@ enum Pages {
         }
         body += projectTable(projects)
         body += "<h2>Last hour</h2>" + HTML.throughputChart(throughput)
+        if !topics.isEmpty {
+            // Topic subscriptions Herald keeps (herald.subscribe / herald.unsubscribe).
+            var rows = "<tr><th>Topic</th><th>project</th><th class=\"n\">subscribers</th><th class=\"n\">pending</th>"
+                + "<th class=\"n\">removing</th><th class=\"n\">failed</th></tr>"
+            for t in topics {
+                rows += "<tr><td>\(HTML.escape(t.topic))</td><td>\(t.project.isEmpty ? "(the pool's)" : HTML.escape(t.project))</td>"
+                    + "<td class=\"n\">\(t.subscribed)</td><td class=\"n\">\(t.pending)</td><td class=\"n\">\(t.removing)</td>"
+                    + "<td class=\"n\">\(t.failed)</td></tr>"
+            }
+            body += "<h2>Topics</h2><table id=\"topics\">\(rows)</table>"
+        }
         body += "<h2>Recent actions</h2>" + logTable(log) + "<p><a href=\"/admin-log\">All actions</a></p>"
         return .html(200, HTML.layout(title: "Overview", current: "/", body: body, dashboard: dashboard, session: request.session))
     }
@@ -82,7 +93,7 @@ enum Pages {
                 do {
                     letters = try DeadLetters.list(connection, filter: filter, limit: pageSize, before: before)
                     total = try DeadLetters.count(connection, filter: filter)
-                } catch let error as DeadLetterError {
+                } catch let error as AdminError {
                     problem = error.description
                 }
             }
@@ -260,7 +271,14 @@ enum Pages {
         guard let token = request.formValue("token"), !token.isEmpty else {
             return loginPage(request, status: 400, problem: "Enter the dashboard token (HERALD_DASHBOARD_TOKEN).", next: next)
         }
+        let dashboard = request.dashboard
+        if let wait = dashboard.logins.retryAfter(request.http.remoteAddress, now: dashboard.configuration.clock()) {
+            var page = loginPage(request, status: 429, problem: "Too many wrong tokens from this address: try again in \(Int(wait)) s.", next: next)
+            page.headers.append(HTTPHeader(name: "retry-after", value: String(Int(wait))))
+            return page
+        }
         guard access.tokenMatches(token) else {
+            dashboard.logins.failed(request.http.remoteAddress, now: dashboard.configuration.clock())
             return loginPage(request, status: 401, problem: "That is not this dashboard's token.", next: next)
         }
         let cookie = access.sessionCookie(access.newSession(now: Date().timeIntervalSince1970), secure: request.http.isSecure)

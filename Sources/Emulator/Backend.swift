@@ -12,6 +12,7 @@ final class Backend: Sendable {
     let store: MessageStore
     let stats = SendStatistics()
     private let groups = Mutex(DeviceGroupRegistry())
+    let topics = Mutex(TopicRegistry())
     private let faults: Mutex<FaultState>
     private let nextMessageID = Atomic<Int>(0)
     private let nextSequence = Atomic<Int>(0)
@@ -74,6 +75,7 @@ final class Backend: Sendable {
         case .send(let project): return send(project: project, request)
         case .token: return credentials.exchange(request, tokenURI: tokenURI.withLock { $0 }, now: realtimeSeconds())
         case .manageDeviceGroup: return manageDeviceGroup(request)
+        case .topicBatch(let add): return topicBatch(request, add: add)
         case .lookUpDeviceGroup: return lookUpDeviceGroup(request)
         case .listMessages: return listMessages(request)
         case .reset:
@@ -357,9 +359,46 @@ final class Backend: Sendable {
             } else {
                 store.record(message("token:" + token, group: nil))
             }
-        case .topic(let topic): store.record(message("topic:" + topic, group: nil))
+        case .topic(let topic):
+            // Every token subscribed through batchAdd gets its copy, recorded under the token.
+            let subscribers = topics.withLock { $0.subscribers(project: project, topic: topic) }
+            var records = [message("topic:" + topic, group: nil)]
+            for token in subscribers.sorted() {
+                var copy = message("token:" + token, group: nil)
+                copy.viaTopic = topic
+                records.append(copy)
+            }
+            store.record(records)
         case .condition(let condition): store.record(message("condition:" + condition, group: nil))
         case .fid(let fid): store.record(message("fid:" + fid, group: nil))
+        }
+    }
+
+    // MARK: topic subscriptions (Instance ID)
+
+    private func topicBatch(_ request: HTTPServerRequest, add: Bool) -> HTTPServerResponse {
+        guard request.header("access_token_auth")?.lowercased() == "true" else {
+            return FCMResponses.legacyError(401, "access_token_auth: true is required with an OAuth2 access token")
+        }
+        let project: String
+        switch credentials.authorize(request.header("authorization"), now: realtimeSeconds()) {
+        case .project(let owner): project = owner
+        case .missing: return FCMResponses.legacyError(401, "Unauthorized: the Authorization: Bearer header is missing")
+        case .invalid, .expired: return FCMResponses.legacyError(401, "Unauthorized: the access token is invalid or expired")
+        }
+        guard let body = try? JSONValue.parse(request.body) else { return FCMResponses.legacyError(400, "the body is not valid JSON") }
+        let now = Int64(realtimeSeconds() * 1000)
+        switch topics.withLock({ $0.apply(body, project: project, add: add, nowMilliseconds: now) }) {
+        case .success(let results):
+            var response = FCMResponses.json(200, ["results": .array(results)])
+            response.delayMilliseconds = configuration.latencyMilliseconds ?? 0
+            return response
+        case .failure(let refused):
+            if let seconds = refused.retryAfter {
+                return FCMResponses.json(refused.status, ["error": .string(refused.message)],
+                                         headers: [HTTPHeader(name: "retry-after", value: String(seconds))])
+            }
+            return FCMResponses.legacyError(refused.status, refused.message)
         }
     }
 
@@ -443,6 +482,7 @@ final class Backend: Sendable {
     func reset() {
         store.reset()
         stats.reset()
+        topics.withLock { $0 = TopicRegistry() }
         faults.withLock { $0 = FaultState() }
         refusals.withLock { $0 = RefusalLog() }
         lineFree.withLock { $0 = 0 }

@@ -49,6 +49,13 @@ public enum EmulatorCommand {
                                                     (counted in /emulator/stats, not in /emulator/messages)
           POST /fcm/notification                    device groups: create, add, remove
           GET  /fcm/notification?notification_key_name=NAME
+          POST /iid/v1:batchAdd, /iid/v1:batchRemove topic subscriptions {"to": "/topics/NAME",
+                                                    "registration_tokens": [...]} (1 to 1,000); a
+                                                    topic message then reaches every subscribed token.
+                                                    Per token: fail-unregistered... NOT_FOUND,
+                                                    fail-invalid... INVALID_ARGUMENT, fail-internal-K...
+                                                    INTERNAL; fail-unavailable-N... refuses the whole
+                                                    request once with 503 and Retry-After: N
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
           DELETE /emulator/messages                 forget messages, counters, fault attempts
           GET  /emulator/stats                      counts, rates, streams, Retry-After violations

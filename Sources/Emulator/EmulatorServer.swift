@@ -168,6 +168,9 @@ public final class EmulatorServer: Sendable {
     }
 
     /// Every delivered message, oldest first.
+    /// The topic registry (subscribers and the batchAdd / batchRemove requests), as it is now.
+    public var topics: TopicRegistry { backend.topics.withLock { $0 } }
+
     public func deliveredMessages() -> [DeliveredMessage] { backend.store.messages(target: nil, limit: nil) }
 
     /// The `/emulator/stats` document.

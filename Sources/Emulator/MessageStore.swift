@@ -12,6 +12,8 @@ public struct DeliveredMessage: Sendable {
     public var target: String
     /// The group's notification key when the message reached this token through a device group.
     public var deviceGroup: String?
+    /// The topic when the message reached this token as one of the topic's subscribers.
+    public var viaTopic: String? = nil
     /// Milliseconds since 1970 when it arrived.
     public var receivedAtMilliseconds: Int64
     /// The request body as received (the `message` object is inside it).
@@ -35,6 +37,7 @@ public struct DeliveredMessage: Sendable {
             object[String(target[..<colon])] = .string(String(target[target.index(after: colon)...]))
         }
         if let deviceGroup { object["device_group"] = .string(deviceGroup) }
+        if let viaTopic { object["via_topic"] = .string(viaTopic) }
         object["time"] = .string(Timestamp.rfc3339(milliseconds: receivedAtMilliseconds))
         object["message"] = message
         return .object(object)

@@ -125,6 +125,8 @@ public enum RequestChecker {
                 try checkFCMOptions(member.value, path, allowed: ["analytics_label"])
             case "android":
                 try checkAndroid(member.value)
+            case "android_v2":
+                try checkAndroidV2(member.value)
             case "apns":
                 try checkAPNs(member.value)
             case "webpush":
@@ -132,6 +134,11 @@ public enum RequestChecker {
             default:
                 throw unknownName(member.key, at: "message")
             }
+        }
+        if let android = message.first(where: { snakeCase($0.key) == "android" }), !android.value.isNull,
+           let v2 = message.first(where: { snakeCase($0.key) == "android_v2" }), !v2.value.isNull {
+            throw FieldViolation(field: "message.android_v2",
+                                 message: "Invalid value at 'message.android_v2': android and android_v2 are mutually exclusive; set only one of them.")
         }
         guard let target else {
             throw FieldViolation(field: "message", message: "Recipient of the message is not set.")
@@ -246,6 +253,60 @@ public enum RequestChecker {
         }
     }
 
+    // MARK: android_v2 (AndroidConfigV2, mutually exclusive with android)
+
+    private static let androidV2Fields: Set<String> = [
+        "ttl", "collapse_key", "data", "restricted_package_name", "direct_boot_ok", "bandwidth_constrained_ok",
+        "restricted_satellite_ok", "fcm_options", "background_sync", "remote_notification",
+    ]
+
+    /// AndroidNotificationV2: the v1 notification's fields less the proxy ones, plus `id`.
+    private static let androidNotificationV2Fields: Set<String> =
+        androidNotificationFields.subtracting(["bypass_proxy_notification", "proxy"]).union(["id"])
+
+    private static func checkAndroidV2(_ value: JSONValue) throws(FieldViolation) {
+        let path = "message.android_v2"
+        if value.isNull { return }
+        guard let android = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.AndroidConfigV2", value) }
+        for member in android {
+            let key = snakeCase(member.key)
+            let field = "\(path).\(key)"
+            guard androidV2Fields.contains(key) else { throw unknownName(member.key, at: path) }
+            if member.value.isNull { continue }
+            switch key {
+            case "ttl": try checkTTL(member.value, field)
+            case "data": try checkData(member.value, field)
+            case "fcm_options": try checkFCMOptions(member.value, field, allowed: ["analytics_label"])
+            case "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok":
+                guard member.value.boolValue != nil else { throw invalidValue(field, "TYPE_BOOL", member.value) }
+            case "background_sync":
+                guard let sync = member.value.objectValue else {
+                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidBackgroundSyncMessage", member.value)
+                }
+                if let first = sync.members.first { throw unknownName(first.key, at: field) }
+            case "remote_notification":
+                guard let remote = member.value.objectValue else {
+                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidRemoteNotification", member.value)
+                }
+                for option in remote {
+                    let name = snakeCase(option.key)
+                    if option.value.isNull { continue }
+                    switch name {
+                    case "notification":
+                        try checkAndroidNotification(option.value, "\(field).notification", fields: androidNotificationV2Fields,
+                                                     type: "AndroidNotificationV2")
+                    case "mutable_content", "use_as_v1_data_message":
+                        guard option.value.boolValue != nil else { throw invalidValue("\(field).\(name)", "TYPE_BOOL", option.value) }
+                    default:
+                        throw unknownName(option.key, at: field)
+                    }
+                }
+            default:
+                _ = try string(member.value, field)
+            }
+        }
+    }
+
     /// A protobuf Duration in JSON: decimal seconds with up to nine fractional digits and an `s`.
     public static func parseDuration(_ text: String) -> Double? {
         let bytes = Array(text.utf8)
@@ -285,13 +346,15 @@ public enum RequestChecker {
         }
     }
 
-    private static func checkAndroidNotification(_ value: JSONValue, _ path: String) throws(FieldViolation) {
+    private static func checkAndroidNotification(_ value: JSONValue, _ path: String,
+                                                 fields: Set<String> = androidNotificationFields,
+                                                 type: String = "AndroidNotification") throws(FieldViolation) {
         if value.isNull { return }
-        guard let notification = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.AndroidNotification", value) }
+        guard let notification = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.\(type)", value) }
         for member in notification {
             let key = snakeCase(member.key)
             let field = "\(path).\(key)"
-            guard androidNotificationFields.contains(key) else { throw unknownName(member.key, at: path) }
+            guard fields.contains(key) else { throw unknownName(member.key, at: path) }
             if member.value.isNull { continue }
             switch key {
             case "color":
@@ -309,7 +372,7 @@ public enum RequestChecker {
                 }
             case "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification":
                 guard member.value.boolValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_BOOL", member.value) }
-            case "notification_count":
+            case "notification_count", "id":
                 guard member.value.intValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_INT32", member.value) }
             case "notification_priority":
                 try checkEnum(member.value, field, ["PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX"])

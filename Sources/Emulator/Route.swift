@@ -8,6 +8,8 @@ public enum Route: Sendable, Equatable {
     case manageDeviceGroup
     /// `GET /fcm/notification?notification_key_name=...`.
     case lookUpDeviceGroup
+    /// `POST /iid/v1:batchAdd` (add) or `POST /iid/v1:batchRemove`: topic subscriptions.
+    case topicBatch(add: Bool)
     /// `GET /emulator/messages[?token=|topic=|condition=][&limit=N]`.
     case listMessages
     /// `DELETE /emulator/messages`: forget messages, counters and fault attempts.
@@ -30,6 +32,8 @@ public enum Route: Sendable, Equatable {
             case "GET": return .lookUpDeviceGroup
             default: return .methodNotAllowed(allowed: "GET, POST")
             }
+        case "/iid/v1:batchAdd", "/iid/v1:batchRemove":
+            return method == "POST" ? .topicBatch(add: path.hasSuffix("batchAdd")) : .methodNotAllowed(allowed: "POST")
         case "/emulator/messages":
             switch method {
             case "GET": return .listMessages

@@ -29,8 +29,9 @@ public struct ValidationIssue: Sendable, Equatable, CustomStringConvertible {
 /// fields FCM added after this release; see `MessageRuleSet.allowing(extraFields:)`.
 ///
 /// The payload limit (4096 bytes; 2048 when the target is a `topic` or a `condition`) is measured
-/// per platform as FCM delivers it: for Android, `android.data` (or else `data`) plus
-/// `notification` plus `android.notification`; for APNs, `data` plus `notification` plus
+/// per platform as FCM delivers it: for Android, `android.data` (or `android_v2.data`, or else
+/// `data`) plus `notification` plus `android.notification` (or
+/// `android_v2.remote_notification.notification`); for APNs, `data` plus `notification` plus
 /// `apns.payload`; for Web Push, `webpush.data` (or else `data`) plus `notification` plus
 /// `webpush.notification`. In each part every member name and every string counts its UTF-8
 /// bytes, a number the length of its plain decimal text, `true`/`false`/`null` 4, 5 and 4 bytes;

@@ -1,5 +1,5 @@
 // The checks behind the rule kinds, hand-written (no regular expressions on the hot path). Each
-// mirrors its PL/pgSQL twin in migrations/020_validate_message.sql (and 045) exactly; the agreement test
+// mirrors its PL/pgSQL twin in Sources/Queue/SQL/functions/ (validate_message.sql, _mv_*.sql) exactly; the agreement test
 // runs both over the same cases.
 
 /// A JSON number literal as PostgreSQL's `numeric` sees it: `jsonb` keeps numbers as `numeric`

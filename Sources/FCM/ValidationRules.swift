@@ -4,14 +4,14 @@ import JSON
 ///
 /// The same text serves both validators: `MessageValidator` interprets it in Swift, and
 /// `herald migrate` loads it into PostgreSQL so `herald.validate_message(jsonb)` interprets the
-/// same list in PL/pgSQL (`migrations/020_validate_message.sql`, `known_fields` added by
-/// `045_unknown_fields.sql`). After applying the
-/// migrations, the migrator runs `MessageRules.loadStatement` with `MessageRules.json` as `$1`
+/// same list in PL/pgSQL (`Sources/Queue/SQL/functions/validate_message.sql` and the `_mv_*`
+/// helpers beside it; the tables in `migrations/020_validate_message.sql`). After applying the
+/// migrations and function definitions, the migrator runs `MessageRules.loadStatement` with `MessageRules.json` as `$1`
 /// on every run, so the database always holds the rules of the binary that migrated it.
 public enum MessageRules {
     /// The rule list as JSON text.
     public static let json: String = EmbeddedMessageRules.text
-    /// The rule-list format this module and migration 020 understand.
+    /// The rule-list format this module and `herald.load_message_rules` understand.
     public static let format = 1
     /// Parameterised statement that stores the rules (`$1` = `json`) in `herald.message_rules`.
     public static let loadStatement = "SELECT herald.load_message_rules($1::jsonb)"

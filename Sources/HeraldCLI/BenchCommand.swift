@@ -4,6 +4,7 @@ import Emulator
 import FCM
 import HTTPClient
 import Foundation
+import Logging
 import JSON
 import Postgres
 import Queue
@@ -671,7 +672,7 @@ final class Progress: Sendable {
                     let filled = total > 0 ? min(width, done * width / total) : 0
                     let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
                     let percent = total > 0 ? done * 100 / total : 0
-                    FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ".utf8))
+                    StandardStreams.write("\r\(label) [\(bar)] \(percent)% \(grouped(done))/\(grouped(total))  \(grouped(Int(rate)))/s   ", to: 2)
                     drawn = true
                 } else {
                     let average = Double(done - lineDone) / (now - lastLine)
@@ -685,6 +686,6 @@ final class Progress: Sendable {
             var slept = 0.0
             while slept < 1 && !stopping.value { usleep(20_000); slept += 0.02 }
         }
-        if drawn { FileHandle.standardError.write(Data("\n".utf8)) }
+        if drawn { StandardStreams.write("\n", to: 2) }
     }
 }

@@ -1,5 +1,6 @@
 import CommandOptions
 import Foundation
+import Logging
 import JSON
 import Postgres
 import Queue
@@ -77,7 +78,7 @@ enum CampaignsCommand {
                     // As herald stats --watch: cursor home, each line cleared to its end, the rest below cleared.
                     frame = "\u{1B}[H" + render(campaign).map { $0 + "\u{1B}[K" }.joined(separator: "\n") + "\n\u{1B}[J"
                 }
-                FileHandle.standardOutput.write(Data(frame.utf8))
+                guard StandardStreams.write(frame, to: 1) else { return 0 }
                 if campaign.isOver { return 0 }
                 Thread.sleep(forTimeInterval: interval)
             }
@@ -115,7 +116,7 @@ enum CampaignsCommand {
     /// Runs `body`, turning a refusal of the database into an error that names the command and
     /// the value, without PostgreSQL's context lines.
     static func steering<T>(_ action: String, _ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as SteeringError {
+        do { return try body() } catch let error as AdminError {
             let hint = error.kind == .notFound ? "; herald campaigns list shows the ids" : ""
             throw UsageError("herald campaigns \(action): \(error.description)\(hint)")
         }

@@ -129,7 +129,7 @@ enum DeadCommand {
 
     /// Runs `body`, turning a dead-letter error into a usage error that names the command.
     static func reporting<T>(_ action: String, _ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as DeadLetterError {
+        do { return try body() } catch let error as AdminError {
             throw UsageError("herald dead \(action): \(error.description)")
         }
     }

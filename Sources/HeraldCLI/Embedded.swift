@@ -111,14 +111,14 @@ final class RunEnvironment {
                 throw UsageError("herald \(parsed.command): --emulator and \(parsed.lookup("credentials")!.source) are both given; give --emulator to send to the local emulator, or the credentials to send to FCM, not both")
             }
             credentialsPath = path
-            if let url = parsed.string("fcm-url") { fcmBaseURL = url }
+            if let url = try parsed.httpURL("fcm-url") { fcmBaseURL = url }
             // Fail now, naming the file, rather than in every worker.
             do { account = try ServiceAccount.load(path: path) } catch {
                 throw UsageError("herald \(parsed.command): \(parsed.lookup("credentials")!.source): \(error)")
             }
             return
         }
-        if let url = parsed.string("fcm-url") {
+        if let url = try parsed.httpURL("fcm-url") {
             throw UsageError("herald \(parsed.command): \(parsed.lookup("fcm-url")!.source) is \(url) but no credentials are given; set GOOGLE_APPLICATION_CREDENTIALS (or --credentials) to a service-account JSON for it")
         }
         let embeddedDefault = parsed.accepts("database-url") && parsed.string("database-url") == nil
@@ -186,6 +186,8 @@ final class RunEnvironment {
     var childEnvironment: [String: String] {
         var env = ["DATABASE_URL": databaseURL, "GOOGLE_APPLICATION_CREDENTIALS": credentialsPath, "HERALD_FCM_URL": fcmBaseURL]
         if let caFile { env["HERALD_CA_FILE"] = caFile }
+        // The emulator in this process also answers Instance ID's topic calls.
+        if emulator != nil { env["HERALD_IID_URL"] = fcmBaseURL }
         return env
     }
 

@@ -10,8 +10,10 @@ enum MigrateCommand {
         command: "migrate", summary: "Create or update the herald schema (migrations compiled into this binary).",
         usage: "[options]", options: options,
         footer: """
-        Each migration runs once, in order, in its own transaction, recorded in herald.schema_migrations,
-        under an advisory lock so that two deploys cannot race. A herald.prune_token you replaced is kept.
+        Each numbered migration runs once, in order, in its own transaction, recorded in
+        herald.schema_migrations; then every herald.* function and view whose definition changed is
+        replaced (one transaction, recorded in herald.schema_definitions). All under an advisory lock
+        so that two deploys cannot race. A herald.prune_token you replaced is kept.
         """)
 
     static func run(arguments: [String]) throws -> Int32 {
@@ -22,11 +24,14 @@ enum MigrateCommand {
         }
         let connection: PGConnection
         do { connection = try PGConnection(url: url) } catch { throw UsageError("herald migrate: DATABASE_URL: \(error)") }
-        let applied = try Migrator.migrate(connection) { log.warning($0) }
-        if applied.isEmpty {
-            print("herald schema is up to date (\(Migrator.migrations.count) migrations)")
+        let applied = try Migrator.apply(connection) { log.warning($0) }
+        if applied.migrations.isEmpty && applied.definitions.isEmpty {
+            print("herald schema is up to date (\(Migrator.migrations.count) migrations, \(Migrator.definitions.count) functions and views)")
         } else {
-            for name in applied { print("applied \(name)") }
+            for name in applied.migrations { print("applied \(name)") }
+            if !applied.definitions.isEmpty {
+                print("replaced \(applied.definitions.count) of \(Migrator.definitions.count) functions and views")
+            }
         }
         return 0
     }

@@ -1,6 +1,7 @@
 import CommandOptions
 import Foundation
+import Logging
 
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    StandardStreams.write(text + "\n", to: 2)
 }

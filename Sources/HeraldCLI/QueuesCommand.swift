@@ -77,7 +77,7 @@ enum QueuesCommand {
                     print("note: no job or dead letter has used queue \(name) yet; the limits apply from its first job (check the spelling if you meant an existing queue)")
                 }
             }
-        } catch let error as SteeringError {
+        } catch let error as AdminError {
             let hint = error.kind == .notFound ? "; herald queues list shows the queues" : ""
             throw UsageError("herald queues \(action): \(error.description)\(hint)")
         }

@@ -10,6 +10,7 @@ enum SendCommand {
         Option(name: "token", value: "TOKEN", help: "Send to this registration token (or a device group's notification_key)."),
         Option(name: "topic", value: "NAME", help: "Send to this topic."),
         Option(name: "condition", value: "EXPR", help: "Send to a topic condition, e.g. \"'a' in topics && 'b' in topics\"."),
+        Option(name: "fid", value: "FID", help: "Send to this Firebase installation ID."),
         Option(name: "title", value: "TEXT", help: "notification.title."),
         Option(name: "body", value: "TEXT", help: "notification.body."),
         Option(name: "data", value: "KEY=VALUE", repeatable: true, help: "A data entry."),
@@ -24,7 +25,7 @@ enum SendCommand {
 
     static let help = helpText(
         command: "send", summary: "Send one message now and print FCM's answer (the message name, or the classified error and what to do).",
-        usage: "(--token T | --topic T | --condition C) [--title T] [--body B] [--data k=v ...] [--message FILE] | --legacy FILE [--form]",
+        usage: "(--token T | --topic T | --condition C | --fid F) [--title T] [--body B] [--data k=v ...] [--message FILE] | --legacy FILE [--form]",
         options: options,
         footer: """
         Needs GOOGLE_APPLICATION_CREDENTIALS (or --credentials); without them it sends nothing and
@@ -49,10 +50,10 @@ enum SendCommand {
             }
             message = object
         }
-        let targets = ["token", "topic", "condition"].filter { parsed.string($0) != nil }
-        if targets.count > 1 { throw UsageError("herald send: give one of --token, --topic or --condition, not \(targets.map { "--" + $0 }.joined(separator: " and "))") }
+        let targets = ["token", "topic", "condition", "fid"].filter { parsed.string($0) != nil }
+        if targets.count > 1 { throw UsageError("herald send: give one of --token, --topic, --condition or --fid, not \(targets.map { "--" + $0 }.joined(separator: " and "))") }
         if let target = targets.first {
-            for key in ["token", "topic", "condition"] { message[key] = nil }
+            for key in ["token", "topic", "condition", "fid"] { message[key] = nil }
             message[target] = .string(parsed.string(target)!)
         }
         if parsed.string("title") != nil || parsed.string("body") != nil {

@@ -1,5 +1,6 @@
 import CommandOptions
 import Foundation
+import Logging
 import Postgres
 import Queue
 
@@ -37,7 +38,8 @@ enum StatsCommand {
             // Cursor home, each line cleared to its end, then everything below cleared: the table
             // is redrawn in place without a flash of an empty screen.
             let frame = "\u{1B}[H" + lines.map { $0 + "\u{1B}[K" }.joined(separator: "\n") + "\n\u{1B}[J"
-            FileHandle.standardOutput.write(Data(frame.utf8))
+            // A reader that went away (`| head`) ends the watch; nothing is left to show it to.
+            guard StandardStreams.write(frame, to: 1) else { return 0 }
             Thread.sleep(forTimeInterval: interval)
         }
     }

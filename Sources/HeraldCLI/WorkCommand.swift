@@ -17,6 +17,9 @@ enum WorkCommand {
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
         Option(name: "retention", env: "HERALD_RETENTION", value: "DURATION", help: "How long finished jobs stay in herald.jobs; 0 deletes them at once.", defaultText: "24h"),
         Option(name: "shutdown-timeout", env: "HERALD_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "On SIGTERM, how long in-flight requests may finish.", defaultText: "30"),
+        Option(name: "statement-timeout", env: "HERALD_STATEMENT_TIMEOUT", value: "SECONDS",
+               help: "statement_timeout of the claims, records and upkeep; a connection whose answer has not come 5 s later is closed and reopened (a silent network path).",
+               defaultText: "20"),
         Option(name: "poll-interval", env: "HERALD_POLL_INTERVAL", value: "SECONDS", help: "Claim at least this often without a notification.", defaultText: "1"),
         Option(name: "request-timeout", env: "HERALD_REQUEST_TIMEOUT", value: "SECONDS", help: "Timeout of one FCM request.", defaultText: "30"),
         Option(name: "connect-timeout", env: "HERALD_CONNECT_TIMEOUT", value: "SECONDS", help: "Timeout of connecting to FCM.", defaultText: "10"),
@@ -28,6 +31,9 @@ enum WorkCommand {
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
                defaultText: "127.0.0.1:9464"),
+        Option(name: "iid-url", env: "HERALD_IID_URL", value: "URL",
+               help: "Instance ID base URL for topic subscriptions (batchAdd / batchRemove); the in-process emulator's with --emulator.",
+               defaultText: "https://iid.googleapis.com"),
         emulatorOption,
     ] + connectionOptions
 
@@ -47,6 +53,7 @@ enum WorkCommand {
     static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {
         var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
         c.fcmBaseURL = fcmURL
+        if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
         c.caFile = caFile
         c.queues = parsed.all("queue")
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
@@ -57,6 +64,8 @@ enum WorkCommand {
         c.retentionSeconds = try parsed.seconds("retention", default: 86_400)
         c.shutdownTimeout = try parsed.seconds("shutdown-timeout", default: 30)
         c.pollInterval = max(0.05, try parsed.seconds("poll-interval", default: 1))
+        c.statementTimeout = try parsed.seconds("statement-timeout", default: 20)
+        if c.statementTimeout < 1 { throw UsageError("herald work: --statement-timeout must be at least 1 second (a claim of a batch needs time)") }
         c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
@@ -144,7 +153,7 @@ enum WorkCommand {
             let env = ProcessInfo.processInfo.environment
             var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
                                            credentials: parsed.string("credentials") ?? "",
-                                           fcmURL: parsed.string("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
+                                           fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
             guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }

@@ -1,6 +1,7 @@
 import CommandOptions
 import Emulator
 import Foundation
+import Worker
 
 // `herald <command> [options]`.
 let usage = """
@@ -17,11 +18,12 @@ Commands:
   stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
   campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
   queues     Queues: pause, resume, rate and in-flight limits.
+  topics     Topic subscriptions: subscribers per topic, tokens FCM refused.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
   emulator   Run the local FCM emulator (HTTP/2 and HTTP/1.1, OAuth2, device groups, fault tokens).
 
-Run 'herald <command> --help' for its options and environment variables.
+Run 'herald <command> --help' for its options and environment variables; 'herald --version' for the version.
 """
 
 // A peer closing a socket must be an error return, not the end of the process (libcurl with
@@ -32,6 +34,10 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 guard let name = arguments.first, !["--help", "-h", "help"].contains(name) else {
     print(usage)
     exit(arguments.isEmpty ? 2 : 0)
+}
+if ["--version", "-V", "version"].contains(name) {
+    print("herald \(heraldVersion)")
+    exit(0)
 }
 let rest = Array(arguments.dropFirst())
 let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
@@ -44,11 +50,16 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "stats": (StatsCommand.help, StatsCommand.run),
     "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
     "queues": (QueuesCommand.help, QueuesCommand.run),
+    "topics": (TopicsCommand.help, TopicsCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),
 ]
 guard let command = commands[name] else {
-    printError("herald: unknown command '\(name)'\n\n\(usage)")
+    if let guess = nearest(name, among: Array(commands.keys)) {
+        printError("herald: unknown command '\(name)'; did you mean 'herald \(guess)'? ('herald --help' lists the commands)")
+    } else {
+        printError("herald: unknown command '\(name)'\n\n\(usage)")
+    }
     exit(2)
 }
 if rest.contains("--help") || rest.contains("-h") {

@@ -77,6 +77,47 @@ public final class LocalCluster: @unchecked Sendable {
         return LocalCluster(directory: directory, port: chosenPort)
     }
 
+    /// Starts a streaming standby of `primary` in `directory` (a base backup of it, then
+    /// recovery following it), named `applicationName` for the primary's
+    /// `synchronous_standby_names`. Settings as for `start`.
+    public static func startStandby(of primary: LocalCluster, directory: String, applicationName: String = "standby1",
+                                    durable: Bool = true, settings: [String: String] = [:]) throws(PostgresError) -> LocalCluster {
+        let bin = try binaries()
+        let asRoot = getuid() == 0
+        let data = directory + "/data"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw PostgresError("cannot create the PostgreSQL folder \(directory): \(error.localizedDescription)")
+        }
+        if asRoot { _ = try run(["/bin/chown", "-R", "postgres", directory], asPostgres: false) }
+        let conninfo = "host=127.0.0.1 port=\(primary.port) user=\(primary.user) application_name=\(applicationName)"
+        _ = try run([bin + "/pg_basebackup", "-D", data, "-d", conninfo, "-X", "stream", "-R", "--no-sync"], asPostgres: asRoot)
+        // -R writes standby.signal and a primary_conninfo; this one names the standby for the
+        // primary's synchronous_standby_names (no quote or backslash in it to escape).
+        do {
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: data + "/postgresql.auto.conf"))
+            handle.seekToEndOfFile()
+            handle.write(Data("primary_conninfo = '\(conninfo)'\n".utf8))
+            try handle.close()
+        } catch {
+            throw PostgresError("cannot write the standby's primary_conninfo in \(data): \(error.localizedDescription)")
+        }
+        return try start(directory: directory, durable: durable, settings: settings)
+    }
+
+    /// Ends recovery of a standby: it becomes a primary that takes writes.
+    public func promote() throws(PostgresError) {
+        let bin = try Self.binaries()
+        _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-w", "-t", "60", "promote"], asPostgres: getuid() == 0)
+    }
+
+    /// Stops the server at once, without a checkpoint, as a crash would (`pg_ctl stop -m immediate`).
+    public func crash() throws(PostgresError) {
+        let bin = try Self.binaries()
+        _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"], asPostgres: getuid() == 0)
+    }
+
     public func stop() throws(PostgresError) {
         let bin = try Self.binaries()
         _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"], asPostgres: getuid() == 0)

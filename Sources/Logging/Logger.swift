@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import Synchronization
 
 /// A value of a log line's field.
 public enum LogValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
@@ -45,7 +46,7 @@ public struct Logger: Sendable {
 
     public init(level: Level = .info, format: Format = .text, prefix: String = "herald") {
         self.init(level: level, format: format, prefix: prefix) { line in
-            FileHandle.standardError.write(Data(line.utf8))
+            StandardStreams.write(line, to: 2)
         }
     }
 
@@ -105,5 +106,42 @@ public struct Logger: Sendable {
         gmtime_r(&seconds, &parts)
         return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
                       parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
+    }
+}
+
+/// Writes to standard output and standard error that never end the process. A log shipper that
+/// stops reading (`herald work 2>&1 | head -1`) leaves a closed pipe: with SIGPIPE ignored (every
+/// herald command ignores it) `write` answers EPIPE, and the line is dropped and counted
+/// (`herald_log_lines_dropped_total` on a pool's /metrics) instead of trapping, as
+/// `FileHandle.write` does on an error.
+public enum StandardStreams {
+    private static let dropped = Atomic<Int>(0)
+
+    /// Lines (or other writes) dropped so far in this process because the stream was closed or failing.
+    public static var droppedWrites: Int { dropped.load(ordering: .relaxed) }
+
+    /// Writes all of `text` to `descriptor` (1 or 2); returns false, and counts a dropped write,
+    /// when the stream refuses it. Partial writes are continued; EINTR is retried.
+    @discardableResult
+    public static func write(_ text: String, to descriptor: Int32) -> Bool {
+        var bytes = Array(text.utf8)
+        if bytes.isEmpty { return true }
+        let written = bytes.withUnsafeMutableBytes { buffer -> Bool in
+            var offset = 0
+            while offset < buffer.count {
+                let result = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if result > 0 {
+                    offset += result
+                } else if result < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return false
+                }
+            }
+            return true
+        }
+        if !written { dropped.wrappingAdd(1, ordering: .relaxed) }
+        bytes.removeAll()
+        return written
     }
 }

@@ -8,6 +8,8 @@ public struct PoolReading: Sendable {
     /// Supervisor and workers together.
     public var cpuSeconds: Double
     public var residentBytes: Int
+    /// Log lines the supervisor itself dropped (its workers' are in `totals`).
+    public var supervisorLogWritesDropped: Int = 0
 
     public init(totals: SlotSnapshot, workerProcesses: Int, quotaPaused: Bool, version: String, cpuSeconds: Double, residentBytes: Int) {
         self.totals = totals
@@ -31,7 +33,7 @@ public enum PoolExposition {
         for queue in queues {
             let counts = totals.queues[queue]!
             for outcome in MessageOutcome.allCases {
-                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.label)], counts[outcome])
+                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.rawValue)], counts[outcome])
             }
         }
 
@@ -85,6 +87,10 @@ public enum PoolExposition {
         out.family("herald_stale_outcomes_total", .counter,
                    help: "Outcomes PostgreSQL did not apply because the job's lease had run out and another worker held it (herald_messages_total counts them too).")
         out.sample("herald_stale_outcomes_total", totals.staleOutcomes)
+
+        out.family("herald_log_lines_dropped_total", .counter,
+                   help: "Log lines the supervisor and its workers could not write because stderr was closed (a log reader that went away); the pool works on.")
+        out.sample("herald_log_lines_dropped_total", totals.logWritesDropped + UInt64(reading.supervisorLogWritesDropped))
 
         out.family("herald_build_info", .gauge, help: "Always 1; the version label says which herald runs.")
         out.sample("herald_build_info", labels: [("version", reading.version)], 1)

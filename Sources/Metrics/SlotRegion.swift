@@ -1,19 +1,36 @@
 import Foundation
 import Synchronization
 
-/// What became of a job, as `herald_messages_total` labels it.
-public enum MessageOutcome: Int, CaseIterable, Sendable {
-    case completed, retried, dead, discarded, pruned, released, snoozed
+/// What became of a claimed job, in the one word every layer uses for it: the `outcome` label of
+/// `herald_messages_total`, the `a` of a row of record_outcomes.sql (Queue's `OutcomeAction.outcome`)
+/// and the `outcome` field of the worker's log lines.
+public enum MessageOutcome: String, CaseIterable, Sendable {
+    /// Delivered (or, for a dry run, validated): the job is `completed`.
+    case completed
+    /// To be sent again later; the attempt counted.
+    case retried
+    /// Moved to herald.dead_letters.
+    case dead
+    /// `discarded` without a request (e.g. its token was pruned earlier).
+    case discarded
+    /// FCM said the token is gone: herald.prune_token ran, the job is `discarded`.
+    case pruned
+    /// Put back unsent, the attempt not counted.
+    case released
+    /// Put back after a quota answer (a device's, a topic's or the project's limit), the first
+    /// ones without counting an attempt.
+    case snoozed
 
-    public var label: String {
+    /// Its position among `allCases`: the order of the slot region's counters.
+    public var index: Int {
         switch self {
-        case .completed: "completed"
-        case .retried: "retried"
-        case .dead: "dead"
-        case .discarded: "discarded"
-        case .pruned: "pruned"
-        case .released: "released"
-        case .snoozed: "snoozed"
+        case .completed: 0
+        case .retried: 1
+        case .dead: 2
+        case .discarded: 3
+        case .pruned: 4
+        case .released: 5
+        case .snoozed: 6
         }
     }
 }
@@ -47,14 +64,14 @@ public final class SlotRegion: @unchecked Sendable {
     static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
-             staleOutcomes, queueCount, codeCount, quotaDevice, quotaTopic, quotaProject, snoozed,
+             staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
              projectRateMilli, window
     }
     /// The quota limits counted apart (herald_fcm_quota_exceeded_total), with their header words.
     public static let quotaLimits: [(label: String, word: Int)] = [
         ("device", Header.quotaDevice.rawValue), ("topic", Header.quotaTopic.rawValue), ("project", Header.quotaProject.rawValue),
     ]
-    static let headerWords = 16
+    static let headerWords = 24
     static let nameWords = 1 + nameBytes / 8
     static let durationStart = headerWords
     static let durationWords = durationBounds.count + 2           // buckets, +Inf, sum in µs

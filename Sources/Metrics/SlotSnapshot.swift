@@ -1,14 +1,14 @@
 /// What a slot (or, summed, a pool) had counted at one moment.
 public struct SlotSnapshot: Sendable, Equatable {
     public struct QueueCounts: Sendable, Equatable {
-        /// Indexed by `MessageOutcome.rawValue`.
+        /// Indexed by `MessageOutcome.index`.
         public var outcomes = [UInt64](repeating: 0, count: MessageOutcome.allCases.count)
         /// Per bucket of `SlotRegion.latencyBounds`, plus one above the last bound (not cumulative).
         public var latencyCounts = [UInt64](repeating: 0, count: SlotRegion.latencyBounds.count + 1)
         public var latencySumSeconds: Double = 0
         public init() {}
 
-        public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.rawValue] }
+        public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.index] }
     }
 
     public var pid: Int32 = 0
@@ -18,6 +18,7 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var pausedUntil: Double = 0
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
+    public var logWritesDropped: UInt64 = 0
     /// Quota answers by the limit they were taken for (`device`, `topic`, `project`).
     public var quotaByLimit: [String: UInt64] = [:]
     public var snoozed: UInt64 = 0
@@ -43,6 +44,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
+        logWritesDropped = region.load(H.logWritesDropped.rawValue)
         for (label, word) in SlotRegion.quotaLimits { quotaByLimit[label] = region.load(word) }
         snoozed = region.load(H.snoozed.rawValue)
         projectRate = Double(region.load(H.projectRateMilli.rawValue)) / 1000
@@ -55,7 +57,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         for (index, name) in region.names(.queues).enumerated() {
             let start = region.entryStart(.queues, index) + SlotRegion.nameWords
             var counts = QueueCounts()
-            for outcome in MessageOutcome.allCases { counts.outcomes[outcome.rawValue] = region.load(start + outcome.rawValue) }
+            for outcome in MessageOutcome.allCases { counts.outcomes[outcome.index] = region.load(start + outcome.index) }
             let latencyStart = start + SlotRegion.outcomeCount
             for bucket in 0..<counts.latencyCounts.count { counts.latencyCounts[bucket] = region.load(latencyStart + bucket) }
             counts.latencySumSeconds = Double(region.load(latencyStart + counts.latencyCounts.count)) / 1_000_000
@@ -68,6 +70,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         inFlight += other.inFlight
         tokenFetches += other.tokenFetches
         staleOutcomes += other.staleOutcomes
+        logWritesDropped += other.logWritesDropped
         for (label, count) in other.quotaByLimit { quotaByLimit[label, default: 0] += count }
         snoozed += other.snoozed
         window += other.window

@@ -17,6 +17,8 @@ public final class SlotWriter: @unchecked Sendable {
     private let labels: Mutex<Labels>
     /// Token fetches of the slot's earlier processes.
     private let tokenFetchBase: UInt64
+    /// Log lines dropped by the slot's earlier processes.
+    private let logDropBase: UInt64
 
     /// Takes over the slot: earlier workers' label tables are read back, so the new process
     /// keeps adding to the same entries; `pid` marks the slot as this process's.
@@ -27,6 +29,7 @@ public final class SlotWriter: @unchecked Sendable {
         for (index, name) in region.names(.codes).enumerated() { known.codes[name] = index }
         labels = Mutex(known)
         tokenFetchBase = region.load(SlotRegion.Header.tokenRefreshes.rawValue)
+        logDropBase = region.load(SlotRegion.Header.logWritesDropped.rawValue)
         region.store(SlotRegion.Header.pid.rawValue, UInt64(pid))
     }
 
@@ -35,7 +38,7 @@ public final class SlotWriter: @unchecked Sendable {
     /// `count` outcomes of one kind were recorded for jobs of `queue`.
     public func recorded(queue: String, outcome: MessageOutcome, count: Int = 1) {
         guard count > 0 else { return }
-        region.add(region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + outcome.rawValue, UInt64(count))
+        region.add(region.entryStart(.queues, index(ofQueue: queue)) + SlotRegion.nameWords + outcome.index, UInt64(count))
     }
 
     /// One FCM request was answered (`code` `OK`, an FCM error code, or `TRANSPORT`) after `seconds`.
@@ -63,6 +66,12 @@ public final class SlotWriter: @unchecked Sendable {
 
     /// A job snoozed after a quota answer, or held back while its target backs off.
     public func snoozed() { region.add(SlotRegion.Header.snoozed.rawValue, 1) }
+
+    /// Log lines this process dropped because its stderr was closed; call with the process's
+    /// own total, the slot's earlier processes' drops are kept.
+    public func setLogWritesDropped(_ droppedByThisProcess: Int) {
+        region.store(SlotRegion.Header.logWritesDropped.rawValue, logDropBase + UInt64(max(0, droppedByThisProcess)))
+    }
 
     // MARK: gauges (one writer each)
 

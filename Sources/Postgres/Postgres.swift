@@ -182,11 +182,23 @@ public struct PGNotification: Sendable, Equatable {
 }
 
 /// One connection. Not thread-safe: one thread uses it at a time.
+///
+/// Every connection looks after a network path that goes silent (a partition, a NAT or firewall
+/// that drops the flow without a reset): libpq's TCP keepalives and `tcp_user_timeout` are on
+/// (`ConnectionDefaults.client`) and the server is asked to probe its side too
+/// (`ConnectionDefaults.server`), unless the connection string sets them itself. A connection
+/// given a statement timeout (`limitStatements(to:)`) also gives up on a statement whose answer
+/// does not come, and is then closed, so its owner reconnects.
 public final class PGConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     public let url: String
     private var prepared: [String: String] = [:]
     private var listening: [String] = []
+    /// Seconds the server runs one statement at most (its `statement_timeout`), nil: no limit.
+    public private(set) var statementTimeout: Double?
+    /// A statement whose answer has not come this long after `statementTimeout` has passed was
+    /// lost on the way (the server would have answered with a timeout error by then).
+    public static let answerGrace = 5.0
 
     public init(url: String) throws(PostgresError) {
         self.url = url
@@ -195,39 +207,95 @@ public final class PGConnection: @unchecked Sendable {
     deinit { if let handle { PQfinish(handle) } }
 
     private func open() throws(PostgresError) {
-        let connection = PQconnectdb(url)
+        // Herald's defaults first, the connection string last: libpq keeps the last value of a
+        // keyword, so whatever DATABASE_URL sets (keepalives_idle=..., connect_timeout=...) wins.
+        let pairs = ConnectionDefaults.clientKeywords(environment: ProcessInfo.processInfo.environment) + [("dbname", url)]
+        let connection = Self.withCStringArray(pairs.map(\.0)) { keywords in
+            Self.withCStringArray(pairs.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
+        }
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let text = connection.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
             if let connection { PQfinish(connection) }
-            throw PostgresError("cannot connect to PostgreSQL at \(Self.redacted(url)): \(text.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw PostgresError("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         handle = connection
         prepared = [:]
         // Notices (e.g. "relation already exists, skipping") are not errors; keep them off stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        // The server's side of a silent path: it probes the client too, and its backend (and the
+        // locks and the transaction it holds) goes away when the client is gone.
+        let options = Self.conninfoValue(connection, "options") ?? ""
+        let settings = ConnectionDefaults.server.filter { !options.contains($0.0) }
+        if !settings.isEmpty {
+            // A server that does not know one (older than 12) keeps its defaults.
+            _ = try? query(Self.setConfigStatement(count: settings.count), settings.flatMap { [PGValue.text($0.0), .text($0.1)] })
+        }
+        if let statementTimeout { try applyStatementTimeout(statementTimeout) }
     }
 
-    /// The connection string with any password replaced, for messages: the URL form's
-    /// user:password@, a ?password= parameter, and the keyword form's password=...
+    /// statement_timeout, and idle_in_transaction_session_timeout as long: a client cut off in
+    /// the middle of a transaction does not keep its rows locked past it, even while the server
+    /// still believes the session alive.
+    private func applyStatementTimeout(_ seconds: Double) throws(PostgresError) {
+        let milliseconds = String(Int((seconds * 1000).rounded()))
+        try query(Self.setConfigStatement(count: 2),
+                  [.text("statement_timeout"), .text(milliseconds), .text("idle_in_transaction_session_timeout"), .text(milliseconds)])
+    }
+
+    /// `SELECT set_config($1, $2, false), ...` for `count` settings (names and values as parameters).
+    static func setConfigStatement(count: Int) -> String {
+        "SELECT " + (0..<count).map { "set_config($\($0 * 2 + 1), $\($0 * 2 + 2), false)" }.joined(separator: ", ")
+    }
+
+    /// Runs every statement of this connection (and of every reconnection) under PostgreSQL's
+    /// `statement_timeout` of `seconds`, and abandons the connection when an answer has not come
+    /// `answerGrace` seconds after that: the path to the server has gone silent.
+    public func limitStatements(to seconds: Double) throws(PostgresError) {
+        statementTimeout = seconds
+        try applyStatementTimeout(seconds)
+    }
+
+    /// A libpq keyword's value for this connection as libpq resolved it (Herald's defaults, the
+    /// environment, the connection string), e.g. `keepalives_idle`; nil when closed or unset.
+    public func connectionOption(_ keyword: String) -> String? {
+        handle.flatMap { Self.conninfoValue($0, keyword) }
+    }
+
+    /// A keyword's value as libpq resolved it for `connection` (defaults, environment, string).
+    private static func conninfoValue(_ connection: OpaquePointer, _ keyword: String) -> String? {
+        guard let options = PQconninfo(connection) else { return nil }
+        defer { PQconninfoFree(options) }
+        var index = 0
+        while let name = options[index].keyword {
+            if String(cString: name) == keyword { return options[index].val.map { String(cString: $0) } }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func withCStringArray<R>(_ strings: [String], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        let copies = strings.map { strdup($0) }
+        defer { for copy in copies { free(copy) } }
+        return body(copies.map { UnsafePointer($0) } + [nil])
+    }
+
+    /// The connection string with any password replaced, for messages. Masks every shape before
+    /// parsing anything, so a string libpq or Foundation would refuse is masked too: the URL
+    /// form's `user:password@` (whatever the rest looks like), `password=` in a query or in the
+    /// keyword form (quoted or not, spaces around `=` or not).
     public static func redacted(_ url: String) -> String {
-        var text = url
-        if var components = URLComponents(string: url), components.scheme != nil, components.password != nil {
-            components.password = "***"
-            text = components.string ?? url
+        ConnectionSecrets.mask(url)
+    }
+
+    /// `text` (an error message about `url`, such as libpq's) masked as `redacted` masks a
+    /// connection string, and with every password `url` holds (as written and percent-decoded)
+    /// replaced wherever it appears.
+    public static func redacted(_ text: String, secretsOf url: String) -> String {
+        var masked = ConnectionSecrets.mask(text)
+        for secret in ConnectionSecrets.passwords(in: url) where secret.count >= 3 {
+            masked = masked.replacingOccurrences(of: secret, with: "***")
         }
-        var result = ""
-        var rest = Substring(text)
-        while let range = rest.range(of: "password=", options: .caseInsensitive) {
-            result += rest[..<range.upperBound] + "***"
-            rest = rest[range.upperBound...]
-            if rest.first == "'" {
-                rest = rest.dropFirst()
-                rest = rest.drop { $0 != "'" }.dropFirst()
-            } else {
-                rest = rest.drop { $0 != " " && $0 != "&" }
-            }
-        }
-        return result + rest
+        return masked
     }
 
     public var isHealthy: Bool { handle.map { PQstatus($0) == CONNECTION_OK } ?? false }
@@ -242,6 +310,50 @@ public final class PGConnection: @unchecked Sendable {
         for channel in channels { try listen(channel) }
     }
 
+    /// Closes a connection whose statement got no answer: it is no longer healthy, and its
+    /// owner reconnects.
+    private func abandon() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+        prepared = [:]
+    }
+
+    /// Sends with `send` and waits for the answer, at most `statementTimeout + answerGrace`
+    /// seconds; returns the last result (the first error stops a multi-statement string).
+    private func perform(_ send: (OpaquePointer) -> Int32) throws(PostgresError) -> OpaquePointer? {
+        guard let handle, let limit = statementTimeout else { return nil }
+        guard send(handle) == 1 else {
+            throw PostgresError(String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let deadline = Self.monotonicSeconds() + limit + Self.answerGrace
+        while PQisBusy(handle) == 1 {
+            let remaining = deadline - Self.monotonicSeconds()
+            if remaining <= 0 {
+                abandon()
+                throw PostgresError("PostgreSQL sent no answer within \(Int(limit + Self.answerGrace)) s (the network path is silent); closed the connection")
+            }
+            var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+            _ = poll(&descriptor, 1, Int32(min(remaining * 1000, 1000).rounded(.up)))
+            if PQconsumeInput(handle) == 0 { break }
+        }
+        var last: OpaquePointer? = nil
+        while let result = PQgetResult(handle) {
+            if let previous = last {
+                // Keep an error over what follows it.
+                if PQresultStatus(previous) == PGRES_FATAL_ERROR { PQclear(result); continue }
+                PQclear(previous)
+            }
+            last = result
+        }
+        return last
+    }
+
+    private static func monotonicSeconds() -> Double {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     /// The socket, for poll()/epoll when waiting for notifications.
     public var socket: Int32 { handle.map { PQsocket($0) } ?? -1 }
 
@@ -253,12 +365,14 @@ public final class PGConnection: @unchecked Sendable {
             name = existing
         } else {
             name = "herald_\(prepared.count)"
-            let prepareResult = PQprepare(handle, name, sql, 0, nil)
+            let prepareResult = statementTimeout == nil ? PQprepare(handle, name, sql, 0, nil)
+                : try perform { PQsendPrepare($0, name, sql, 0, nil) }
             try check(prepareResult, sql: sql)
             prepared[sql] = name
         }
-        let result = Self.withCStrings(parameters) { pointers in
-            PQexecPrepared(handle, name, Int32(pointers.count), pointers, nil, nil, 0)
+        let result = try Self.withCStrings(parameters) { (pointers) throws(PostgresError) -> OpaquePointer? in
+            if statementTimeout == nil { return PQexecPrepared(handle, name, Int32(pointers.count), pointers, nil, nil, 0) }
+            return try perform { PQsendQueryPrepared($0, name, Int32(pointers.count), pointers, nil, nil, 0) }
         }
         return try check(result, sql: sql)
     }
@@ -266,7 +380,11 @@ public final class PGConnection: @unchecked Sendable {
     /// Runs one or more statements without parameters (migrations, BEGIN/COMMIT).
     public func execute(_ sql: String) throws(PostgresError) {
         guard let handle else { throw PostgresError("connection is closed") }
-        try check(PQexec(handle, sql), sql: sql)
+        if statementTimeout == nil {
+            try check(PQexec(handle, sql), sql: sql)
+        } else {
+            try check(try perform { PQsendQuery($0, sql) }, sql: sql)
+        }
     }
 
     @discardableResult
@@ -350,7 +468,7 @@ public final class PGConnection: @unchecked Sendable {
 
     /// Hands libpq every parameter as a NUL-terminated string (nil for NULL). They are written
     /// one after another into one buffer: one allocation per statement, not one per parameter.
-    private static func withCStrings<R>(_ parameters: [PGValue?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    private static func withCStrings<R, E: Error>(_ parameters: [PGValue?], _ body: ([UnsafePointer<CChar>?]) throws(E) -> R) throws(E) -> R {
         var buffer: [UInt8] = []
         var starts: [Int] = []
         starts.reserveCapacity(parameters.count)
@@ -362,10 +480,16 @@ public final class PGConnection: @unchecked Sendable {
             starts.append(buffer.count)
             parameter.appendCString(to: &buffer)
         }
-        return buffer.withUnsafeBufferPointer { bytes in
+        // Typed throws through withUnsafeBufferPointer: the error is carried out as a Result.
+        let result: Result<R, E> = buffer.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { text in
-                body(starts.map { $0 < 0 ? nil : text.baseAddress! + $0 })
+                do throws(E) {
+                    return .success(try body(starts.map { $0 < 0 ? nil : text.baseAddress! + $0 }))
+                } catch {
+                    return .failure(error)
+                }
             }
         }
+        return try result.get()
     }
 }

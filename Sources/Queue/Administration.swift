@@ -2,11 +2,21 @@ import JSON
 import Postgres
 
 /// The SQL the commands run besides the job life cycle: checks, reports, the sample batch and
-/// device-group bookkeeping. Kept here, with the rest of Herald's SQL, so the CLI holds none.
+/// device-group bookkeeping (its statements in `SQL/admin/`), so the CLI and the dashboard hold none.
 public enum Administration {
     /// Whether `herald migrate` has created the schema in this database.
     public static func isMigrated(_ connection: PGConnection) throws(PostgresError) -> Bool {
-        try connection.query("SELECT to_regclass('herald.jobs') IS NOT NULL").bool(0, 0) ?? false
+        try connection.query(SQL.schemaExists).bool(0, 0) ?? false
+    }
+
+    /// Whether the schema has herald.admin_log (the dashboard's audit trail, migration 060).
+    public static func hasAdminLog(_ connection: PGConnection) throws(PostgresError) -> Bool {
+        try connection.query(SQL.adminLogExists).bool(0, 0) ?? false
+    }
+
+    /// Marks a connection as the dashboard's, every statement bounded by `statementTimeoutMilliseconds`.
+    public static func identifyAsDashboard(_ connection: PGConnection, statementTimeoutMilliseconds: Int) throws(PostgresError) {
+        try connection.query(SQL.identifyAsDashboard, [.text(String(statementTimeoutMilliseconds))])
     }
 
     /// `application_name` of worker connections, visible in pg_stat_activity.
@@ -14,14 +24,12 @@ public enum Administration {
 
     /// Worker processes connected to this database and past their start-up checks.
     public static func connectedWorkers(_ connection: PGConnection) throws(PostgresError) -> Int {
-        try connection.query("""
-            SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
-            """, [.text(workerApplicationName)]).int(0, 0) ?? 0
+        try connection.query(SQL.connectedWorkers, [.text(workerApplicationName)]).int(0, 0) ?? 0
     }
 
     /// Marks a connection as a worker's (see `connectedWorkers`).
     public static func identifyAsWorker(_ connection: PGConnection) throws(PostgresError) {
-        try connection.query("SELECT set_config('application_name', $1, false)", [.text(workerApplicationName)])
+        try connection.query(SQL.setApplicationName, [.text(workerApplicationName)])
     }
 
     public struct Summary: Sendable {
@@ -32,27 +40,17 @@ public enum Administration {
     }
 
     public static func summary(_ connection: PGConnection) throws(PostgresError) -> Summary {
-        let states = try connection.query("SELECT state, count(*) FROM herald.jobs GROUP BY state ORDER BY state")
+        let states = try connection.query(SQL.jobsPerState)
         return Summary(states: (0..<states.rowCount).map { (states[$0, 0] ?? "?", states.int($0, 1) ?? 0) },
-                       deadLetters: try connection.query("SELECT count(*) FROM herald.dead_letters").int(0, 0) ?? 0,
-                       prunedTokens: try connection.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) ?? 0)
+                       deadLetters: try connection.query(SQL.deadLettersTotal).int(0, 0) ?? 0,
+                       prunedTokens: try connection.query(SQL.prunedTokensTotal).int(0, 0) ?? 0)
     }
 
     /// The sample batch of the embedded default: one INSERT ... SELECT, like a campaign. A few
     /// emulator test tokens show the other outcomes: a retried 503, pruned tokens, a dead letter.
     @discardableResult
     public static func enqueueSampleBatch(_ connection: PGConnection, count: Int) throws(PostgresError) -> Int {
-        try connection.query("""
-            INSERT INTO herald.jobs (message)
-            SELECT jsonb_build_object(
-                       'token', CASE WHEN g % 500 = 0 THEN 'fail-unregistered-' || g
-                                     WHEN g % 200 = 0 THEN 'fail-unavailable-1-' || g
-                                     WHEN g = 7 THEN 'fail-invalid-7'
-                                     ELSE 'sample-device-' || g END,
-                       'notification', jsonb_build_object('title', 'Hello from Herald', 'body', 'Sample message ' || g),
-                       'data', jsonb_build_object('sample', g::text))
-            FROM generate_series(1, $1::int) AS g
-            """, [.int(count)]).affectedRows
+        try connection.query(SQL.enqueueSampleBatch, [.int(count)]).affectedRows
     }
 
     /// A device group as herald.device_groups has it.
@@ -62,8 +60,7 @@ public enum Administration {
     }
 
     public static func deviceGroup(_ connection: PGConnection, name: String) throws(PostgresError) -> DeviceGroup? {
-        let row = try connection.query("SELECT notification_key, array_to_json(members)::text FROM herald.device_groups WHERE name = $1",
-                                       [.text(name)])
+        let row = try connection.query(SQL.deviceGroup, [.text(name)])
         guard row.rowCount == 1, let key = row[0, 0] else { return nil }
         return DeviceGroup(notificationKey: key, members: JobStore.members(fromJSON: row[0, 1]))
     }

@@ -1,48 +1,6 @@
 import JSON
 import Postgres
 
-/// What went wrong with a campaign or queue request, in words an operator can act on.
-public struct SteeringError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// A value is malformed: a rate of 0, an empty name (HTTP 400).
-        case badInput
-        /// The id or name names nothing (HTTP 404).
-        case notFound
-        /// The campaign's state forbids it: resuming a cancelled one (HTTP 409).
-        case conflict
-    }
-    public var kind: Kind
-    public var description: String
-    public init(_ kind: Kind, _ description: String) {
-        self.kind = kind
-        self.description = description
-    }
-
-    /// The refusal a herald.* steering function raised, as its own one-line message (without the
-    /// `herald.pause_campaign: ` it starts with, nor PostgreSQL's CONTEXT lines); nil for any
-    /// other failure, which stays a database error.
-    static func refusal(_ error: PostgresError, stateError: Kind) -> SteeringError? {
-        let kind: Kind
-        switch error.sqlState {
-        case "P0002": kind = .notFound           // no_data_found: no such campaign or queue
-        case "22023": kind = stateError          // invalid_parameter_value
-        default: return nil
-        }
-        var text = error.serverMessage ?? error.message
-        if text.hasPrefix("herald."), let colon = text.range(of: ": ") {
-            text = String(text[colon.upperBound...])
-        }
-        return SteeringError(kind, text)
-    }
-
-    /// Runs `body`, turning the refusals of the SQL functions into steering errors.
-    static func translating<T>(stateError: Kind = .conflict, _ body: () throws -> T) throws -> T {
-        do { return try body() } catch let error as PostgresError {
-            throw refusal(error, stateError: stateError) ?? error
-        }
-    }
-}
-
 /// One row of herald.campaign_progress with the campaign's settings, as the shell, the pages
 /// and the API show it. Every job of the campaign is in exactly one of pending, running,
 /// completed, dead, discarded (pruned included) and cancelled.
@@ -127,16 +85,7 @@ public struct CampaignChange: Sendable {
 /// resume_campaign, cancel_campaign). Every action that changed something is recorded in
 /// herald.admin_log in the same transaction as the change; a refused one changes nothing.
 public enum Campaigns {
-    static let timestamp = #"'YYYY-MM-DD"T"HH24:MI:SS"Z"'"#
-    static let columns = """
-        p.campaign_id, p.name, p.state, p.total, p.pending, p.running, p.completed, p.dead, p.discarded, p.cancelled,
-        p.sent_last_minute, to_char(c.created_at AT TIME ZONE 'UTC', \(timestamp)),
-        to_char(p.started_at AT TIME ZONE 'UTC', \(timestamp)), to_char(p.finished_at AT TIME ZONE 'UTC', \(timestamp)),
-        to_char(p.eta AT TIME ZONE 'UTC', \(timestamp)), extract(epoch FROM p.eta - now())::float8,
-        c.max_per_second, c.analytics_label, c.max_errors, c.paused_reason
-        FROM herald.campaign_progress p JOIN herald.campaigns c ON c.id = p.campaign_id
-        """
-
+    /// The rows of campaigns_list.sql, campaign.sql and campaigns_labelled.sql, which share their columns.
     static func rows(_ result: PGResult) -> [CampaignProgress] {
         (0..<result.rowCount).map { row in
             CampaignProgress(
@@ -152,22 +101,18 @@ public enum Campaigns {
 
     /// The newest campaigns first, at most `limit`.
     public static func list(_ connection: PGConnection, limit: Int = 200) throws(PostgresError) -> [CampaignProgress] {
-        rows(try connection.query("SELECT \(columns) ORDER BY p.campaign_id DESC LIMIT $1", [.int(max(0, limit))]))
+        rows(try connection.query(SQL.campaignsList, [.int(max(0, limit))]))
     }
 
     public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> CampaignProgress? {
-        rows(try connection.query("SELECT \(columns) WHERE p.campaign_id = $1", [.int(id)])).first
+        rows(try connection.query(SQL.campaign, [.int(id)])).first
     }
 
     /// The campaigns /metrics labels by name: those not finished or cancelled more than a day
     /// ago, unfinished ones first, then the newest, at most `limit`; and how many more there were.
     public static func labelled(_ connection: PGConnection, limit: Int) throws(PostgresError) -> (shown: [CampaignProgress], left: Int) {
-        let recent = "c.state NOT IN ('finished', 'cancelled') OR c.finished_at IS NULL OR c.finished_at > now() - interval '1 day'"
-        let shown = rows(try connection.query("""
-            SELECT \(columns) WHERE \(recent)
-            ORDER BY c.state IN ('finished', 'cancelled'), p.campaign_id DESC LIMIT $1
-            """, [.int(max(0, limit))]))
-        let all = try connection.query("SELECT count(*) FROM herald.campaigns c WHERE \(recent)").int(0, 0) ?? 0
+        let shown = rows(try connection.query(SQL.campaignsLabelled, [.int(max(0, limit))]))
+        let all = try connection.query(SQL.campaignsLabelledCount).int(0, 0) ?? 0
         return (shown, max(0, all - shown.count))
     }
 
@@ -189,20 +134,20 @@ public enum Campaigns {
 
     static func act(_ connection: PGConnection, id: Int, function: String, source: String) throws -> CampaignChange {
         try DeadLetters.inTransaction(connection) {
-            let before = try connection.query("SELECT state, name FROM herald.campaigns WHERE id = $1 FOR UPDATE", [.int(id)])
+            let before = try connection.query(SQL.campaignLock, [.int(id)])
             let sql: String
             switch function {
-            case "pause_campaign": sql = "SELECT herald.pause_campaign($1)::text"
-            case "resume_campaign": sql = "SELECT herald.resume_campaign($1)::text"
-            default: sql = "SELECT herald.cancel_campaign($1)::text"
+            case "pause_campaign": sql = SQL.pauseCampaign
+            case "resume_campaign": sql = SQL.resumeCampaign
+            default: sql = SQL.cancelCampaign
             }
-            let result = try SteeringError.translating { try connection.query(sql, [.int(id)]) }
+            let result = try AdminError.translating { try connection.query(sql, [.int(id)]) }
             let cancelledJobs = function == "cancel_campaign" ? (result.int(0, 0) ?? 0) : 0
             let stateBefore = before[0, 0] ?? ""
             guard let after = try get(connection, id: id) else {
-                throw SteeringError(.notFound, "no campaign with id \(id)")
+                throw AdminError(.notFound, "no campaign with id \(id)")
             }
-            let stateAfter = try connection.query("SELECT state FROM herald.campaigns WHERE id = $1", [.int(id)])[0, 0] ?? ""
+            let stateAfter = try connection.query(SQL.campaignState, [.int(id)])[0, 0] ?? ""
             let changed = stateAfter != stateBefore || cancelledJobs > 0
             if changed {
                 var details = JSONObject()

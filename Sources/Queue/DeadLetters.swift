@@ -36,21 +36,21 @@ public struct DeadLetterFilter: Sendable, Equatable {
     public static let maximumLength = 200
 
     /// Checks what a user typed; the error names the field and says what to do.
-    public func validated() throws(DeadLetterError) -> DeadLetterFilter {
+    public func validated() throws(AdminError) -> DeadLetterFilter {
         for (field, value) in [("queue", queue), ("reason", reason)] {
             guard let value else { continue }
             if value.isEmpty {
-                throw DeadLetterError(.badFilter, "\(field) is empty; leave it out to match every \(field)")
+                throw AdminError(.badInput, "\(field) is empty; leave it out to match every \(field)")
             }
             if value.count > Self.maximumLength {
-                throw DeadLetterError(.badFilter, "\(field) is \(value.count) characters long; give at most \(Self.maximumLength)")
+                throw AdminError(.badInput, "\(field) is \(value.count) characters long; give at most \(Self.maximumLength)")
             }
             if value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-                throw DeadLetterError(.badFilter, "\(field) contains a control character; give printable text")
+                throw AdminError(.badInput, "\(field) contains a control character; give printable text")
             }
         }
         if let age = olderThanSeconds, !(age >= 0 && age.isFinite) {
-            throw DeadLetterError(.badFilter, "older-than must be a duration of 0 or more")
+            throw AdminError(.badInput, "older-than must be a duration of 0 or more")
         }
         return self
     }
@@ -70,24 +70,6 @@ public struct DeadLetterFilter: Sendable, Equatable {
         if let reason { object["reason"] = .string(reason) }
         if let olderThanSeconds { object["older_than_seconds"] = .number(String(Int(olderThanSeconds))) }
         return .object(object)
-    }
-}
-
-/// What went wrong with a dead-letter request, in words an operator can act on.
-public struct DeadLetterError: Error, Sendable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
-        /// A filter value is malformed (HTTP 400).
-        case badFilter
-        /// An id or a queue names nothing (HTTP 404).
-        case notFound
-        /// The letter cannot be retried now: its dedupe key is pending (HTTP 409).
-        case conflict
-    }
-    public var kind: Kind
-    public var description: String
-    public init(_ kind: Kind, _ description: String) {
-        self.kind = kind
-        self.description = description
     }
 }
 
@@ -145,12 +127,7 @@ public struct RetryResult: Sendable, Equatable {
 /// recorded in herald.admin_log in the same transaction as the change (a retry that kept every
 /// letter, or a filter that matched none, changed nothing and leaves no row).
 public enum DeadLetters {
-    static let columns = """
-        id, job_id, queue, kind, reason, attempts, max_attempts, dedupe_key,
-        to_char(dead_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-        to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), message::text, errors::text
-        """
-
+    /// The rows of dead_letters_list.sql, dead_letter.sql and dead_letter_of_job.sql, which share their columns.
     static func letters(_ rows: PGResult) -> [DeadLetter] {
         (0..<rows.rowCount).map { row in
             DeadLetter(id: rows.int(row, 0) ?? 0, jobID: rows.int(row, 1) ?? 0, queue: rows[row, 2] ?? "",
@@ -167,12 +144,7 @@ public enum DeadLetters {
     public static func list(_ connection: PGConnection, filter: DeadLetterFilter, limit: Int, before: Int? = nil) throws -> [DeadLetter] {
         let filter = try filter.validated()
         try requireQueueKnown(connection, filter)
-        let rows = try connection.query("""
-            SELECT \(columns) FROM herald.dead_letters
-            WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
-              AND ($3::bigint IS NULL OR id < $3)
-            ORDER BY id DESC LIMIT $4
-            """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }, before.map { .int($0) },
+        let rows = try connection.query(SQL.deadLettersList, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }, before.map { .int($0) },
                   .int(max(0, limit))])
         return letters(rows)
     }
@@ -180,25 +152,21 @@ public enum DeadLetters {
     /// How many dead letters match `filter`.
     public static func count(_ connection: PGConnection, filter: DeadLetterFilter) throws -> Int {
         let filter = try filter.validated()
-        return try connection.query("""
-            SELECT count(*) FROM herald.dead_letters
-            WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
-            """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }]).int(0, 0) ?? 0
+        return try connection.query(SQL.deadLettersCount, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }]).int(0, 0) ?? 0
     }
 
     public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> DeadLetter? {
-        letters(try connection.query("SELECT \(columns) FROM herald.dead_letters WHERE id = $1", [.int(id)])).first
+        letters(try connection.query(SQL.deadLetter, [.int(id)])).first
     }
 
     /// The dead letter a job became, if it is still in herald.dead_letters.
     public static func forJob(_ connection: PGConnection, jobID: Int) throws(PostgresError) -> DeadLetter? {
-        letters(try connection.query("SELECT \(columns) FROM herald.dead_letters WHERE job_id = $1 ORDER BY id DESC LIMIT 1",
-                                     [.int(jobID)])).first
+        letters(try connection.query(SQL.deadLetterOfJob, [.int(jobID)])).first
     }
 
     /// Queues that hold dead letters, by name (an index-only walk of dead_letters_queue).
     public static func queues(_ connection: PGConnection) throws(PostgresError) -> [String] {
-        let rows = try connection.query("SELECT DISTINCT queue FROM herald.dead_letters ORDER BY queue")
+        let rows = try connection.query(SQL.deadLetterQueues)
         return (0..<rows.rowCount).compactMap { rows[$0, 0] }
     }
 
@@ -206,10 +174,10 @@ public enum DeadLetters {
     /// say so, with the queues that do hold some.
     static func requireQueueKnown(_ connection: PGConnection, _ filter: DeadLetterFilter) throws {
         guard let queue = filter.queue else { return }
-        let exists = try connection.query("SELECT EXISTS (SELECT 1 FROM herald.dead_letters WHERE queue = $1)", [.text(queue)])
+        let exists = try connection.query(SQL.deadLetterQueueExists, [.text(queue)])
         if exists.bool(0, 0) == true { return }
         let known = try queues(connection)
-        throw DeadLetterError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
+        throw AdminError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
             + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
     }
 
@@ -228,15 +196,12 @@ public enum DeadLetters {
     }
 
     /// Ids that name no dead letter, as an error naming them (nil when all exist).
-    static func missing(_ connection: PGConnection, ids: [Int]) throws -> DeadLetterError? {
-        let rows = try connection.query("""
-            SELECT wanted FROM unnest($1::bigint[]) AS wanted
-            WHERE NOT EXISTS (SELECT 1 FROM herald.dead_letters d WHERE d.id = wanted) ORDER BY wanted
-            """, [JobStore.textArray(ids.map(String.init))])
+    static func missing(_ connection: PGConnection, ids: [Int]) throws -> AdminError? {
+        let rows = try connection.query(SQL.deadLettersMissing, [JobStore.textArray(ids.map(String.init))])
         let absent = (0..<rows.rowCount).compactMap { rows.int($0, 0) }
         guard !absent.isEmpty else { return nil }
         let list = absent.map(String.init).joined(separator: ", ")
-        return DeadLetterError(.notFound, absent.count == 1 ? "no dead letter with id \(list)" : "no dead letters with ids \(list)")
+        return AdminError(.notFound, absent.count == 1 ? "no dead letter with id \(list)" : "no dead letters with ids \(list)")
     }
 
     /// Puts the dead letters `ids` back as fresh jobs. Every id must exist, or nothing changes and
@@ -268,7 +233,7 @@ public enum DeadLetters {
     }
 
     static func requeue(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> RetryResult {
-        let rows = try connection.query("SELECT dead_letter_id, job_id FROM herald.requeue_dead_letters($1::bigint[], $2, $3)",
+        let rows = try connection.query(SQL.requeueDeadLetters,
                                         [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }])
         let retried = (0..<rows.rowCount).map { (deadLetterID: rows.int($0, 0) ?? 0, jobID: rows.int($0, 1) ?? 0) }
@@ -278,10 +243,7 @@ public enum DeadLetters {
             kept = ids.filter { !done.contains($0) }
         } else {
             // What still matches after the replay was kept (its dedupe key is pending) or locked by another session.
-            let left = try connection.query("""
-                SELECT id FROM herald.dead_letters WHERE ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR reason LIKE $2)
-                ORDER BY id LIMIT 1000
-                """, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }])
+            let left = try connection.query(SQL.deadLettersLeft, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }])
             kept = (0..<left.rowCount).compactMap { left.int($0, 0) }
         }
         return RetryResult(retried: retried, kept: kept)
@@ -297,11 +259,7 @@ public enum DeadLetters {
 
     /// Why a kept letter stayed: the pending job holding its dedupe key.
     public static func keptReason(_ connection: PGConnection, id: Int) throws(PostgresError) -> String {
-        let row = try connection.query("""
-            SELECT d.dedupe_key, j.id FROM herald.dead_letters d
-            LEFT JOIN herald.jobs j ON j.dedupe_key = d.dedupe_key AND j.state IN ('scheduled', 'available', 'running')
-            WHERE d.id = $1
-            """, [.int(id)])
+        let row = try connection.query(SQL.deadLetterKeptBy, [.int(id)])
         guard row.rowCount == 1 else { return "dead letter \(id) is gone" }
         if let key = row[0, 0], let job = row[0, 1] {
             return "dead letter \(id) is kept: its dedupe_key \(JSONValue.quoted(key)) is held by pending job \(job); retry it once that job has finished"
@@ -336,7 +294,7 @@ public enum DeadLetters {
     }
 
     static func remove(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> [Int] {
-        let rows = try connection.query("SELECT herald.remove_dead_letters($1::bigint[], $2, $3, make_interval(secs => $4::float8))",
+        let rows = try connection.query(SQL.removeDeadLetters,
                                         [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }, filter.olderThanSeconds.map { .double($0) }])
         return (0..<rows.rowCount).compactMap { rows.int($0, 0) }.sorted()
@@ -354,15 +312,12 @@ public enum AdminLog {
     }
 
     public static func record(_ connection: PGConnection, action: String, ids: [Int], details: JSONValue, source: String) throws(PostgresError) {
-        try connection.query("INSERT INTO herald.admin_log (action, ids, details, source) VALUES ($1, $2::bigint[], $3::jsonb, $4)",
+        try connection.query(SQL.adminLogRecord,
                              [.text(action), JobStore.textArray(ids.map(String.init)), .text(details.serialized), .text(source)])
     }
 
     public static func recent(_ connection: PGConnection, limit: Int) throws(PostgresError) -> [Entry] {
-        let rows = try connection.query("""
-            SELECT to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), action, array_to_json(ids)::text, details::text, source
-            FROM herald.admin_log ORDER BY id DESC LIMIT $1
-            """, [.int(limit)])
+        let rows = try connection.query(SQL.adminLogRecent, [.int(limit)])
         return (0..<rows.rowCount).map { row in
             let ids = ((try? JSONValue.parse(rows[row, 2] ?? "[]"))?.arrayValue ?? []).compactMap(\.intValue)
             return Entry(at: rows[row, 0] ?? "", action: rows[row, 1] ?? "", ids: ids,

@@ -43,12 +43,7 @@ public struct JobDetails: Sendable {
     }
 
     public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> JobDetails? {
-        let time = { (column: String) in "to_char(\(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')" }
-        let rows = try connection.query("""
-            SELECT id, queue, kind, state, priority, attempts, max_attempts, dedupe_key, \(time("run_at")), \(time("created_at")),
-                   \(time("finished_at")), \(time("locked_until")), last_error, fcm_message_name, message::text, errors::text
-            FROM herald.jobs WHERE id = $1
-            """, [.int(id)])
+        let rows = try connection.query(SQL.jobDetails, [.int(id)])
         guard rows.rowCount == 1 else { return nil }
         return JobDetails(id: rows.int(0, 0) ?? id, queue: rows[0, 1] ?? "", kind: rows[0, 2] ?? "", state: rows[0, 3] ?? "",
                           priority: rows.int(0, 4) ?? 0, attempts: rows.int(0, 5) ?? 0, maxAttempts: rows.int(0, 6) ?? 0,

@@ -9,7 +9,7 @@ public enum MessageExtraFields {
     public static func load(_ connection: PGConnection) throws(PostgresError) -> Set<String> {
         let rows: PGResult
         do {
-            rows = try connection.query("SELECT path FROM herald.message_extra_fields ORDER BY path")
+            rows = try connection.query(SQL.messageExtraFields)
         } catch let error where error.sqlState == "42P01" {
             throw PostgresError("herald.message_extra_fields does not exist: the database's schema is older than this herald; run `herald migrate`",
                                 sqlState: error.sqlState)

@@ -132,33 +132,18 @@ public final class QueueStatistics: Sendable {
         return QueueSnapshot(queues: byQueue.values.sorted { $0.name < $1.name }, estimatedStates: estimated)
     }
 
-    /// The pending states and the statement that counts each from its partial index. The state
-    /// is written into each statement, not passed as a parameter: a generic plan for `state = $1`
-    /// could not use a partial index and would read the whole table.
+    /// The pending states and the statement that counts each from its partial index (the state
+    /// is written into each statement: see count_available.sql).
     static let pendingCounts: [(state: String, sql: String)] = [
-        // Before the schema had a `scheduled` state, jobs due later waited as available.
-        ("available", """
-            SELECT queue, CASE WHEN run_at > now() THEN 'scheduled' ELSE 'available' END, count(*),
-                   extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now()))
-            FROM herald.jobs WHERE state = 'available' GROUP BY 1, 2
-            """),
-        // Running jobs hold a lease: the lease index (on locked_until) finds them.
-        ("running", """
-            SELECT queue, 'running', count(*), NULL::float8 FROM herald.jobs
-            WHERE locked_until IS NOT NULL AND state = 'running' GROUP BY 1
-            """),
-        ("scheduled", """
-            SELECT queue, 'scheduled', count(*), NULL::float8 FROM herald.jobs WHERE state = 'scheduled' GROUP BY 1
-            """),
+        ("available", SQL.countAvailable),
+        ("running", SQL.countRunning),
+        ("scheduled", SQL.countScheduled),
     ]
 
     /// The pending states this schema can count from an index: available and running always;
     /// scheduled once a partial index `WHERE state = 'scheduled'` exists (migration 040).
     func indexedStates(_ connection: PGConnection) throws(PostgresError) -> Set<String> {
-        let scheduled = try connection.query("""
-            SELECT EXISTS (SELECT 1 FROM pg_index WHERE indrelid = 'herald.jobs'::regclass
-                           AND pg_get_expr(indpred, indrelid) = '(state = ''scheduled''::text)')
-            """).bool(0, 0) ?? false
+        let scheduled = try connection.query(SQL.hasScheduledIndex).bool(0, 0) ?? false
         return scheduled ? ["available", "running", "scheduled"] : ["available", "running"]
     }
 
@@ -174,7 +159,7 @@ public final class QueueStatistics: Sendable {
                 byQueue[name] = entry
             }
         }
-        let dead = try connection.query("SELECT queue, count(*) FROM herald.dead_letters GROUP BY queue")
+        let dead = try connection.query(SQL.deadLettersPerQueue)
         for row in 0..<dead.rowCount {
             let name = dead[row, 0] ?? ""
             var entry = byQueue[name] ?? QueueSnapshot.Queue(name: name)
@@ -186,22 +171,18 @@ public final class QueueStatistics: Sendable {
 
     func readOthers(_ connection: PGConnection, skipping indexed: Set<String>) throws(PostgresError)
         -> (counts: [String: [String: Int]], estimated: Bool) {
-        let rows = try connection.query("SELECT reltuples FROM pg_class WHERE oid = 'herald.jobs'::regclass").double(0, 0) ?? -1
+        let rows = try connection.query(SQL.jobsEstimatedRows).double(0, 0) ?? -1
         var counts: [String: [String: Int]] = [:]
         if rows < configuration.exactRowLimit {
             // Small (or never analysed, reltuples -1): exact, but only the states the indexes do not cover.
-            let result = try connection.query("""
-                SELECT queue, state, count(*) FROM herald.jobs WHERE state <> ALL ($1::text[]) GROUP BY 1, 2
-                """, [JobStore.textArray(indexed.sorted())])
+            let result = try connection.query(SQL.countOtherStates, [JobStore.textArray(indexed.sorted())])
             for row in 0..<result.rowCount {
                 counts[result[row, 0] ?? "", default: [:]][result[row, 1] ?? "", default: 0] += result.int(row, 2) ?? 0
             }
             return (counts, false)
         }
         let percent = min(100, max(0.01, 100 * configuration.sampleRows / rows))
-        let result = try connection.query("""
-            SELECT queue, state, count(*), sum(count(*)) OVER () FROM herald.jobs TABLESAMPLE SYSTEM ($1::float4) GROUP BY 1, 2
-            """, [.double(percent)])
+        let result = try connection.query(SQL.sampleStates, [.double(percent)])
         for row in 0..<result.rowCount {
             let state = result[row, 1] ?? ""
             guard !indexed.contains(state), let sampled = result.double(row, 3), sampled > 0 else { continue }
@@ -226,13 +207,7 @@ public final class QueueStatistics: Sendable {
         if let cached = known.0, now - cached.at < configuration.throughputInterval { return cached.value }
         var buckets = known.1 ?? [:]
         let from = known.1 == nil ? thisMinute - 59 * 60 : thisMinute - (Self.recountMinutes - 1) * 60
-        let rows = try connection.query("""
-            SELECT (floor(extract(epoch FROM finished_at) / 60) * 60)::bigint, state, count(*) FROM herald.jobs
-            WHERE state IN ('completed', 'discarded', 'cancelled') AND finished_at >= to_timestamp($1::float8) GROUP BY 1, 2
-            UNION ALL
-            SELECT (floor(extract(epoch FROM dead_at) / 60) * 60)::bigint, 'dead', count(*) FROM herald.dead_letters
-            WHERE dead_at >= to_timestamp($1::float8) GROUP BY 1
-            """, [.double(Double(from))])
+        let rows = try connection.query(SQL.finishedPerMinute, [.double(Double(from))])
         for start in stride(from: from, through: thisMinute, by: 60) {
             buckets[start] = Throughput.Minute(start: start, completed: 0, discarded: 0, dead: 0)
         }

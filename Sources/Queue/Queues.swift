@@ -41,18 +41,7 @@ public enum Queues {
     /// Queues with settings, available or running jobs, or dead letters, by name. The counts come
     /// from the partial indexes of pending jobs, so finished history costs nothing.
     public static func list(_ connection: PGConnection) throws(PostgresError) -> [QueueSettings] {
-        let rows = try connection.query("""
-            WITH available AS (SELECT queue, count(*) AS n FROM herald.jobs WHERE state = 'available' GROUP BY queue),
-                 running AS (SELECT queue, count(*) AS n FROM herald.jobs WHERE locked_until IS NOT NULL AND state = 'running' GROUP BY queue),
-                 dead AS (SELECT queue, count(*) AS n FROM herald.dead_letters GROUP BY queue),
-                 names AS (SELECT name FROM herald.queues UNION SELECT queue FROM available
-                           UNION SELECT queue FROM running UNION SELECT queue FROM dead)
-            SELECT n.name, coalesce(q.paused, false), q.max_per_second, q.max_in_flight,
-                   coalesce(a.n, 0), coalesce(r.n, 0), coalesce(d.n, 0)
-            FROM names n LEFT JOIN herald.queues q ON q.name = n.name LEFT JOIN available a ON a.queue = n.name
-                 LEFT JOIN running r ON r.queue = n.name LEFT JOIN dead d ON d.queue = n.name
-            ORDER BY n.name
-            """)
+        let rows = try connection.query(SQL.queuesList)
         return (0..<rows.rowCount).map { row in
             QueueSettings(name: rows[row, 0] ?? "", paused: rows.bool(row, 1) ?? false, maxPerSecond: rows.double(row, 2),
                           maxInFlight: rows.int(row, 3), available: rows.int(row, 4) ?? 0, running: rows.int(row, 5) ?? 0,
@@ -61,17 +50,17 @@ public enum Queues {
     }
 
     /// Checks a queue name as typed; the error says what to give.
-    static func checked(_ name: String) throws(SteeringError) -> String {
-        if name.isEmpty { throw SteeringError(.badInput, "the queue name is empty; give the name of a queue (herald queues list shows them)") }
-        if name.count > 200 { throw SteeringError(.badInput, "the queue name is \(name.count) characters long; give at most 200") }
+    static func checked(_ name: String) throws(AdminError) -> String {
+        if name.isEmpty { throw AdminError(.badInput, "the queue name is empty; give the name of a queue (herald queues list shows them)") }
+        if name.count > 200 { throw AdminError(.badInput, "the queue name is \(name.count) characters long; give at most 200") }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7f }) {
-            throw SteeringError(.badInput, "the queue name \(JSONValue.quoted(name)) contains a control character")
+            throw AdminError(.badInput, "the queue name \(JSONValue.quoted(name)) contains a control character")
         }
         return name
     }
 
     static func settingsRow(_ connection: PGConnection, _ name: String) throws(PostgresError) -> PGResult {
-        try connection.query("SELECT paused, max_per_second, max_in_flight FROM herald.queues WHERE name = $1 FOR UPDATE", [.text(name)])
+        try connection.query(SQL.queueSettingsLock, [.text(name)])
     }
 
     /// No job of the queue is claimed until it is resumed; requests in flight finish. Returns
@@ -80,7 +69,7 @@ public enum Queues {
         let name = try checked(name)
         return try DeadLetters.inTransaction(connection) {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
-            try SteeringError.translating { try connection.query("SELECT herald.pause_queue($1)", [.text(name)]) }
+            try AdminError.translating { try connection.query(SQL.pauseQueue, [.text(name)]) }
             if !wasPaused {
                 try AdminLog.record(connection, action: "pause_queue", ids: [], details: ["queue": .string(name)], source: source)
             }
@@ -93,7 +82,7 @@ public enum Queues {
         let name = try checked(name)
         return try DeadLetters.inTransaction(connection) {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
-            try SteeringError.translating { try connection.query("SELECT herald.resume_queue($1)", [.text(name)]) }
+            try AdminError.translating { try connection.query(SQL.resumeQueue, [.text(name)]) }
             if wasPaused {
                 try AdminLog.record(connection, action: "resume_queue", ids: [], details: ["queue": .string(name)], source: source)
             }
@@ -114,19 +103,17 @@ public enum Queues {
                                  maxInFlight: LimitChange<Int>, source: String) throws -> LimitsResult {
         let name = try checked(name)
         if case .set(let rate) = maxPerSecond, !(rate > 0 && rate.isFinite) {
-            throw SteeringError(.badInput, "max_per_second must be more than 0, not \(CampaignProgress.number(rate)); remove the limit instead to send without one")
+            throw AdminError(.badInput, "max_per_second must be more than 0, not \(CampaignProgress.number(rate)); remove the limit instead to send without one")
         }
         if case .set(let count) = maxInFlight, count < 1 || count > Int(Int32.max) {
-            throw SteeringError(.badInput, "max_in_flight must be a whole number from 1 to \(Int32.max), not \(count); remove the limit instead to allow any number")
+            throw AdminError(.badInput, "max_in_flight must be a whole number from 1 to \(Int32.max), not \(count); remove the limit instead to allow any number")
         }
         if maxPerSecond == .unchanged && maxInFlight == .unchanged {
-            throw SteeringError(.badInput, "give max_per_second or max_in_flight (a number, or none to remove the limit)")
+            throw AdminError(.badInput, "give max_per_second or max_in_flight (a number, or none to remove the limit)")
         }
         return try DeadLetters.inTransaction(connection) {
             let current = try settingsRow(connection, name)
-            let used = try connection.query("""
-                SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE queue = $1) OR EXISTS (SELECT 1 FROM herald.dead_letters WHERE queue = $1)
-                """, [.text(name)]).bool(0, 0) ?? false
+            let used = try connection.query(SQL.queueNameUsed, [.text(name)]).bool(0, 0) ?? false
             let known = current.rowCount > 0 || used
             let oldRate = current.rowCount > 0 ? current.double(0, 1) : nil
             let oldInFlight = current.rowCount > 0 ? current.int(0, 2) : nil
@@ -142,8 +129,8 @@ public enum Queues {
             case .removed: inFlight = nil
             case .set(let value): inFlight = value
             }
-            try SteeringError.translating(stateError: .badInput) {
-                try connection.query("SELECT herald.set_queue_limits($1, $2::float8, $3::integer)",
+            try AdminError.translating(stateError: .badInput) {
+                try connection.query(SQL.setQueueLimits,
                                      [.text(name), rate.map { .double($0) }, inFlight.map { .int($0) }])
             }
             if rate != oldRate || inFlight != oldInFlight || current.rowCount == 0 {

@@ -6,6 +6,8 @@ public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
     /// FCM's base URL (HERALD_FCM_URL), e.g. https://fcm.googleapis.com or the emulator's.
     public var fcmBaseURL: String = "https://fcm.googleapis.com"
+    /// Instance ID's base URL (HERALD_IID_URL) for topic subscriptions (batchAdd / batchRemove).
+    public var iidBaseURL: String = "https://iid.googleapis.com"
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).
     public var credentialsPath: String
     /// A CA bundle for TLS verification (verification itself is always on).
@@ -21,6 +23,9 @@ public struct WorkerConfiguration: Sendable {
     /// Seconds finished jobs stay in herald.jobs.
     public var retentionSeconds: Double = 86_400
     public var shutdownTimeout: Double = 30
+    /// PostgreSQL's statement_timeout for the store thread's statements; an answer that has not
+    /// come 5 s after it means a silent network path, and the connection is reopened.
+    public var statementTimeout: Double = 20
     /// Exit once the queues hold no available, scheduled or running job.
     public var drain: Bool = false
     /// Seconds between polls when no notification arrives.

@@ -105,18 +105,18 @@ struct DeadLetterFixture {
         #expect(try f.count("SELECT count(*) FROM herald.dead_letters") == 3)
         _ = plain
 
-        #expect(throws: DeadLetterError.self) { try DeadLetters.list(c, filter: DeadLetterFilter(reason: "a\u{0}b"), limit: 10) }
+        #expect(throws: AdminError.self) { try DeadLetters.list(c, filter: DeadLetterFilter(reason: "a\u{0}b"), limit: 10) }
         do {
             _ = try DeadLetters.retry(c, matching: DeadLetterFilter(queue: "x'; DELETE FROM herald.dead_letters; --"), source: "test")
             Issue.record("an unknown queue was accepted")
-        } catch let error as DeadLetterError {
+        } catch let error as AdminError {
             #expect(error.kind == .notFound)
             #expect(error.description.contains("no dead letters in queue") && error.description.contains("default"))
         }
         do {
             _ = try DeadLetters.retry(c, ids: [percent, 987_654], source: "test")
             Issue.record("a missing id was accepted")
-        } catch let error as DeadLetterError {
+        } catch let error as AdminError {
             #expect(error.kind == .notFound && error.description == "no dead letter with id 987654")
         }
         #expect(try f.count("SELECT count(*) FROM herald.dead_letters") == 3, "nothing changed")

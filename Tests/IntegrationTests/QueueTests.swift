@@ -270,7 +270,7 @@ import TestSupport
             #expect(try c.query(tokens).double(0, 0) == 0)
 
             // Held back: a backlog, so the next claim takes its tokens first, and finds none.
-            let (takesBefore, claimsBefore) = (try calls("take_project_tokens"), try calls("claim_jobs"))
+            let (takesBefore, claimsBefore) = (try calls("take_project_tokens"), try calls("claim_batch"))
             try stopRefilling()
             let empty = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
             #expect(empty.jobs.isEmpty, "an empty bucket grants nothing, so nothing is claimed")
@@ -282,7 +282,7 @@ import TestSupport
             #expect(try c.query(tokens).double(0, 0).map { $0 < 1 } == true)
             // Two takes, one claim: the empty grant needed no claim, the other claim took no tokens itself.
             #expect(try calls("take_project_tokens") == takesBefore + 2)
-            #expect(try calls("claim_jobs") == claimsBefore + 1)
+            #expect(try calls("claim_batch") == claimsBefore + 1)
             #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE state = 'running'").int(0, 0) == 20)
         }
     }

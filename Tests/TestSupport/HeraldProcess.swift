@@ -24,7 +24,7 @@ public final class HeraldProcess: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: try Self.binary())
         process.arguments = arguments
         var env = ProcessInfo.processInfo.environment
-        for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME"] { env[key] = nil }
+        for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL"] { env[key] = nil }
         // Every pool a test starts serves its admin endpoint on a port of its own, not the default 9464.
         env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
         for (key, value) in environment { env[key] = value }

@@ -1,5 +1,7 @@
 // Helpers shared by the integration tests: a PostgreSQL to test against, one fresh migrated
 // database per test, and bounded waiting.
+import Crypto
+import FCM
 import Foundation
 import LocalPostgres
 import Postgres
@@ -37,6 +39,43 @@ public enum TestDatabase {
         try? FileManager.default.removeItem(atPath: cluster.directory)
     }
 
+    /// Whether migrated test databases start as the last release left them
+    /// (HERALD_TEST_SCHEMA=release): the released migrations, then this binary's `Migrator`, as an
+    /// upgrade in production would. Run the SQL suites so to check that an upgraded database
+    /// behaves as a fresh one does.
+    public static var startsFromRelease: Bool { ProcessInfo.processInfo.environment["HERALD_TEST_SCHEMA"] == "release" }
+
+    /// The migrations of the last release, as they were released (Tests/Fixtures/ReleaseMigrations).
+    public static func releasedMigrations() throws -> [(name: String, sql: String)] {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/ReleaseMigrations")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".sql") }.sorted()
+        guard !names.isEmpty else { throw TestFailure("no released migrations in \(folder.path)") }
+        return try names.map { (String($0.dropLast(4)), try String(contentsOf: folder.appendingPathComponent($0), encoding: .utf8)) }
+    }
+
+    /// Brings an empty database to the schema of the last release the way its `herald migrate`
+    /// did: each released migration in its own transaction, recorded with its checksum, then the
+    /// validation rules stored.
+    public static func migrateAsReleased(_ connection: PGConnection) throws {
+        try connection.execute("""
+            CREATE SCHEMA IF NOT EXISTS herald;
+            CREATE TABLE IF NOT EXISTS herald.schema_migrations (
+                version    text PRIMARY KEY,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            );
+            """)
+        for migration in try releasedMigrations() {
+            try connection.transaction { () throws(PostgresError) in
+                try connection.execute(migration.sql)
+                try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
+                                     [.text(migration.name), .text(Base64URL.encode(SHA256.hash(Array(migration.sql.utf8))))])
+            }
+        }
+        try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
+    }
+
     /// A new, empty database (migrated unless `migrated: false`); drop it when done.
     public static func fresh(migrated: Bool = true) throws -> FreshDatabase {
         let admin = try adminURL()
@@ -52,6 +91,7 @@ public enum TestDatabase {
         let database = FreshDatabase(name: name, url: replaceDatabase(in: admin, with: name), adminURL: admin)
         if migrated {
             let conn = try database.connect()
+            if startsFromRelease { try migrateAsReleased(conn) }
             try Migrator.migrate(conn)
         }
         return database

@@ -23,7 +23,9 @@ public struct WorkerStack {
     }
 
     public var environment: [String: String] {
-        ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL]
+        // The emulator answers Instance ID's topic calls too: no test's pool reaches for the real one.
+        ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL,
+         "HERALD_IID_URL": emulator.baseURL]
     }
 
     public func close() {

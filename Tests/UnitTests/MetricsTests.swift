@@ -158,7 +158,7 @@ import Testing
         }
         for outcome in MessageOutcome.allCases {
             let value = outcome == .pruned ? 1 : 0
-            #expect(text.contains("herald_messages_total{queue=\"marketing\",outcome=\"\(outcome.label)\"} \(value)\n"))
+            #expect(text.contains("herald_messages_total{queue=\"marketing\",outcome=\"\(outcome.rawValue)\"} \(value)\n"))
         }
         #expect(text.contains("herald_worker_processes 3\nherald_quota_paused 1") == false)  // a HELP line comes between
         #expect(text.contains("herald_quota_paused 1\n") && text.contains("herald_build_info{version=\"1.2.3\"} 1\n"))

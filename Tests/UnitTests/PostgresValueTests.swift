@@ -1,4 +1,5 @@
 import JSON
+import Metrics
 @testable import Postgres
 @testable import Queue
 import Testing
@@ -64,16 +65,20 @@ import Testing
         ]
         let rows = try JSONValue.parse(JobStore.recordRows(outcomes))
         let expected = try JSONValue.parse(#"""
-            [{"id":1,"att":1,"a":"complete","name":"projects/p/messages/1"},
-             {"id":2,"att":3,"a":"complete"},
-             {"id":3,"att":2,"a":"retry","delay":1.5,"err":"UNAVAILABLE: \"busy\"\nnul here"},
+            [{"id":1,"att":1,"a":"completed","name":"projects/p/messages/1"},
+             {"id":2,"att":3,"a":"completed"},
+             {"id":3,"att":2,"a":"retried","delay":1.5,"err":"UNAVAILABLE: \"busy\"\nnul here"},
              {"id":4,"att":1,"a":"dead","err":"INVALID_ARGUMENT: bad \\ path é"},
-             {"id":5,"att":1,"a":"discard","err":"pruned earlier"},
-             {"id":6,"att":1,"a":"prune","err":"UNREGISTERED: gone","token":"tok\"en"},
-             {"id":9223372036854775807,"att":2,"a":"release","delay":0.0}]
+             {"id":5,"att":1,"a":"discarded","err":"pruned earlier"},
+             {"id":6,"att":1,"a":"pruned","err":"UNREGISTERED: gone","token":"tok\"en"},
+             {"id":9223372036854775807,"att":2,"a":"released","delay":0.0}]
             """#)
         #expect(rows == expected)
         #expect(JobStore.recordRows([]) == Array("[]".utf8))
+        // The statement knows every word a row may carry (the words metrics and logs use too).
+        for outcome in MessageOutcome.allCases {
+            #expect(SQL.recordOutcomes.contains("'\(outcome.rawValue)'"), "record_outcomes.sql handles \(outcome.rawValue)")
+        }
     }
 
     @Test func textArraysQuoteEveryElement() {

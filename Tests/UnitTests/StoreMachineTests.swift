@@ -87,6 +87,54 @@ import Testing
         #expect(machine.outstanding == 0 && machine.leases.count == 0 && machine.pending.isEmpty)
     }
 
+    @Test func aRefusedBatchIsRecordedOneByOneAndARefusedOutcomeBecomesARetry() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(1...3), limit: 40, now: t0)
+        let outcomes = (1...3).map { JobOutcome(id: $0, attempt: 1, .completed(messageName: "n\($0)")) }
+        machine.received([.outcomes(outcomes)], now: t0)
+        #expect(machine.next(now: t0) == .record(outcomes))
+        // PostgreSQL refuses the batch (one of its outcomes is bad): one at a time.
+        #expect(machine.recordRefused(outcomes, code: "22P02", now: t0) == .oneByOne(count: 3))
+        #expect(machine.next(now: t0) == .record([outcomes[0]]))
+        machine.recorded(count: 1)
+        #expect(machine.next(now: t0) == .record([outcomes[1]]))
+        // The second is the bad one: a retry in a minute stands in for it, recorded on its own.
+        let refusal = machine.recordRefused([outcomes[1]], code: "22P02", now: t0)
+        let standIn = JobOutcome(id: 2, attempt: 1, .retry(
+            error: "herald could not record this job's outcome (22P02); sending it again", delay: 60))
+        #expect(refusal == .replaced(outcomes[1], by: standIn))
+        #expect(machine.next(now: t0) == .record([standIn]))
+        machine.recorded(count: 1)
+        #expect(machine.next(now: t0) == .record([outcomes[2]]))
+        machine.recorded(count: 1)
+        #expect(machine.pending.isEmpty && machine.leases.count == 0)
+
+        // Outcomes that arrive later are recorded as a batch again.
+        _ = machine.next(now: t0); machine.claimed(jobs(4...5), limit: 40, now: t0)
+        let later = (4...5).map { JobOutcome(id: $0, attempt: 1, .completed(messageName: nil)) }
+        machine.received([.outcomes(later)], now: t0)
+        #expect(machine.next(now: t0) == .record(later))
+    }
+
+    @Test func aRefusedStandInIsGivenUpAndItsLeaseLeftToRunOut() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        _ = machine.next(now: t0); machine.claimed(jobs(7...7), limit: 40, now: t0)
+        let outcome = JobOutcome(id: 7, attempt: 1, .dead(reason: "x"))
+        machine.received([.outcomes([outcome])], now: t0)
+        guard case .replaced(_, let standIn) = machine.recordRefused([outcome], code: nil, now: t0) else {
+            Issue.record("a refused outcome is replaced by a retry"); return
+        }
+        #expect(machine.next(now: t0) == .record([standIn]))
+        #expect(machine.recordRefused([standIn], code: nil, now: t0) == .givenUp(standIn))
+        #expect(machine.pending.isEmpty, "nothing left to record")
+        #expect(machine.leases.count == 0, "no heartbeat keeps its lease: the job comes back when it runs out")
+        guard case .wait = machine.next(now: t0) else { Issue.record("nothing to do"); return }
+    }
+
     @Test func newJobsAreClaimedWithWhateverRoomThereIs() {
         var machine = idle()
         machine.notified(now: t0)
@@ -170,16 +218,43 @@ import Testing
     }
 
     @Test func leadershipWaitsOneLeaseBeforeRescuingAndIsLostWithTheConnection() {
-        var leadership = Leadership(grace: 60)
+        var leadership = Leadership(grace: 60, ttl: 15, margin: 5)
         #expect(!leadership.mayRescue(now: t0))
         leadership.acquired(now: t0)
+        for second in stride(from: 5.0, through: 55, by: 5) { leadership.acquired(now: t0 + second) }
         #expect(!leadership.mayRescue(now: t0 + 59))
+        leadership.acquired(now: t0 + 60)
         #expect(leadership.mayRescue(now: t0 + 60))
         leadership.acquired(now: t0 + 100)
-        #expect(leadership.since == t0, "holding the lock again does not restart the grace")
+        #expect(leadership.since == t0, "renewing the lease does not restart the grace")
         leadership.lost()
         leadership.acquired(now: t0 + 200)
         #expect(!leadership.mayRescue(now: t0 + 230), "a new leader after an outage waits again")
+    }
+
+    @Test func aLeaderThatCannotRenewStopsActingBeforeItsLeaseEnds() {
+        var leadership = Leadership(grace: 0, ttl: 15, margin: 5)
+        leadership.acquired(now: t0)
+        #expect(leadership.mayRescue(now: t0 + 9.9))
+        // Not renewed since t0: its lease ends at t0 + 15 by the database's clock; it stops at t0 + 10.
+        #expect(!leadership.holds(now: t0 + 10) && !leadership.mayRescue(now: t0 + 10))
+        #expect(leadership.isLeader, "it has not learnt that another took over; it only stops acting")
+        leadership.acquired(now: t0 + 12)
+        #expect(leadership.mayRescue(now: t0 + 12), "a renewal in time makes it act again")
+    }
+
+    @Test func aJobIsSentOnlyWhileItsLeaseIsProven() {
+        let book = LeaseBook(leaseSeconds: 10)
+        #expect(book.margin == 2.5)
+        book.held([1, 2], sentAt: t0, leaseSeconds: 10)
+        #expect(book.maySend(1, now: t0 + 7.4))
+        #expect(!book.maySend(1, now: t0 + 7.6), "less than a quarter lease left: not sent")
+        // An extension sent at t0 + 5 proves job 1 until t0 + 15; job 2 was not extended.
+        book.held([1, 3], sentAt: t0 + 5, leaseSeconds: 10, onlyKnown: true)
+        #expect(book.maySend(1, now: t0 + 12) && !book.maySend(2, now: t0 + 12))
+        #expect(!book.maySend(3, now: t0 + 6), "an extension does not make a job this worker's")
+        book.settled([1])
+        #expect(!book.maySend(1, now: t0 + 6), "a recorded job is not sent again")
     }
 
     @Test func heartbeatForgetsSettledJobs() {

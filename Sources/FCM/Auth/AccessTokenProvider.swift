@@ -150,7 +150,7 @@ public final class AccessTokenProvider: @unchecked Sendable {
         do {
             assertion = try JWT.signRS256(claims: claims, key: account.privateKey)
         } catch {
-            throw AuthError("cannot sign the token grant for \(account.clientEmail): \(error)")
+            throw AuthError("cannot sign the token grant for \(account.clientEmail): \(error)", refused: true)
         }
         // The assertion is base64url and dots: nothing in it needs percent-encoding.
         let body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
@@ -169,7 +169,9 @@ public final class AccessTokenProvider: @unchecked Sendable {
             if let description = document?["error_description"]?.stringValue { detail += (detail.isEmpty ? "" : " ") + description }
             if detail.isEmpty { detail = String(decoding: response.body.prefix(200), as: UTF8.self) }
             detail = detail.replacingOccurrences(of: assertion, with: "<assertion>")
-            throw AuthError("token endpoint \(account.tokenURI) answered \(response.status): \(detail.prefix(300))")
+            // 4xx: the endpoint refuses this key or grant; 5xx and others: its own trouble, a blip.
+            throw AuthError("token endpoint \(account.tokenURI) answered \(response.status): \(detail.prefix(300))",
+                            refused: (400..<500).contains(response.status) && response.status != 408 && response.status != 429)
         }
         guard let token = document?["access_token"]?.stringValue, !token.isEmpty else {
             throw AuthError("token endpoint \(account.tokenURI) answered 200 without an access_token")
@@ -185,5 +187,12 @@ public final class AccessTokenProvider: @unchecked Sendable {
 /// Why no access token could be had; never holds the grant assertion or a token.
 public struct AuthError: Error, Sendable, CustomStringConvertible {
     public var description: String
-    public init(_ description: String) { self.description = description }
+    /// True when the token endpoint answered and refused the grant (a 4xx such as
+    /// `invalid_grant`: a revoked or wrong key), or the key cannot sign: trying again cannot
+    /// help. False when the endpoint could not be reached or failed on its side (a blip).
+    public var refused: Bool
+    public init(_ description: String, refused: Bool = false) {
+        self.description = description
+        self.refused = refused
+    }
 }

@@ -3,7 +3,7 @@ import JSON
 /// Translates payloads of FCM's legacy HTTP protocol (seed 003, Tables 1-3) to HTTP v1 messages,
 /// following LEGACY.md section 4 step by step.
 ///
-/// `herald.from_legacy` in PostgreSQL (migration 050) implements the same steps; both are run
+/// `herald.from_legacy` in PostgreSQL (Sources/Queue/SQL/functions/from_legacy.sql and `_legacy_*`) implements the same steps; both are run
 /// against one table of cases (Tests/Fixtures/FCM/legacy-cases.json) and must give the same
 /// messages, notes and rejections. Most steps are transformations (condition normalisation,
 /// stringified loc args, data values turned into their JSON text, TTL arithmetic), which a rule
@@ -93,7 +93,7 @@ public enum LegacyTranslator {
         }
     }
 
-    private static let v1OnlyKeys = ["token", "topic", "fid", "message", "android", "apns", "webpush", "fcm_options"]
+    private static let v1OnlyKeys = ["token", "topic", "fid", "message", "android", "android_v2", "apns", "webpush", "fcm_options"]
     private static let legacyOnlyKeys = ["to", "registration_ids", "notification_key", "priority", "time_to_live", "collapse_key",
                                          "content_available", "mutable_content", "restricted_package_name", "dry_run"]
 

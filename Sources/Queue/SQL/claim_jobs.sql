@@ -1,8 +1,11 @@
 -- Claims up to $2 due jobs of the queues $1 (all when NULL) into 'running' under a lease of $3
--- seconds held by $4: every (queue, campaign) pair in turn, priority first within each, within
--- the rates of FCM project $5 ($6 per second; 0: none), of the queues and of the campaigns, and
--- nothing while the project is held back after a quota answer. $7: the project tokens taken
--- beforehand with take_project_tokens.sql (the claim gives back what it does not use; null: no
--- project rate). A row with a null id, when present, says in how many seconds a limit lets
--- held-back jobs go (herald.claim_jobs, migrations/070_campaigns.sql and 080_project_tokens.sql).
-SELECT * FROM herald.claim_jobs($1::text[], $2::integer, $3::float8, $4::text, $5::text, $6::float8, $7::integer)
+-- seconds held by $4, within the rates of FCM project $5 ($6 per second; 0: none), of the queues
+-- and of the campaigns; $7: the project tokens taken beforehand with take_project_tokens.sql
+-- (NULL: none taken); $8: the time of the claim, in seconds since 1970 (NULL: now). One row per
+-- job claimed, each with come_back_in: the seconds after which a limit that held jobs back lets
+-- them go (NULL: none did); one row without a job when none was claimed.
+-- (herald.claim_batch, Sources/Queue/SQL/functions/claim_batch.sql.)
+SELECT c.come_back_in, j.*
+FROM herald.claim_batch($1::text[], $2::integer, $3::float8, $4::text, $5::text, $6::float8, $7::integer,
+                        to_timestamp($8::float8)) c
+LEFT JOIN LATERAL unnest(c.claimed) j ON true

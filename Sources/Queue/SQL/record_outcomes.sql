@@ -1,4 +1,5 @@
--- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token, cap}) of jobs
+-- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token, cap}; a: completed,
+-- retried, dead, discarded, pruned, released or snoozed, Metrics' MessageOutcome) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
@@ -11,19 +12,19 @@ WITH input AS (
 ),
 finished AS (
     UPDATE herald.jobs j
-    SET state = CASE WHEN i.a = 'complete' THEN 'completed' ELSE 'discarded' END,
+    SET state = CASE WHEN i.a = 'completed' THEN 'completed' ELSE 'discarded' END,
         finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
         last_error = coalesce(i.err, j.last_error),
         errors = CASE WHEN i.err IS NULL THEN j.errors
                  ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
-    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
-    RETURNING j.id, j.campaign_id, i.a
+    WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
-    WHERE j.id = i.id AND i.a IN ('complete', 'discard', 'prune') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
-    RETURNING j.id, j.campaign_id, i.a
+    WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
 ),
 retried AS (
     UPDATE herald.jobs j
@@ -32,7 +33,7 @@ retried AS (
         last_error = i.err,
         errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
     FROM input i
-    WHERE j.id = i.id AND i.a = 'retry' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    WHERE j.id = i.id AND i.a = 'retried' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 released AS (
@@ -41,7 +42,7 @@ released AS (
         attempts = greatest(j.attempts - 1, 0), locked_until = NULL, locked_by = NULL,
         run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
     FROM input i
-    WHERE j.id = i.id AND i.a = 'release' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    WHERE j.id = i.id AND i.a = 'released' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 snoozed AS (
@@ -54,7 +55,7 @@ snoozed AS (
         errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
                                                                   'snooze', j.snoozes + 1))
     FROM input i
-    WHERE j.id = i.id AND i.a = 'snooze' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    WHERE j.id = i.id AND i.a = 'snoozed' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 dead AS (
@@ -84,16 +85,30 @@ counted AS (
                              THEN 'paused itself after ' || (c.errors + n.dead) || ' dead letters (max_errors ' || c.max_errors
                                   || '); the last: ' || left(n.last_error, 500)
                              ELSE c.paused_reason END
-    FROM (SELECT campaign_id, count(*) FILTER (WHERE a = 'complete') AS completed,
-                 count(*) FILTER (WHERE a IN ('discard', 'prune')) AS discarded,
+    FROM (SELECT campaign_id, count(*) FILTER (WHERE a = 'completed') AS completed,
+                 count(*) FILTER (WHERE a IN ('discarded', 'pruned')) AS discarded,
                  count(*) FILTER (WHERE a = 'dead') AS dead, max(err) AS last_error
           FROM settled GROUP BY campaign_id) n
     WHERE c.id = n.campaign_id
     RETURNING 1
 ),
+-- Delivery events (migration 130), for the queues switched on with herald.set_queue_events;
+-- campaign and subscription events come from triggers (functions/_campaign_event.sql, ...).
+events AS (
+    INSERT INTO herald.events (kind, queue, job_id, campaign_id, token, detail)
+    SELECT e.kind, e.queue, e.id, e.campaign_id, e.token, e.detail
+    FROM (SELECT a AS kind, queue, id, campaign_id, token,
+                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END AS detail
+          FROM finished UNION ALL SELECT a, queue, id, campaign_id, token,
+                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END
+          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', jsonb_build_object('reason', err) FROM dead) e
+    WHERE EXISTS (SELECT 1 FROM herald.queues q WHERE q.name = e.queue AND q.events)
+    ORDER BY e.id
+    RETURNING 1
+),
 ledger AS (
     INSERT INTO herald.pruned_tokens (token, reason, job_id)
-    SELECT token, err, id FROM input WHERE a = 'prune' AND token IS NOT NULL
+    SELECT token, err, id FROM input WHERE a = 'pruned' AND token IS NOT NULL
     ON CONFLICT (token) DO NOTHING
     RETURNING 1
 )
@@ -103,4 +118,5 @@ SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed) AS finis
        (SELECT count(*) FROM snoozed) AS snoozed,
        (SELECT count(*) FROM lettered) AS dead,
        (SELECT count(*) FROM ledger) AS pruned,
-       (SELECT count(*) FROM counted) AS campaigns
+       (SELECT count(*) FROM counted) AS campaigns,
+       (SELECT count(*) FROM events) AS events

@@ -1,0 +1,93 @@
+import Postgres
+
+/// What one claim statement gave.
+public struct Claim: Sendable {
+    public var jobs: [ClaimedJob]
+    /// A rate limit or max_in_flight held jobs back: in how many seconds they may go.
+    public var heldBackFor: Double?
+    public init(jobs: [ClaimedJob], heldBackFor: Double? = nil) { self.jobs = jobs; self.heldBackFor = heldBackFor }
+}
+
+/// What `promoteDueJobs` did: how many scheduled jobs became available, and when the next one is due.
+public struct Promotion: Sendable, Equatable {
+    public var promoted: Int
+    /// In how many seconds the earliest scheduled job still ahead is due (nil: none is).
+    public var nextDueIn: Double?
+    public init(promoted: Int, nextDueIn: Double?) { self.promoted = promoted; self.nextDueIn = nextDueIn }
+}
+
+// Claiming: the project's tokens, then one claim statement (claim_jobs.sql); promoting due jobs.
+extension JobStore {
+    /// Claims up to `limit` available jobs (all queues when `queues` is empty) into `running`
+    /// under a lease of `leaseSeconds`: each queue and campaign in turn, priority first within
+    /// each, within every rate limit.
+    public func claim(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> [ClaimedJob] {
+        try claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds).jobs
+    }
+
+    /// `claim`, and whether a limit held jobs back (and for how long).
+    public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
+        var granted: Int?
+        if let projectID, projectRate > 0, inBacklog {
+            // The project's bucket is shared by every worker of the project: taking its tokens in a
+            // transaction of their own keeps its row locked for that statement only, not for the
+            // whole claim, so the workers' claims do not queue behind each other on it. Outside a
+            // backlog the claim takes them itself, which saves a round trip on every claim of a
+            // one-time code while claims rarely meet on the row.
+            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit),
+                                                                   claimTime.map { .double($0) }])
+            let taken = tokens.int(0, try tokens.column("granted")) ?? 0
+            guard taken > 0 else { return Claim(jobs: [], heldBackFor: tokens.double(0, try tokens.column("wait_seconds"))) }  // still a backlog
+            granted = taken
+        }
+        let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
+                                                          .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
+                                                          .double(projectRate), granted.map { .int($0) }, claimTime.map { .double($0) }])
+        let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
+        let message = try result.column("message"), attempt = try result.column("attempt")
+        let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
+        let lastError = try result.column("last_error"), createdAt = try result.column("created_at")
+        let dueAt = try result.column("due_at"), groupKey = try result.column("group_key")
+        let groupMembers = try result.column("group_members"), validateOnly = try result.column("validate_only")
+        let campaignID = try result.column("campaign_id"), comeBackIn = try result.column("come_back_in")
+        // Every row carries come_back_in; a claim of no job is one row without a job.
+        var claim = Claim(jobs: [], heldBackFor: result.rowCount > 0 ? result.double(0, comeBackIn) : nil)
+        claim.jobs.reserveCapacity(result.rowCount)
+        for row in 0..<result.rowCount {
+            guard let jobID = result.int(row, id) else { continue }
+            claim.jobs.append(ClaimedJob(
+                id: jobID, queue: result[row, queue]!, kind: result.equals(row, kind, "group") ? .group : .send,
+                message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
+                tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
+                createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
+                groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers]),
+                validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID)))
+        }
+        claim.jobs.sort { $0.id < $1.id }
+        inBacklog = claim.jobs.count >= limit || claim.heldBackFor != nil
+        return claim
+    }
+
+    /// Makes up to `limit` scheduled jobs that are due available (earliest first) and reports
+    /// when the next scheduled job is due.
+    public func promoteDueJobs(limit: Int = 10_000) throws(PostgresError) -> Promotion {
+        let result = try connection.query(SQL.promoteDueJobs, [.int(limit)])
+        return Promotion(promoted: result.int(0, try result.column("promoted")) ?? 0,
+                         nextDueIn: result.double(0, try result.column("next_due_in")))
+    }
+
+    /// Whether the queues (all when empty) hold a job not yet finished (scheduled, available or running).
+    public func hasPendingWork(queues: [String]) throws(PostgresError) -> Bool {
+        let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : Self.textArray(queues)])
+        return result.bool(0, try result.column("pending")) ?? false
+    }
+
+    /// Extends the leases of jobs this worker still holds (a heartbeat for requests that take
+    /// long, so a healthy worker's job is never taken back). Returns how many were extended.
+    @discardableResult
+    public func extendLeases(ids: [Int], leaseSeconds: Double) throws(PostgresError) -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return try connection.query(SQL.extendLeases, [.text("{" + ids.map(String.init).joined(separator: ",") + "}"),
+                                                       .text(workerID), .double(leaseSeconds)]).affectedRows
+    }
+}

@@ -1,0 +1,2 @@
+-- How many tokens FCM reported as gone.
+SELECT count(*) FROM herald.pruned_tokens

@@ -1,0 +1,61 @@
+import JSON
+import Postgres
+
+/// One topic's subscriptions as herald.topic_subscriptions records them.
+public struct TopicSummary: Sendable, Equatable {
+    /// "" for rows carried out under whichever pool's project.
+    public var project: String
+    public var topic: String
+    public var subscribed: Int
+    public var pending: Int
+    public var removing: Int
+    public var failed: Int
+
+    public var json: JSONValue {
+        ["project": .string(project), "topic": .string(topic), "subscribed": JSONValue(subscribed),
+         "pending": JSONValue(pending), "removing": JSONValue(removing), "failed": JSONValue(failed)]
+    }
+}
+
+/// The SQL behind `herald topics` (herald.topic_stats, herald.topic_subscriptions).
+public enum TopicSubscriptions {
+    public static func list(_ connection: PGConnection) throws(PostgresError) -> [TopicSummary] {
+        let rows = try connection.query(SQL.topicStats)
+        return (0..<rows.rowCount).map { summary(rows, $0) }
+    }
+
+    /// The topic's counts (one per project it has rows under), and up to `limit` tokens FCM
+    /// refused, with the error, newest first.
+    public static func show(_ connection: PGConnection, topic: String, limit: Int = 20) throws(PostgresError)
+        -> (summaries: [TopicSummary], failures: [(token: String, error: String)]) {
+        let rows = try connection.query(SQL.topicStatsOfTopic, [.text(topic)])
+        let failed = try connection.query(SQL.topicFailures, [.text(topic), .int(limit)])
+        return ((0..<rows.rowCount).map { summary(rows, $0) },
+                (0..<failed.rowCount).map { (failed[$0, 0] ?? "", failed[$0, 1] ?? "") })
+    }
+
+    static func summary(_ rows: PGResult, _ row: Int) -> TopicSummary {
+        TopicSummary(project: rows[row, 0] ?? "", topic: rows[row, 1] ?? "", subscribed: rows.int(row, 2) ?? 0,
+                     pending: rows.int(row, 3) ?? 0, removing: rows.int(row, 4) ?? 0, failed: rows.int(row, 5) ?? 0)
+    }
+
+    // The pool's carrier (Worker's TopicSubscriptionCarrier).
+
+    /// Claims up to `limit` due rows of `project` (and of no project) for `worker` under a lease
+    /// of `leaseSeconds`: project, topic, token, state, generation, attempts.
+    public static func claimWork(_ connection: PGConnection, project: String, worker: String, limit: Int,
+                                 leaseSeconds: Double) throws(PostgresError) -> PGResult {
+        try connection.query(SQL.claimTopicWork, [.text(project), .text(worker), .int(limit), .double(leaseSeconds)])
+    }
+
+    /// Records Instance ID's answers (or releases) for claimed rows.
+    public static func recordResults(_ connection: PGConnection, _ results: [JSONValue]) throws(PostgresError) {
+        try connection.query(SQL.recordTopicResults, [.text(JSONValue.array(results).serialized)])
+    }
+
+    /// Takes one token from the bucket named `bucket` (`rate` a second); whether it was granted.
+    public static func takeRequestToken(_ connection: PGConnection, bucket: String, rate: Double) throws(PostgresError) -> Bool {
+        let result = try connection.query(SQL.takeProjectTokens, [.text(bucket), .double(rate), .int(1), nil])
+        return (result.int(0, try result.column("granted")) ?? 0) > 0
+    }
+}

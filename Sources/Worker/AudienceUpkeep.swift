@@ -1,0 +1,21 @@
+import Postgres
+import Queue
+
+/// The leader's upkeep of the audience tables (migration 130): dedupe keys past their period, delivery
+/// events past their retention (7 days).
+enum AudienceUpkeep {
+    struct Report: Sendable, Equatable {
+        var dedupeKeysDeleted = 0
+        var eventsDeleted = 0
+    }
+
+    /// How long delivery events are kept (herald.events): a consumer away longer misses some.
+    static let eventsRetention: Double = 7 * 86_400
+
+    static func run(_ store: JobStore, batch: Int) throws(PostgresError) -> Report {
+        var report = Report()
+        report.dedupeKeysDeleted = try store.deleteExpiredDedupeKeys(batch: batch)
+        report.eventsDeleted = try store.deleteOldEvents(olderThan: eventsRetention, batch: batch)
+        return report
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import Logging
+import Metrics
+import Synchronization
+
+/// The herald version `herald_build_info` reports.
+public let heraldVersion = "0.1.0"
+
+/// What the supervisor knows about its pool, for `/metrics`, `/healthz` and `/readyz`: one
+/// shared-memory slot per worker process (its counters survive the process), and which slots
+/// have a running process. Read from the admin server's thread, written by the supervisor's.
+public final class PoolMonitor: @unchecked Sendable {
+    public let regions: [SlotRegion]
+    private struct Slot {
+        var pid: pid_t?
+        /// Why the slot has no process, when it has none.
+        var lastExit: String?
+    }
+    private struct State {
+        var slots: [Slot]
+        var stopping = false
+        /// The CPU total last shown: a counter must never go down, and a worker reaped between
+        /// reading the supervisor and reading that worker would otherwise be missed once.
+        var shownCPUSeconds: Double = 0
+    }
+    private let state: Mutex<State>
+
+    public init(processes: Int) throws(SlotRegionError) {
+        var regions: [SlotRegion] = []
+        for _ in 0..<max(1, processes) { regions.append(try SlotRegion.create()) }
+        self.regions = regions
+        state = Mutex(State(slots: Array(repeating: Slot(pid: nil, lastExit: "not started yet"), count: regions.count)))
+    }
+
+    // MARK: the supervisor's side
+
+    func workerStarted(slot: Int, pid: pid_t) {
+        state.withLock { $0.slots[slot] = Slot(pid: pid, lastExit: nil) }
+    }
+
+    /// The slot's process is gone (`why`: how it ended); its running-process gauges are cleared.
+    func workerExited(slot: Int, why: String) {
+        regions[slot].resetProcessState()
+        state.withLock { $0.slots[slot] = Slot(pid: nil, lastExit: why) }
+    }
+
+    func stopping() { state.withLock { $0.stopping = true } }
+
+    // MARK: readings
+
+    /// The pool's counters summed over its slots.
+    public func totals() -> SlotSnapshot {
+        var totals = SlotSnapshot()
+        for region in regions { totals.add(SlotSnapshot(region)) }
+        return totals
+    }
+
+    /// The text of `GET /metrics`.
+    public func metricsText(now: Double = Date().timeIntervalSince1970) -> String {
+        let snapshots = regions.map(SlotSnapshot.init)
+        var totals = SlotSnapshot()
+        for snapshot in snapshots { totals.add(snapshot) }
+        let pids = state.withLock { $0.slots.compactMap(\.pid) }
+        // The supervisor's own CPU, its reaped workers' (from its cutime/cstime), and the running workers'.
+        var cpu = 0.0
+        var resident = 0
+        if let own = ProcessStatistics.read(pid: getpid()) {
+            cpu = own.cpuSeconds + own.reapedChildrenCPUSeconds
+            resident = own.residentBytes
+        }
+        for pid in pids {
+            guard let worker = ProcessStatistics.read(pid: pid) else { continue }
+            cpu += worker.cpuSeconds
+            resident += worker.residentBytes
+        }
+        let shownCPU = state.withLock { state in
+            state.shownCPUSeconds = max(state.shownCPUSeconds, cpu)
+            return state.shownCPUSeconds
+        }
+        var reading = PoolReading(totals: totals, workerProcesses: pids.count,
+                                  quotaPaused: snapshots.contains { $0.pausedUntil > now }, version: heraldVersion,
+                                  cpuSeconds: shownCPU, residentBytes: resident)
+        reading.supervisorLogWritesDropped = StandardStreams.droppedWrites
+        return PoolExposition.render(reading)
+    }
+
+    /// `/healthz`: healthy while every slot has a running worker process.
+    public func health() -> (healthy: Bool, text: String) {
+        let (slots, stopping) = state.withLock { ($0.slots, $0.stopping) }
+        if stopping { return (false, "stopping: the supervisor received SIGTERM or SIGINT, or its queues are drained\n") }
+        let missing = slots.enumerated().filter { $0.element.pid == nil }
+        if missing.isEmpty { return (true, "ok: \(slots.count) of \(slots.count) worker processes running\n") }
+        let lines = missing.map { "worker slot \($0.offset): no process (\($0.element.lastExit ?? "unknown"))" }
+        return (false, "\(slots.count - missing.count) of \(slots.count) worker processes running\n" + lines.joined(separator: "\n") + "\n")
+    }
+
+    /// `/readyz`: ready once every slot's process holds a database connection and an access token.
+    public func readiness() -> (ready: Bool, text: String) {
+        let (slots, stopping) = state.withLock { ($0.slots, $0.stopping) }
+        if stopping { return (false, "stopping: no new jobs are claimed\n") }
+        var reasons: [String] = []
+        for (index, slot) in slots.enumerated() {
+            guard let pid = slot.pid else {
+                reasons.append("worker slot \(index): no process (\(slot.lastExit ?? "unknown"))")
+                continue
+            }
+            let snapshot = SlotSnapshot(regions[index])
+            var missing: [String] = []
+            if snapshot.pid != pid { missing.append("still starting") }
+            else {
+                if !snapshot.databaseConnected { missing.append("no PostgreSQL connection") }
+                if !snapshot.tokenHeld { missing.append("no FCM access token") }
+            }
+            if !missing.isEmpty { reasons.append("worker slot \(index) (pid \(pid)): " + missing.joined(separator: ", ")) }
+        }
+        if reasons.isEmpty { return (true, "ready: \(slots.count) worker processes hold a PostgreSQL connection and an access token\n") }
+        return (false, "not ready\n" + reasons.joined(separator: "\n") + "\n")
+    }
+}

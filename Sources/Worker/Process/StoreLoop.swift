@@ -1,0 +1,280 @@
+import Foundation
+import Metrics
+import Postgres
+import Queue
+
+/// The store thread: carries out what `StoreMachine` decides, on one PostgreSQL connection.
+/// It claims batches for the sender, records the outcomes the sender hands back, promotes due
+/// scheduled jobs, LISTENs for `herald_jobs`, extends leases, and (in the leader) runs
+/// maintenance. Every decision is the machine's; this type only performs and reports.
+final class StoreLoop {
+    let configuration: WorkerConfiguration
+    let connection: PGConnection
+    let store: JobStore
+    let inbox: Mailbox<ClaimedJob>
+    let outbox: Mailbox<SenderEvent>
+    let stop: Flag
+    let log: Logger
+    /// The pool's counters (herald_messages_total) and this worker's readiness.
+    let metrics: WorkerMetrics
+    let maintenance: Maintenance
+    /// The lease ends the sender checks before it sends a job.
+    let leaseBook: LeaseBook
+    private(set) var machine: StoreMachine
+    private(set) var recorded = 0
+    private var activity = ActivityWindow()
+    /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
+    private let adaptive: AdaptiveRate
+    private var rateState: (adapted: Double?, at: Double?) = (nil, nil)
+    private var rateReadAt = 0.0
+    /// When this process started sending (the rate's start before any quota answer).
+    private let startedAt = StoreLoop.clock()
+
+    init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String, leaseBook: LeaseBook) {
+        self.leaseBook = leaseBook
+        self.configuration = configuration
+        self.connection = connection
+        self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
+        store.projectRate = configuration.maxRate
+        self.inbox = inbox
+        self.outbox = outbox
+        self.stop = stop
+        self.log = log
+        self.metrics = metrics
+        adaptive = AdaptiveRate(ceiling: configuration.maxRate)
+        let settings = StoreMachine.Settings(
+            concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
+            leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
+            shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain)
+        maintenance = Maintenance(grace: configuration.leaseSeconds, upkeepInterval: settings.upkeepInterval)
+        machine = StoreMachine(settings: settings, now: Self.clock())
+    }
+
+    static func clock() -> Double { Date().timeIntervalSince1970 }
+
+    /// Runs until the machine exits; returns the process exit status.
+    func run() -> Int32 {
+        listen()
+        while true {
+            takeEvents()
+            let now = Self.clock()
+            if stop.isSet { machine.stopRequested(now: now) }
+            let action = machine.next(now: now)
+            if case .exit(let status) = action {
+                if connection.isHealthy { maintenance.resign(store) }
+                if status != 0 {
+                    log.error("PostgreSQL is still unavailable; exiting with \(machine.pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
+                }
+                return status
+            }
+            perform(action, now: now)
+        }
+    }
+
+    /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
+    /// took go back unsent.
+    private func takeEvents() {
+        let events = outbox.take()
+        guard !events.isEmpty else { return }
+        let now = Self.clock()
+        machine.received(events, now: now)
+        if events.contains(.finished) { machine.unsent(inbox.take()) }
+    }
+
+    private func perform(_ action: StoreMachine.Action, now: Double) {
+        do {
+            switch action {
+            case .reconnect:
+                do {
+                    try connection.reconnect()
+                    maintenance.connectionLost()
+                    listen()
+                    machine.reconnected(now: now)
+                    metrics.databaseConnected(true)
+                    log.info("reconnected to PostgreSQL; \(machine.pending.count) outcomes to record")
+                } catch {
+                    machine.reconnectFailed(now: now)
+                    log.warning("PostgreSQL unavailable (\(error)); trying again")
+                }
+            case .record(let outcomes):
+                let summary: RecordSummary
+                do {
+                    summary = try store.record(outcomes) { self.log.warning($0) }
+                } catch {
+                    guard connection.isHealthy else { throw error }
+                    switch machine.recordRefused(outcomes, code: error.sqlState, now: now) {
+                    case .oneByOne(let count):
+                        log.warning("recording \(count) outcomes failed (\(error)); recording them one by one")
+                    case .replaced(let refused, _):
+                        log.error("job \(refused.id): outcome refused by PostgreSQL (\(error)); retrying it in \(Int(StoreMachine.standInDelay)) s")
+                    case .givenUp(let refused):
+                        log.error("job \(refused.id): cannot record any outcome (\(error)); it comes back when its lease runs out")
+                    }
+                    return
+                }
+                leaseBook.settled(outcomes.map(\.id))
+                note(summary, outcomes)
+                recorded += outcomes.count
+                activity.count(outcomes)
+                machine.recorded(count: outcomes.count)
+                logActivity(now: now)
+            case .publishPause(let until):
+                // A quota answer holds back every worker of the project, through the database.
+                if let project = store.projectID {
+                    try store.pauseProject(project, seconds: until - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
+                    // What was held comes back over the jitter window after the pause, not at once.
+                    let window = max(1, (until - now) * configuration.retryPolicy.jitter)
+                    let spread = try store.spreadHeldRetries(until: until, window: window)
+                    if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
+                }
+                machine.pausePublished(until: until)
+            case .extendLeases(let ids):
+                try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
+                leaseBook.held(ids, sentAt: now, leaseSeconds: configuration.leaseSeconds, onlyKnown: true)
+                machine.leasesExtended(ids, now: now)
+            case .maintain:
+                do {
+                    let report = try maintenance.run(store, now: now)
+                    if report.rescued > 0 { log.info("took back \(report.rescued) jobs whose lease ran out (their worker stopped)") }
+                    if report.purged > 0 { log.debug("purged \(report.purged) finished jobs past retention") }
+                } catch {
+                    if !connection.isHealthy { throw error }
+                    log.warning("maintenance failed: \(error)")
+                }
+                machine.maintained(now: now)
+            case .promote(let limit):
+                machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
+            case .lowerRate(let accepted):
+                try lowerRate(accepted: accepted, now: now)
+                machine.rateLowered()
+            case .claim(let limit):
+                try refreshRate(now: now)
+                let claim = try store.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                let jobs = claim.jobs
+                machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
+                // Each job's queue, so its outcome is counted under it (herald_messages_total).
+                metrics.claimed(jobs)
+                leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
+                inbox.put(jobs)
+            case .checkDrained:
+                let workLeft = try store.hasPendingWork(queues: configuration.queues)
+                machine.drainChecked(workLeft: workLeft, now: now)
+            case .stopSender:
+                log.info("drained: no scheduled, available or running job left")
+                stop.set()
+                inbox.signal()
+                machine.senderStopRequested(now: now)
+            case .wait(let until):
+                waitForEvents(until: until)
+            case .exit:
+                break
+            }
+        } catch {
+            log.warning("PostgreSQL error: \(error)")
+            if connection.isHealthy {
+                machine.statementFailed(now: now)
+            } else {
+                machine.connectionLost(now: now)
+                metrics.databaseConnected(false)
+            }
+        }
+    }
+
+    /// Re-reads the project's shared rate state once a second (another worker may have lowered
+    /// it) and sets the rate in force for the claims.
+    private func refreshRate(now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        if now - rateReadAt >= 1 {
+            let state = try store.projectRateState(project)
+            rateState = (state.adapted, state.at)
+            rateReadAt = now
+        }
+        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        store.projectRate = rate
+        metrics.projectRate(rate)
+    }
+
+    /// A project quota answer: lowers the project's adapted rate for every worker of the project,
+    /// once per episode (another worker's lowering a moment ago counts).
+    private func lowerRate(accepted: Double?, now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        let state = try store.projectRateState(project)
+        rateState = (state.adapted, state.at)
+        rateReadAt = now
+        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity,
+                                            started: startedAt) else { return }
+        if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
+            rateState = (lowered.adapted, lowered.at)
+            log.warning("FCM project \(project): send rate lowered to \(Int(lowered.adapted.rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); it rises again while FCM accepts")
+        } else {
+            rateReadAt = 0
+        }
+        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        metrics.projectRate(store.projectRate)
+    }
+
+    /// After every recorded batch: counts it for the pool's metrics, and says when outcomes came
+    /// too late (another worker had taken their jobs).
+    private func note(_ summary: RecordSummary, _ batch: [JobOutcome]) {
+        metrics.recorded(batch, stale: summary.stale)
+        if summary.stale > 0 {
+            log.warning("\(summary.stale) outcomes were for jobs whose lease had run out (another worker took them)")
+        }
+    }
+
+    private func listen() {
+        do {
+            try connection.listen("herald_jobs")
+        } catch {
+            log.warning("LISTEN herald_jobs failed (polling every \(configuration.pollInterval) s instead): \(error)")
+        }
+    }
+
+    /// A line a minute while there is work: what was delivered, retried, dead-lettered, discarded.
+    private func logActivity(now: Double) {
+        guard let line = activity.line(now: now, inHand: machine.outstanding) else { return }
+        log.info(line)
+    }
+
+    /// Waits for the sender's events or a notification, until `until` at the latest (and at most
+    /// a quarter second, so a stop request is seen promptly).
+    private func waitForEvents(until: Double) {
+        let milliseconds = Int32(max(0, min(250, ((until - Self.clock()) * 1000).rounded(.up))))
+        var descriptors = [pollfd(fd: outbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)]
+        let count = descriptors[1].fd >= 0 ? 2 : 1
+        guard milliseconds > 0 else { return }
+        _ = poll(&descriptors, nfds_t(count), milliseconds)
+        if count == 2 && descriptors[1].revents != 0 {
+            do {
+                if !(try connection.notifications()).isEmpty { machine.notified(now: Self.clock()) }
+            } catch {
+                log.warning("PostgreSQL error: \(error)")
+                machine.connectionLost(now: Self.clock())
+                metrics.databaseConnected(false)
+            }
+        }
+    }
+}
+
+/// Outcomes counted for the activity line the store thread logs once a minute, by their word.
+struct ActivityWindow {
+    var counts = [Int](repeating: 0, count: MessageOutcome.allCases.count)
+    var start = Date().timeIntervalSince1970
+
+    mutating func count(_ outcomes: [JobOutcome]) {
+        for outcome in outcomes { counts[outcome.action.outcome.index] += 1 }
+    }
+
+    /// The line to log when a minute has passed and something happened (`released` jobs, put back
+    /// unsent, do not count as something); resets the window.
+    mutating func line(now: Double, inHand: Int) -> String? {
+        guard now - start >= 60 else { return nil }
+        defer { self = ActivityWindow(start: now) }
+        let shown = MessageOutcome.allCases.filter { $0 != .released }
+        guard shown.contains(where: { counts[$0.index] > 0 }) else { return nil }
+        let parts = shown.map { "\(counts[$0.index]) \($0.rawValue)" }.joined(separator: ", ")
+        return "last \(Int(now - start)) s: \(parts); \(inHand) in hand"
+    }
+}

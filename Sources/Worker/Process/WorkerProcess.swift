@@ -1,0 +1,168 @@
+import FCM
+import Foundation
+import HTTPClient
+import Postgres
+import Queue
+
+public struct WorkerStartupError: Error, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One worker process: a store thread (PostgreSQL: claim, record, LISTEN, maintenance) and a
+/// sender thread (HTTP/2 to FCM), joined by two mailboxes.
+public final class WorkerProcess: @unchecked Sendable {
+    public let configuration: WorkerConfiguration
+    public let stop = Flag()
+    let log: Logger
+    let account: ServiceAccount
+    let auth: AccessTokenProvider
+    let metrics: WorkerMetrics
+
+    /// Checks the credentials and the database before anything runs, so a bad setting stops
+    /// start-up with a message that names it.
+    public init(configuration: WorkerConfiguration) throws {
+        self.configuration = configuration
+        log = Logger(level: configuration.logLevel, format: configuration.logFormat, prefix: "herald work[\(getpid())]")
+        metrics = WorkerMetrics.fromEnvironment(log: log)
+        do {
+            account = try ServiceAccount.load(path: configuration.credentialsPath)
+        } catch {
+            throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
+        }
+        auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+    }
+
+    /// Runs until stopped (or drained). Returns the process exit status.
+    public func run() throws -> Int32 {
+        let connection: PGConnection
+        do {
+            connection = try PGConnection(url: configuration.databaseURL)
+        } catch {
+            throw WorkerStartupError("DATABASE_URL: \(error)")
+        }
+        // The store thread's statements: a silent path to PostgreSQL is given up on and reopened.
+        try connection.limitStatements(to: configuration.statementTimeout)
+        guard try Administration.isMigrated(connection) else {
+            throw WorkerStartupError("the database has no herald schema yet; run `herald migrate` first (DATABASE_URL \(PGConnection.redacted(configuration.databaseURL)))")
+        }
+        var clientConfiguration = HTTPClientConfiguration()
+        clientConfiguration.maxStreamsPerConnection = configuration.maxStreamsPerConnection
+        clientConfiguration.connections(toCarry: configuration.concurrency)
+        clientConfiguration.requestTimeoutMilliseconds = Int(configuration.requestTimeout * 1000)
+        clientConfiguration.connectTimeoutMilliseconds = Int(configuration.connectTimeout * 1000)
+        clientConfiguration.caFile = configuration.caFile
+        let client = try HTTPClient(configuration: clientConfiguration)
+        let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
+        metrics.databaseConnected(true)  // metrics hook: readiness
+        guard try firstAccessToken() else { return 0 }
+
+        // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
+        try Administration.identifyAsWorker(connection)
+        metrics.tokenHeld(true)  // metrics hook: readiness (the first token was fetched above)
+        let inbox = Mailbox<ClaimedJob>()
+        let outbox = Mailbox<SenderEvent>()
+        let leaseBook = LeaseBook(leaseSeconds: configuration.leaseSeconds)
+        let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
+                            inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
+        let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
+                              stop: stop, log: log, metrics: metrics, projectID: account.projectID, leaseBook: leaseBook)
+        log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+        let log = self.log
+        let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
+            switch event {
+            case .vacuumed(let dead, let live, let seconds):
+                log.debug("vacuumed herald.jobs (\(dead) dead row versions, \(live) live) in \(String(format: "%.2f", seconds)) s")
+            case .failed(let error):
+                log.warning("checking whether herald.jobs needs a VACUUM failed (autovacuum still runs; trying again): \(error)")
+            case .notAllowed:
+                log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see README, Operations)")
+            }
+        }
+        vacuum.start()
+        // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
+        let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, projectID: account.projectID, stop: stop, log: log)
+        let carrierDone = DispatchSemaphore(value: 0)
+        let carrierThread = Thread {
+            carrier.run()
+            carrierDone.signal()
+        }
+        carrierThread.name = "herald-topics"
+        carrierThread.start()
+        let senderThread = Thread { sender.run() }
+        senderThread.name = "herald-sender"
+        senderThread.stackSize = 1 << 20
+        senderThread.start()
+        // The store thread returns only once the sender thread has finished.
+        let status = store.run()
+        stop.set()
+        if carrierDone.wait(timeout: .now() + configuration.shutdownTimeout) == .timedOut {
+            log.warning("the topic subscription request in flight did not finish in time; its tokens are asked again when the lease ends")
+        }
+        vacuum.stop()
+        let c = sender.counters
+        log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
+        return status
+    }
+
+    /// Fetches the first access token before any job is claimed. A key the token endpoint refuses
+    /// (a 4xx such as invalid_grant) is a start-up error, not 10,000 retries; an endpoint that
+    /// cannot be reached (or fails on its side) is tried again with backoff (1 s, 2 s ... 30 s)
+    /// while the worker stays up and /readyz says it holds no token. Returns false when a stop
+    /// was asked for while waiting.
+    private func firstAccessToken() throws -> Bool {
+        var delay = 1.0
+        while true {
+            do {
+                _ = try auth.authorizationHeader()
+                return true
+            } catch where error.refused {
+                throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
+            } catch {
+                metrics.tokenHeld(false)
+                log.warning("no access token yet (\(error)); trying again in \(Int(delay)) s, not ready until one comes")
+            }
+            let until = Date().timeIntervalSince1970 + delay
+            while Date().timeIntervalSince1970 < until {
+                if stop.isSet { return false }
+                usleep(100_000)  // the pace of looking at the stop flag while backing off
+            }
+            delay = min(30, delay * 2)
+        }
+    }
+
+    /// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later. Call it
+    /// first thing in a worker process: a SIGTERM that arrives during start-up then waits for
+    /// `handleTerminationSignals` and stops the worker cleanly instead of killing it.
+    @discardableResult
+    public static func blockTerminationSignals() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        return set
+    }
+
+    /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
+    public func handleTerminationSignals() {
+        let blocked = Self.blockTerminationSignals()
+        let stop = self.stop
+        let log = self.log
+        let thread = Thread {
+            var signal: Int32 = 0
+            var waitSet = blocked
+            while sigwait(&waitSet, &signal) == 0 {
+                log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): no new claims; finishing what is in flight")
+                stop.set()
+            }
+        }
+        thread.name = "herald-signals"
+        thread.start()
+    }
+}
+
+func waitReadable(_ descriptor: Int32, milliseconds: Int32) -> Bool {
+    var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    return poll(&entry, 1, milliseconds) > 0
+}

@@ -1,0 +1,124 @@
+import Crypto
+import Foundation
+import Testing
+import Postgres
+import Queue
+import TestSupport
+
+/// The schema as `herald migrate` leaves it: numbered migrations, then one file per function and
+/// view. A database the last release created must come out as a fresh one does.
+@Suite struct SchemaLayoutTests {
+    /// The functions and views whose definition this release changes on purpose (compared with
+    /// the release only by their presence, and with a fresh database in full).
+    /// (claim_jobs became a wrapper of claim_batch; take_project_tokens gained p_now.)
+    static let changedSinceRelease: Set<String> = ["claim_jobs", "take_project_tokens", "is_legacy", "_legacy_row", "enqueue"]
+    /// Triggers whose WHEN changed on purpose since the release (android_v2 is never legacy).
+    static let triggersChangedSinceRelease: Set<String> = ["trigger jobs_legacy"]
+
+    /// Every object of schema herald as the catalog describes it, keyed by kind and name:
+    /// functions (definition and comment), views, triggers, indexes, constraints, columns.
+    static func catalog(_ c: PGConnection) throws -> [String: String] {
+        let result = try c.query("""
+            SELECT 'function ' || p.oid::regprocedure::text,
+                   pg_get_functiondef(p.oid) || coalesce(E'\\ncomment ' || obj_description(p.oid, 'pg_proc'), '')
+            FROM pg_proc p WHERE p.pronamespace = 'herald'::regnamespace
+            UNION ALL
+            SELECT 'view ' || c.oid::regclass::text, pg_get_viewdef(c.oid)
+            FROM pg_class c WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind = 'v'
+            UNION ALL
+            SELECT 'trigger ' || t.tgname, pg_get_triggerdef(t.oid)
+            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+            WHERE c.relnamespace = 'herald'::regnamespace AND NOT t.tgisinternal
+            UNION ALL
+            SELECT 'index ' || i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+            FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = 'herald'::regnamespace
+            UNION ALL
+            SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname, pg_get_constraintdef(oid)
+            FROM pg_constraint WHERE connamespace = 'herald'::regnamespace
+            UNION ALL
+            SELECT 'column ' || a.attrelid::regclass::text || '.' || a.attname,
+                   format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+            FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+            LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+            WHERE c.relnamespace = 'herald'::regnamespace AND c.relkind IN ('r', 'v') AND a.attnum > 0 AND NOT a.attisdropped
+              AND c.relname <> 'schema_definitions'
+            """)
+        var objects: [String: String] = [:]
+        for row in 0..<result.rowCount { objects[result[row, 0]!] = result[row, 1]! }
+        return objects
+    }
+
+    /// The name of the function or view a catalog key is about ("function herald.enqueue(...)"
+    /// gives "enqueue"; the schema is left out when it is on the search path, as it is for a
+    /// user named herald); nil for other kinds.
+    static func definitionName(_ key: String) -> String? {
+        for prefix in ["function ", "view "] where key.hasPrefix(prefix) {
+            let name = key.dropFirst(prefix.count).prefix { $0 != "(" }
+            return String(name.hasPrefix("herald.") ? name.dropFirst("herald.".count) : name)
+        }
+        return nil
+    }
+
+    @Test func aDatabaseOfTheLastReleaseMigratesToWhatAFreshOneIs() throws {
+        let released = try TestDatabase.fresh(migrated: false)
+        defer { released.drop() }
+        let upgraded = try released.connect()
+        try TestDatabase.migrateAsReleased(upgraded)
+        let before = try Self.catalog(upgraded)
+
+        var warnings: [String] = []
+        let applied = try Migrator.apply(upgraded) { warnings.append($0) }
+        // The rewritten migrations are recognised as the released ones: no warning, none run again.
+        #expect(warnings.isEmpty, "\(warnings)")
+        let releasedNames = try TestDatabase.releasedMigrations().map(\.name)
+        #expect(applied.migrations == Migrator.migrations.map(\.name).filter { !releasedNames.contains($0) })
+        #expect(applied.definitions == Migrator.definitions.map(\.name))
+        let recorded = try upgraded.query("SELECT version, checksum FROM herald.schema_migrations ORDER BY version")
+        let current = Dictionary(uniqueKeysWithValues: Migrator.migrations.map { ($0.name, $0.sql) })
+        for row in 0..<recorded.rowCount {
+            let name = recorded[row, 0]!
+            let fresh = try #require(current[name], "\(name) is recorded but not carried by this binary")
+            #expect(recorded[row, 1]! == Self.checksum(fresh), "\(name) keeps the released checksum")
+        }
+        let after = try Self.catalog(upgraded)
+
+        // The same objects as a database created by this binary, definition for definition.
+        let fresh = try TestDatabase.fresh(migrated: false)
+        defer { fresh.drop() }
+        let created = try fresh.connect()
+        try Migrator.migrate(created)
+        let freshCatalog = try Self.catalog(created)
+        #expect(Set(after.keys) == Set(freshCatalog.keys))
+        for (key, definition) in freshCatalog where after[key] != definition {
+            Issue.record("\(key) differs between an upgraded and a fresh database:\n\(after[key] ?? "(missing)")\n---\n\(definition)")
+        }
+
+        // And, but for what this release changes on purpose, what the release had.
+        for (key, definition) in before {
+            if let name = Self.definitionName(key), Self.changedSinceRelease.contains(name) { continue }
+            if Self.triggersChangedSinceRelease.contains(key) { continue }
+            #expect(after[key] == definition, "\(key) changed on upgrade")
+        }
+    }
+
+    @Test func aChangedDefinitionIsReplacedAndAnUnchangedOneIsLeftAlone() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        #expect(try Migrator.apply(c) == Migrator.Applied())
+
+        // A definition the database holds from another text (an older binary) is replaced whole.
+        try c.execute("""
+            CREATE OR REPLACE FUNCTION herald._burst(rate double precision) RETURNS double precision
+            LANGUAGE sql IMMUTABLE AS $$ SELECT 0::double precision $$;
+            UPDATE herald.schema_definitions SET checksum = 'older' WHERE name = 'functions/_burst';
+            """)
+        #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "0")
+        let applied = try Migrator.apply(c)
+        #expect(applied == Migrator.Applied(migrations: [], definitions: ["functions/_burst"]))
+        // The bucket of a 100/s limit holds a tenth of a second's worth again.
+        #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "10")
+    }
+
+    static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }
+}

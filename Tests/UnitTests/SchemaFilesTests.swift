@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import Queue
+
+/// Where the schema's SQL lives: each `herald.*` function and view has one file holding its one
+/// current definition, and the numbered migrations hold none (so nobody has to replay them to
+/// learn what a function does).
+@Suite struct SchemaFilesTests {
+    /// The functions, views and triggers a text creates, as (kind, name), comments left out.
+    static func created(in sql: String) -> [(kind: String, name: String)] {
+        let pattern = /(?i)\bCREATE\s+(?:OR\s+REPLACE\s+)?(FUNCTION|VIEW|TRIGGER)\s+(?:herald\.)?(\w+)/
+        return code(sql).matches(of: pattern).map { (String($0.1).lowercased(), String($0.2)) }
+    }
+
+    /// The text without its `--` comments.
+    static func code(_ sql: String) -> String {
+        sql.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { line in line.range(of: "--").map { String(line[..<$0.lowerBound]) } ?? String(line) }
+            .joined(separator: "\n")
+    }
+
+    /// The one function a numbered migration may create: the hook an application replaces with
+    /// its own (created once in 001, never replaced by `herald migrate`).
+    static let createdOnce = ["prune_token"]
+
+    @Test func noFunctionOrViewIsDefinedInTwoFiles() {
+        var files: [String: Set<String>] = [:]
+        for file in Migrator.migrations.map({ ("migrations/\($0.name)", $0.sql) }) + Migrator.definitions.map({ ($0.name, $0.sql) }) {
+            for object in Self.created(in: file.1) where object.kind != "trigger" {
+                files["\(object.kind) \(object.name)", default: []].insert(file.0)
+            }
+        }
+        #expect(files.count > 60, "the schema has its functions and views")
+        for (object, where_) in files.sorted(by: { $0.key < $1.key }) {
+            #expect(where_.count == 1, "\(object) is defined in \(where_.sorted())")
+        }
+    }
+
+    @Test func numberedMigrationsHoldNoFunctionViewOrTrigger() {
+        for migration in Migrator.migrations {
+            for object in Self.created(in: migration.sql) where !Self.createdOnce.contains(object.name) {
+                Issue.record("migrations/\(migration.name) creates \(object.kind) \(object.name): it belongs in Sources/Queue/SQL/\(object.kind == "view" ? "views" : "functions")/")
+            }
+        }
+    }
+
+    @Test func eachDefinitionFileHoldsTheObjectItIsNamedAfter() {
+        #expect(Migrator.definitions.count > 60)
+        for definition in Migrator.definitions {
+            let parts = definition.name.split(separator: "/").map(String.init)
+            let kind = parts[0] == "views" ? "view" : "function"
+            let objects = Self.created(in: definition.sql)
+            #expect(objects.contains { $0.kind == kind && $0.name == parts[1] }, "\(definition.name).sql defines \(kind) \(parts[1])")
+            // Triggers sit beside the function they call; nothing else shares the file.
+            for object in objects where object.kind != "trigger" && object.name != parts[1] {
+                Issue.record("\(definition.name).sql also defines \(object.kind) \(object.name)")
+            }
+            // Replaced whole on every change: a bare CREATE would fail on a database that has it.
+            #expect(!Self.code(definition.sql).contains(/(?i)\bCREATE\s+(FUNCTION|VIEW|TRIGGER)\b/), "\(definition.name).sql uses CREATE OR REPLACE")
+        }
+    }
+
+    /// The product's statements are named files (`SQL.name`), never string literals at the call.
+    @Test func productCodeRunsOnlyNamedStatements() throws {
+        let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources")
+        var checked = 0
+        for module in ["Queue", "Worker", "Dashboard"] {
+            let folder = sources.appendingPathComponent(module)
+            let files = FileManager.default.enumerator(atPath: folder.path)?.compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") } ?? []
+            for file in files {
+                let text = try String(contentsOf: folder.appendingPathComponent(file), encoding: .utf8)
+                checked += 1
+                // Transaction control (BEGIN, COMMIT, ROLLBACK) is not a statement of its own.
+                for line in text.split(separator: "\n")
+                where line.contains(/\.(query|execute)\(\s*"/) && !line.contains(/execute\("(BEGIN|COMMIT|ROLLBACK)"\)/) {
+                    Issue.record("Sources/\(module)/\(file) runs an inline statement: \(line.trimmingCharacters(in: .whitespaces))")
+                }
+            }
+        }
+        #expect(checked > 20)
+    }
+}

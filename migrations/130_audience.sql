@@ -1,0 +1,48 @@
+-- Herald: respect for the people on the other end (the tables; the functions live in their own
+-- files under Sources/Queue/SQL/functions).
+--
+-- * herald.dedupe_keys: a dedupe key enqueued with dedupe_for holds its row here for that period,
+--   whatever becomes of its job (retention deletes finished jobs, not these rows), so a key is
+--   refused by a primary-key lookup, never a scan of herald.jobs. The maintenance leader deletes
+--   rows past their period.
+-- * herald.events: the outbox of delivery events an application can follow
+--   (herald.events_since), written in the transaction that makes the change, for the queues
+--   switched on with herald.set_queue_events.
+
+-- ---------------------------------------------------------------------------------------------
+-- Idempotency by period
+
+CREATE TABLE herald.dedupe_keys (
+    key        text        PRIMARY KEY,
+    job_id     bigint,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX dedupe_keys_expires ON herald.dedupe_keys (expires_at);
+
+-- enqueue gains dedupe_for (and keeps every other parameter of migration 070).
+DROP FUNCTION IF EXISTS herald.enqueue(jsonb, timestamptz, text, integer, integer, text, boolean, bigint);
+
+-- ---------------------------------------------------------------------------------------------
+-- Delivery events
+
+-- Per queue: whether its jobs write events (off by default: a row per job).
+ALTER TABLE herald.queues ADD COLUMN events boolean NOT NULL DEFAULT false;
+
+-- id comes from herald.events_id_seq through the trigger events_id (functions/_event_id.sql),
+-- which gives the writing transaction its transaction id first: herald.events_since relies on
+-- every id being taken after its writer's transaction id (see functions/events_since.sql).
+CREATE SEQUENCE herald.events_id_seq AS bigint;
+CREATE TABLE herald.events (
+    id       bigint      PRIMARY KEY,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    kind     text        NOT NULL CHECK (kind IN ('completed', 'dead', 'discarded', 'pruned', 'campaign_finished',
+                                                  'campaign_paused', 'subscription_failed')),
+    queue    text,
+    job_id   bigint,
+    campaign_id bigint,
+    token    text,
+    detail   jsonb       NOT NULL DEFAULT '{}'
+);
+ALTER SEQUENCE herald.events_id_seq OWNED BY herald.events.id;
+CREATE INDEX events_at ON herald.events (at);

@@ -17,7 +17,8 @@ public enum MessageOutcome: String, CaseIterable, Sendable {
     case pruned
     /// Put back unsent, the attempt not counted.
     case released
-    /// Held back after a device's or topic's quota answer; the attempt not counted (River's snooze).
+    /// Put back after a quota answer (a device's, a topic's or the project's limit), the first
+    /// ones without counting an attempt.
     case snoozed
 
     /// Its position among `allCases`: the order of the slot region's counters.
@@ -63,8 +64,8 @@ public final class SlotRegion: @unchecked Sendable {
     static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
-             staleOutcomes, queueCount, codeCount, quotaDevice, quotaTopic, quotaProject, snoozed,
-             projectRateMilli, window, logWritesDropped
+             staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
+             projectRateMilli, window
     }
     /// The quota limits counted apart (herald_fcm_quota_exceeded_total), with their header words.
     public static let quotaLimits: [(label: String, word: Int)] = [

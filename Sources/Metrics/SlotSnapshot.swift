@@ -18,6 +18,7 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var pausedUntil: Double = 0
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
+    public var logWritesDropped: UInt64 = 0
     /// Quota answers by the limit they were taken for (`device`, `topic`, `project`).
     public var quotaByLimit: [String: UInt64] = [:]
     public var snoozed: UInt64 = 0
@@ -25,7 +26,6 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var projectRate: Double = 0
     /// Requests in flight the workers' senders want at most (summed over the pool).
     public var window: UInt64 = 0
-    public var logWritesDropped: UInt64 = 0
     public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
     public var durationSumSeconds: Double = 0
     public var requestsByCode: [String: UInt64] = [:]
@@ -44,11 +44,11 @@ public struct SlotSnapshot: Sendable, Equatable {
         pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
+        logWritesDropped = region.load(H.logWritesDropped.rawValue)
         for (label, word) in SlotRegion.quotaLimits { quotaByLimit[label] = region.load(word) }
         snoozed = region.load(H.snoozed.rawValue)
         projectRate = Double(region.load(H.projectRateMilli.rawValue)) / 1000
         window = region.load(H.window.rawValue)
-        logWritesDropped = region.load(H.logWritesDropped.rawValue)
         for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
         durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
         for (index, code) in region.names(.codes).enumerated() {
@@ -70,11 +70,11 @@ public struct SlotSnapshot: Sendable, Equatable {
         inFlight += other.inFlight
         tokenFetches += other.tokenFetches
         staleOutcomes += other.staleOutcomes
+        logWritesDropped += other.logWritesDropped
         for (label, count) in other.quotaByLimit { quotaByLimit[label, default: 0] += count }
         snoozed += other.snoozed
         window += other.window
         if other.projectRate > 0 { projectRate = projectRate > 0 ? min(projectRate, other.projectRate) : other.projectRate }
-        logWritesDropped += other.logWritesDropped
         for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
         durationSumSeconds += other.durationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }

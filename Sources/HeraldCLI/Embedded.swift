@@ -191,10 +191,19 @@ final class RunEnvironment {
         return env
     }
 
+    /// Leave the embedded PostgreSQL running at `shutdown` (`herald work --keep`).
+    var keepCluster = false
+
     func shutdown() {
         emulator?.stop()
         emulator = nil
-        if let cluster {
+        if let cluster, keepCluster {
+            print("""
+                The private PostgreSQL keeps running (--keep):
+                  psql '\(cluster.url(database: "postgres"))' -c 'SELECT * FROM herald.dead_letters'
+                  stop it with: \(cluster.stopCommand)
+                """)
+        } else if let cluster {
             do { try cluster.stop() } catch { log.warning("could not stop the private PostgreSQL: \(error)") }
         }
         cluster = nil

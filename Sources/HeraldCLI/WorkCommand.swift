@@ -27,6 +27,7 @@ enum WorkCommand {
                help: "Messages per second for the whole FCM project, shared by every pool of the project through PostgreSQL and spread evenly over each second; 0 for no limit.",
                defaultText: "10000 (FCM's default quota, 600,000 a minute)"),
         Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
+        Option(name: "keep", help: "On the embedded default: leave its private PostgreSQL running after the run and print how to reach and stop it."),
         Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
@@ -117,6 +118,8 @@ enum WorkCommand {
             throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
         }
         let started = Date()
+        let startedInDatabase = try Administration.databaseNow(connection)
+        environment.keepCluster = parsed.has("keep")
         if sample > 0 {
             let added = try Administration.enqueueSampleBatch(connection, count: sample)
             log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
@@ -131,7 +134,7 @@ enum WorkCommand {
         log.info("starting \(processes) worker processes")
         let report = supervisor.run()
         if sample > 0 || embedded {
-            try printSummary(connection, since: started, environment: environment)
+            try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
         }
         return report.status
     }
@@ -189,9 +192,10 @@ enum WorkCommand {
         return fields
     }
 
-    static func printSummary(_ connection: PGConnection, since: Date, environment: RunEnvironment) throws {
+    /// What this run did (jobs created since it started), not the database's totals.
+    static func printSummary(_ connection: PGConnection, since: Date, databaseSince: String, environment: RunEnvironment) throws {
         let elapsed = Date().timeIntervalSince(since)
-        let summary = try Administration.summary(connection)
+        let summary = try Administration.summary(connection, since: databaseSince)
         let took = String(format: "%.1f", elapsed)
         var lines = ["", environment.emulator == nil ? "Delivered in \(took) s:"
                          : "Delivered in \(took) s to the local FCM emulator, NOT to devices:"]
@@ -201,6 +205,9 @@ enum WorkCommand {
         if let emulator = environment.emulator {
             lines.append("The emulator in this process received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
             lines.append("No message reached a phone. To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS (see herald work --help).")
+        }
+        if let cluster = environment.cluster, !environment.keepCluster {
+            lines.append("The private PostgreSQL (\(cluster.url)) stops now; run again with --keep to look at its tables afterwards.")
         }
         print(lines.joined(separator: "\n"))
     }

@@ -118,6 +118,13 @@ public final class LocalCluster: @unchecked Sendable {
         _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "immediate", "-w", "stop"], asPostgres: getuid() == 0)
     }
 
+    /// The shell command that stops this cluster later (as its owner), for a user who kept it.
+    public var stopCommand: String {
+        let bin = (try? Self.binaries()) ?? "/usr/lib/postgresql/15/bin"
+        let command = "\(bin)/pg_ctl -D '\(directory)/data' -m fast stop"
+        return getuid() == 0 ? "su postgres -s /bin/sh -c \"\(command)\"" : command
+    }
+
     public func stop() throws(PostgresError) {
         let bin = try Self.binaries()
         _ = try Self.run([bin + "/pg_ctl", "-D", directory + "/data", "-m", "fast", "-w", "stop"], asPostgres: getuid() == 0)

@@ -39,11 +39,18 @@ public enum Administration {
         public var prunedTokens: Int
     }
 
-    public static func summary(_ connection: PGConnection) throws(PostgresError) -> Summary {
-        let states = try connection.query(SQL.jobsPerState)
+    /// The database's clock now, to give `summary(_:since:)` later.
+    public static func databaseNow(_ connection: PGConnection) throws(PostgresError) -> String {
+        try connection.query(SQL.databaseNow)[0, 0] ?? "-infinity"
+    }
+
+    /// What happened since `since` (a time from `databaseNow`): jobs created since then per
+    /// state, dead letters and pruned tokens made since then. Earlier runs' rows do not count.
+    public static func summary(_ connection: PGConnection, since: String) throws(PostgresError) -> Summary {
+        let states = try connection.query(SQL.jobsPerStateSince, [.text(since)])
         return Summary(states: (0..<states.rowCount).map { (states[$0, 0] ?? "?", states.int($0, 1) ?? 0) },
-                       deadLetters: try connection.query(SQL.deadLettersTotal).int(0, 0) ?? 0,
-                       prunedTokens: try connection.query(SQL.prunedTokensTotal).int(0, 0) ?? 0)
+                       deadLetters: try connection.query(SQL.deadLettersSince, [.text(since)]).int(0, 0) ?? 0,
+                       prunedTokens: try connection.query(SQL.prunedTokensSince, [.text(since)]).int(0, 0) ?? 0)
     }
 
     /// The sample batch of the embedded default: one INSERT ... SELECT, like a campaign. A few

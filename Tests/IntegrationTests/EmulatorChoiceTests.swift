@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Testing
 import TestSupport
 
@@ -81,5 +82,40 @@ import TestSupport
         #expect(run.output.contains("to the local FCM emulator, NOT to devices"), "\(run.output)")
         #expect(run.output.contains("No message reached a phone"))
         #expect(run.output.contains("To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS"))
+    }
+
+    /// A second run on the same data folder reports its own jobs, not the database's totals, and
+    /// `--keep` leaves the private PostgreSQL up with the address its hint names.
+    @Test func theEmbeddedSummaryCountsThisRunAndKeepLeavesThePostgreSQLToLookAt() throws {
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let arguments = ["work", "--sample", "40", "--drain", "--processes", "1", "--poll-interval", "0.2"]
+        let first = try HeraldProcess.run(arguments, environment: ["HERALD_HOME": home], timeout: 240)
+        #expect(first.status == 0, "\(first.output)")
+        #expect(first.output.contains("--keep"), "the run says how to keep its database: \(first.output)")
+        let second = try HeraldProcess.run(arguments + ["--keep"], environment: ["HERALD_HOME": home], timeout: 240)
+        #expect(second.status == 0, "\(second.output)")
+        // 40 sample messages, one of them (g = 7) refused by FCM: this run's figures, not 80 and 2.
+        #expect(second.output.contains("completed  39"), "\(second.output)")
+        #expect(second.output.contains("dead       1 "), "\(second.output)")
+        guard let urlRange = second.output.range(of: #"psql '(postgresql://[^']+)'"#, options: .regularExpression) else {
+            Issue.record("no psql line in: \(second.output)")
+            return
+        }
+        let url = String(second.output[urlRange].dropFirst(6).dropLast())
+        guard let stopLine = second.output.split(separator: "\n").first(where: { $0.contains("stop it with: ") }) else {
+            Issue.record("no stop command in: \(second.output)")
+            return
+        }
+        let stopCommand = String(stopLine.components(separatedBy: "stop it with: ")[1])
+        defer {
+            let stop = Process()
+            stop.executableURL = URL(fileURLWithPath: "/bin/sh")
+            stop.arguments = ["-c", stopCommand]
+            if (try? stop.run()) != nil { stop.waitUntilExit() }
+        }
+        let connection = try PGConnection(url: url)
+        let dead = try connection.query("SELECT count(*) FROM herald.dead_letters")
+        #expect(dead[0, 0] == "2", "both runs' dead letters are there to look at")
     }
 }

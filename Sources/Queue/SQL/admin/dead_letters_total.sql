@@ -1,2 +1,0 @@
--- How many dead letters there are.
-SELECT count(*) FROM herald.dead_letters

@@ -1,2 +1,0 @@
--- How many tokens FCM reported as gone.
-SELECT count(*) FROM herald.pruned_tokens

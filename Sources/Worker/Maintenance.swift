@@ -58,6 +58,9 @@ final class Maintenance {
         if !leadership.isLeader, try store.tryMaintenanceLock() {
             leadership.acquired(now: now)
         }
+        // The audience upkeep (token aging, dedupe keys, events) needs no grace: its first pass
+        // comes with the leader's first maintenance, seconds after a pool starts.
+        if leadership.isLeader { report.audience = try AudienceUpkeep.run(store, batch: purgeBatch) }
         guard leadership.mayRescue(now: now) else { return report }
         report.rescued = try store.rescueExpiredLeases()
         report.finishedCampaigns = try store.finishCampaigns()
@@ -66,7 +69,6 @@ final class Maintenance {
             report.purged += deleted
             if deleted < purgeBatch { break }
         }
-        report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
         return report
     }
 }

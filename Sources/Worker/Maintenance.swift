@@ -59,9 +59,12 @@ final class Maintenance {
             leadership.acquired(now: now)
         }
         // The audience upkeep (token aging, dedupe keys, events) needs no grace: its first pass
-        // comes with the leader's first maintenance, seconds after a pool starts.
-        if leadership.isLeader { report.audience = try AudienceUpkeep.run(store, batch: purgeBatch) }
-        guard leadership.mayRescue(now: now) else { return report }
+        // comes with the leader's first maintenance, seconds after a pool starts; after the
+        // grace it runs last, so a failure of it never holds back taking leases back.
+        guard leadership.mayRescue(now: now) else {
+            if leadership.isLeader { report.audience = try AudienceUpkeep.run(store, batch: purgeBatch) }
+            return report
+        }
         report.rescued = try store.rescueExpiredLeases()
         report.finishedCampaigns = try store.finishCampaigns()
         for _ in 0..<purgeStatements {
@@ -69,6 +72,7 @@ final class Maintenance {
             report.purged += deleted
             if deleted < purgeBatch { break }
         }
+        report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
         return report
     }
 }

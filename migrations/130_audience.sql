@@ -70,3 +70,23 @@ CREATE TABLE herald.token_aging (
     CHECK (stale_after > interval '0' AND prune_after > stale_after)
 );
 INSERT INTO herald.token_aging DEFAULT VALUES;
+
+-- ---------------------------------------------------------------------------------------------
+-- Frequency caps and quiet hours per queue (herald.set_frequency_cap, herald.set_quiet_hours),
+-- enforced in the claim (functions/_audience_hold.sql).
+
+ALTER TABLE herald.queues
+    ADD COLUMN cap_max     integer CHECK (cap_max > 0),
+    ADD COLUMN cap_per     interval,
+    ADD COLUMN cap_discard boolean NOT NULL DEFAULT false,
+    ADD COLUMN quiet_from  time,
+    ADD COLUMN quiet_until time;
+-- A job's own time zone for quiet hours (else its token's in herald.device_tokens, else UTC).
+ALTER TABLE herald.jobs ADD COLUMN time_zone text;
+-- Per capped queue and token: when its recent sends were claimed (within the cap's period).
+CREATE TABLE herald.token_sends (
+    queue   text          NOT NULL,
+    token   text          NOT NULL,
+    sent_at timestamptz[] NOT NULL DEFAULT '{}',
+    PRIMARY KEY (queue, token)
+);

@@ -53,9 +53,9 @@ public enum Planning {
     }
 
     /// Why a job whose token the claim flagged goes unsent: pruned earlier, or (a campaign's job)
-    /// stale, which the claim wrote in last_error.
+    /// stale, or over its queue's frequency cap, which the claim wrote in last_error.
     static func prunedReason(_ job: ClaimedJob, _ token: String) -> String {
-        if let stale = job.lastError, stale.hasPrefix("STALE:") { return stale }
+        if let why = job.lastError, why.hasPrefix("STALE:") || why.hasPrefix("CAPPED:") { return why }
         return "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent"
     }
 

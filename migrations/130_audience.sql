@@ -46,3 +46,47 @@ CREATE TABLE herald.events (
 );
 ALTER SEQUENCE herald.events_id_seq OWNED BY herald.events.id;
 CREATE INDEX events_at ON herald.events (at);
+
+-- ---------------------------------------------------------------------------------------------
+-- A token registry that ages
+
+-- last_seen_at: when the app last reported the token (herald.touch_token); stale_at: when the
+-- aging rule (herald.age_tokens) found it idle past stale_after (NULL: fresh). A token idle past
+-- prune_after leaves the registry for herald.pruned_tokens.
+ALTER TABLE herald.device_tokens
+    ADD COLUMN last_seen_at timestamptz NOT NULL DEFAULT now(),
+    ADD COLUMN project      text,
+    ADD COLUMN time_zone    text,
+    ADD COLUMN stale_at     timestamptz;
+CREATE INDEX device_tokens_last_seen ON herald.device_tokens (last_seen_at);
+CREATE INDEX device_tokens_fresh ON herald.device_tokens (last_seen_at) WHERE stale_at IS NULL;
+
+-- The aging rule's settings (one row; herald.set_token_aging).
+CREATE TABLE herald.token_aging (
+    one                      boolean  PRIMARY KEY DEFAULT true CHECK (one),
+    stale_after              interval NOT NULL DEFAULT '30 days',
+    prune_after              interval NOT NULL DEFAULT '270 days',
+    skip_stale_for_campaigns boolean  NOT NULL DEFAULT false,
+    CHECK (stale_after > interval '0' AND prune_after > stale_after)
+);
+INSERT INTO herald.token_aging DEFAULT VALUES;
+
+-- ---------------------------------------------------------------------------------------------
+-- Frequency caps and quiet hours per queue (herald.set_frequency_cap, herald.set_quiet_hours),
+-- enforced in the claim (functions/_audience_hold.sql).
+
+ALTER TABLE herald.queues
+    ADD COLUMN cap_max     integer CHECK (cap_max > 0),
+    ADD COLUMN cap_per     interval,
+    ADD COLUMN cap_discard boolean NOT NULL DEFAULT false,
+    ADD COLUMN quiet_from  time,
+    ADD COLUMN quiet_until time;
+-- A job's own time zone for quiet hours (else its token's in herald.device_tokens, else UTC).
+ALTER TABLE herald.jobs ADD COLUMN time_zone text;
+-- Per capped queue and token: when its recent sends were claimed (within the cap's period).
+CREATE TABLE herald.token_sends (
+    queue   text          NOT NULL,
+    token   text          NOT NULL,
+    sent_at timestamptz[] NOT NULL DEFAULT '{}',
+    PRIMARY KEY (queue, token)
+);

@@ -6,13 +6,14 @@ import Queue
 /// cost the database at most one read per interval.
 enum Metrics {
     static func scrape(_ request: DashboardRequest) throws -> HTTPServerResponse {
-        let (snapshot, campaigns) = try request.database { connection in
-            (try request.dashboard.statistics.snapshot(connection), try CampaignPages.metricsText(connection))
+        let (snapshot, campaigns, tokens) = try request.database { connection in
+            (try request.dashboard.statistics.snapshot(connection), try CampaignPages.metricsText(connection),
+             try TokenCounts.read(connection))
         }
         return HTTPServerResponse(status: 200, headers: [
             HTTPHeader(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8"),
             HTTPHeader(name: "cache-control", value: "no-store"),
-        ], body: Array((text(snapshot) + campaigns + loginText(request.dashboard.logins.counts)).utf8))
+        ], body: Array((text(snapshot) + campaigns + text(tokens) + loginText(request.dashboard.logins.counts)).utf8))
     }
 
     static func loginText(_ counts: (failed: Int, refused: Int)) -> String {
@@ -48,6 +49,19 @@ enum Metrics {
             lines.append("herald_dead_letters{queue=\"\(label(queue.name))\"} \(queue.deadLetters)")
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func text(_ tokens: TokenCounts) -> String {
+        [
+            "# HELP herald_device_tokens Tokens in herald.device_tokens: fresh, or stale (not reported for the aging rule's stale_after).",
+            "# TYPE herald_device_tokens gauge",
+            "herald_device_tokens{state=\"fresh\"} \(tokens.fresh)",
+            "herald_device_tokens{state=\"stale\"} \(tokens.stale)",
+            "# HELP herald_pruned_tokens Tokens in herald.pruned_tokens: unregistered (FCM said so) or idle (the aging rule's prune_after).",
+            "# TYPE herald_pruned_tokens gauge",
+            "herald_pruned_tokens{reason=\"unregistered\"} \(tokens.prunedUnregistered)",
+            "herald_pruned_tokens{reason=\"idle\"} \(tokens.prunedIdle)",
+        ].joined(separator: "\n") + "\n"
     }
 
     /// A label value as the exposition format wants it: backslash, double quote and line feed escaped.

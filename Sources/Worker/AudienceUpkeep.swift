@@ -1,12 +1,15 @@
 import Postgres
 import Queue
 
-/// The leader's upkeep of the audience tables (migration 130): dedupe keys past their period, delivery
+/// The leader's upkeep of the audience tables (migration 130): the token registry's aging rule
+/// (herald.age_tokens), dedupe keys past their period, delivery
 /// events past their retention (7 days).
 enum AudienceUpkeep {
     struct Report: Sendable, Equatable {
         var dedupeKeysDeleted = 0
         var eventsDeleted = 0
+        var tokensMarkedStale = 0
+        var tokensPruned = 0
     }
 
     /// How long delivery events are kept (herald.events): a consumer away longer misses some.
@@ -16,6 +19,9 @@ enum AudienceUpkeep {
         var report = Report()
         report.dedupeKeysDeleted = try store.deleteExpiredDedupeKeys(batch: batch)
         report.eventsDeleted = try store.deleteOldEvents(olderThan: eventsRetention, batch: batch)
+        let aged = try store.ageTokens(batch: batch)
+        report.tokensMarkedStale = aged.markedStale
+        report.tokensPruned = aged.pruned
         return report
     }
 }

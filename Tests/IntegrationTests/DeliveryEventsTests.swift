@@ -96,6 +96,16 @@ import TestSupport
         #expect(try Self.events(reader, after: events[1].id).map(\.token) == ["third"])
     }
 
+    @Test func eventsHaveARetentionOfTheirOwn() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.query("INSERT INTO herald.events (kind, token, at) VALUES ('pruned', 'old', now() - interval '8 days'), ('pruned', 'recent', now() - interval '6 days')")
+        let store = JobStore(connection: c)
+        #expect(try store.deleteOldEvents(olderThan: 7 * 86_400) == 1)
+        #expect(try Self.events(c).map(\.token) == ["recent"])
+    }
+
     @Test func badInputIsRefusedNamingIt() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }
@@ -108,6 +118,12 @@ import TestSupport
             let error = refusal { () throws(PostgresError) in _ = try c.query(sql) }
             #expect(error?.serverMessage?.contains(named) == true, "\(sql): \(String(describing: error))")
         }
+        // A transaction that wrote first would not wait for writers younger than itself.
+        try c.execute("BEGIN")
+        try c.query("SELECT herald.set_queue_events('q', true)")
+        let wrote = refusal { () throws(PostgresError) in _ = try c.query("SELECT * FROM herald.events_since(0, 10)") }
+        #expect(wrote?.serverMessage?.contains("before this transaction writes") == true, "\(String(describing: wrote))")
+        try c.execute("ROLLBACK")
         try c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         let error = refusal { () throws(PostgresError) in _ = try c.query("SELECT * FROM herald.events_since(0, 10)") }
         #expect(error?.serverMessage?.contains("READ COMMITTED") == true)

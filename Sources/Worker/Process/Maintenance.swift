@@ -100,7 +100,15 @@ final class Maintenance {
             leadership.lost()
             throw error
         }
-        guard leadership.mayRescue(now: now) else { return report }
+        // The audience upkeep (token aging, dedupe keys, events) needs no grace: its first pass
+        // comes with the leader's first maintenance, seconds after a pool starts; after the
+        // grace it runs last, so a failure of it never holds back taking leases back.
+        guard leadership.mayRescue(now: now) else {
+            if leadership.isLeader, leadership.holds(now: clock()) {
+                report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
+            }
+            return report
+        }
         if let lastUpkeep, now - lastUpkeep < upkeepInterval { return report }
         lastUpkeep = now
         report.rescued = try store.rescueExpiredLeases()

@@ -46,10 +46,17 @@ public enum Planning {
             }
             let token = message["token"]?.stringValue
             if job.tokenPruned, let token {
-                return .settled(job.outcome(.discarded(reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent")))
+                return .settled(job.outcome(.discarded(reason: prunedReason(job, token))))
             }
             return .send(body: FCMEndpoint.sendBody(messageJSON: job.message, validateOnly: job.validateOnly), token: token)
         }
+    }
+
+    /// Why a job whose token the claim flagged goes unsent: pruned earlier, or (a campaign's job)
+    /// stale, or over its queue's frequency cap, which the claim wrote in last_error.
+    static func prunedReason(_ job: ClaimedJob, _ token: String) -> String {
+        if let why = job.lastError, why.hasPrefix("STALE:") || why.hasPrefix("CAPPED:") { return why }
+        return "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent"
     }
 
     /// A legacy payload stored as a job: one target per job (herald.enqueue_legacy and the
@@ -67,7 +74,7 @@ public enum Planning {
         }
         let token = message["token"]?.stringValue
         if job.tokenPruned, let token {
-            return .settled(job.outcome(.discarded(reason: "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent")))
+            return .settled(job.outcome(.discarded(reason: prunedReason(job, token))))
         }
         return .send(body: FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8),
                                                 validateOnly: job.validateOnly || translation.validateOnly), token: token)

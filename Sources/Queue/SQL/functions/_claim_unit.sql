@@ -2,8 +2,10 @@
 -- under a lease until p_now + p_lease seconds held by p_worker (locked rows are skipped, never
 -- waited for), and returns them as the worker reads them: the message with the campaign's
 -- analytics label p_label put in (unless it has one, or is a legacy payload), whether its token
--- was pruned already, and a device group's key and members. (PL/pgSQL, so its plan is kept
--- between claims; an array, so the claim adds it to its own without a row-by-row detour.)
+-- was pruned already (or, for a campaign's job when campaigns skip stale tokens, is stale: its
+-- last_error then says so, and the worker discards it with that reason), and a device group's
+-- key and members. (PL/pgSQL, so its plan is kept between claims; an array, so the claim adds it
+-- to its own without a row-by-row detour.)
 CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p_count integer, p_lease double precision,
                                               p_worker text, p_label text, p_now timestamptz)
 RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
@@ -11,7 +13,13 @@ DECLARE
     taken herald.claimed_job[];
 BEGIN
     WITH picked AS (
-        SELECT j.id AS picked_id FROM herald.jobs j
+        SELECT j.id AS picked_id,
+               -- A campaign's send to a token the aging rule marked stale, when campaigns skip them.
+               (p_campaign <> 0 AND j.kind = 'send'
+                AND (SELECT a.skip_stale_for_campaigns FROM herald.token_aging a)
+                AND EXISTS (SELECT 1 FROM herald.device_tokens d
+                            WHERE d.token = coalesce(j.message->>'token', j.message->>'to') AND d.stale_at IS NOT NULL)) AS stale
+        FROM herald.jobs j
         WHERE j.state = 'available' AND j.queue = p_queue AND coalesce(j.campaign_id, 0) = p_campaign
           AND j.run_at <= p_now
         ORDER BY j.priority, j.run_at, j.id
@@ -21,7 +29,9 @@ BEGIN
     claimed AS (
         UPDATE herald.jobs j
         SET state = 'running', attempts = j.attempts + 1,
-            locked_until = p_now + make_interval(secs => p_lease), locked_by = p_worker
+            locked_until = p_now + make_interval(secs => p_lease), locked_by = p_worker,
+            last_error = CASE WHEN picked.stale THEN 'STALE: token not reported since it went stale (herald.touch_token); campaigns skip stale tokens (herald.set_token_aging); not sent'
+                              WHEN j.last_error LIKE 'STALE:%' THEN NULL ELSE j.last_error END
         FROM picked WHERE j.id = picked.picked_id
         RETURNING j.id, j.queue, j.kind,
             (CASE WHEN p_label IS NOT NULL AND j.kind = 'send'
@@ -31,9 +41,9 @@ BEGIN
                            coalesce(j.message -> 'fcm_options', '{}'::jsonb) || jsonb_build_object('analytics_label', p_label))
                   ELSE j.message END)::text AS message,
             j.attempts, j.max_attempts,
-            (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
+            (picked.stale OR (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
                 AND EXISTS (SELECT 1 FROM herald.pruned_tokens p
-                            WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0)))
+                            WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0))))
                 AS token_pruned,
             j.last_error, extract(epoch FROM j.created_at)::float8 AS created_at, extract(epoch FROM j.run_at)::float8 AS due_at,
             (SELECT g.notification_key FROM herald.device_groups g

@@ -88,7 +88,9 @@ BEGIN
             got := 0;
             IF a.allowed > 0 THEN
                 taken := herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now);
-                got := cardinality(taken);
+                -- Frequency caps and quiet hours put back the jobs that may not go now.
+                taken := herald._audience_hold(unit_queues[i], taken, v_now);
+                got := coalesce(cardinality(taken), 0);
                 claimed := claimed || taken;
             END IF;
             budget := budget - got;

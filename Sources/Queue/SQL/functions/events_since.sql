@@ -13,7 +13,8 @@
 -- Then the rows above after_id up to H are read with a new snapshot. The wait is on every
 -- transaction older than the call that holds an xid, not only on event writers: a transaction
 -- left open stalls the events (the call returns none after waiting 2 seconds; ask again).
--- Needs READ COMMITTED (each statement its own snapshot), PostgreSQL's default.
+-- Needs READ COMMITTED (each statement its own snapshot), PostgreSQL's default, and a
+-- transaction that has not written yet (its xid would be older than writers started since).
 CREATE OR REPLACE FUNCTION herald.events_since(after_id bigint, max integer)
 RETURNS SETOF herald.events LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
@@ -32,6 +33,12 @@ BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RAISE EXCEPTION 'herald.events_since needs READ COMMITTED, not %', current_setting('transaction_isolation')
             USING ERRCODE = 'invalid_transaction_state', HINT = 'Call it outside a REPEATABLE READ or SERIALIZABLE transaction.';
+    END IF;
+    -- A transaction that has written already holds an older xid than writers started since:
+    -- step 3 would not wait for them.
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'herald.events_since: call it before this transaction writes anything (it has written already)'
+            USING ERRCODE = 'invalid_transaction_state', HINT = 'Call it in a transaction of its own, or first in the transaction.';
     END IF;
     SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END INTO horizon FROM herald.events_id_seq s;
     me := pg_current_xact_id();

@@ -47,8 +47,11 @@ enum WorkCommand {
         that emulator. With DATABASE_URL set, GOOGLE_APPLICATION_CREDENTIALS is required (or
         --emulator, for local testing): without either it exits before touching a job.
         Retries: exponential backoff from 1 s, factor 2, capped at 1 h, plus up to 50% random jitter,
-        never sooner than FCM's Retry-After; QUOTA_EXCEEDED waits at least 60 s and holds back the
-        whole sender. SIGTERM/SIGINT: stop claiming, finish in-flight requests, put unsent jobs back.
+        never sooner than FCM's Retry-After. QUOTA_EXCEEDED is told apart by its QuotaFailure: one
+        device's limit backs off that token alone, a topic's that topic (at least 60 s), the project's
+        pauses the project in every pool (at least 60 s) and lowers its adapted rate, with --max-rate
+        the ceiling (docs/fcm-limits.md). SIGTERM/SIGINT: stop claiming, finish in-flight requests,
+        put unsent jobs back.
         """)
 
     static func configuration(_ parsed: ParsedOptions, databaseURL: String, credentials: String, fcmURL: String, caFile: String?) throws(UsageError) -> WorkerConfiguration {

@@ -10,9 +10,23 @@ import TestSupport
         var id: Int, kind: String, jobID: Int?, token: String?, detail: String
     }
 
-    static func events(_ c: PGConnection, after: Int = 0, max: Int = 10_000) throws -> [Event] {
+    /// One answer of herald.events_since.
+    static func read(_ c: PGConnection, after: Int = 0, max: Int = 10_000) throws -> [Event] {
         let rows = try c.query("SELECT id, kind, job_id, token, detail::text FROM herald.events_since($1, $2)", [.int(after), .int(max)])
         return (0..<rows.rowCount).map { Event(id: rows.int($0, 0)!, kind: rows[$0, 1]!, jobID: rows.int($0, 2), token: rows[$0, 3], detail: rows[$0, 4]!) }
+    }
+
+    /// The events after `after`, for a test that wrote some: events_since answers nothing while an
+    /// older transaction anywhere in the cluster is open (the tests share one), so an empty
+    /// answer is asked again, for up to a minute, as a consumer would.
+    static func events(_ c: PGConnection, after: Int = 0, max: Int = 10_000) throws -> [Event] {
+        var answer = try read(c, after: after, max: max)
+        let deadline = Date().addingTimeInterval(60)
+        while answer.isEmpty && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.1)  // a consumer's pause before asking again
+            answer = try read(c, after: after, max: max)
+        }
+        return answer
     }
 
     func refusal(_ body: () throws(PostgresError) -> Void) -> PostgresError? {
@@ -41,6 +55,7 @@ import TestSupport
         ])
         let events = try Self.events(c)
         #expect(events.map(\.kind) == ["completed", "dead", "pruned"], "\(events)")
+        guard events.count == 3 else { return }
         #expect(events.map(\.jobID) == [ids["ok-1"], ids["bad-1"], ids["gone-1"]])
         #expect(events.map(\.token) == ["ok-1", "bad-1", "gone-1"])
         #expect(events[0].detail.contains("projects/p/messages/1"))
@@ -68,6 +83,7 @@ import TestSupport
         try c.query("SELECT herald.record_topic_results($1::jsonb)", [.text(#"[{"project": "", "topic": "news", "token": "t1", "generation": 1, "outcome": "failed", "error": "INVALID_ARGUMENT"}]"#)])
         let events = try Self.events(c)
         #expect(events.map(\.kind) == ["campaign_paused", "subscription_failed"], "\(events)")
+        guard events.count == 2 else { return }
         #expect(events[0].detail.contains("paused with herald.pause_campaign"))
         #expect(events[1].token == "t1")
         #expect(events[1].detail.contains("INVALID_ARGUMENT"))
@@ -83,10 +99,11 @@ import TestSupport
         try early.query("INSERT INTO herald.events (kind, token) VALUES ('pruned', 'first')")
         try late.query("INSERT INTO herald.events (kind, token) VALUES ('pruned', 'second')")
         // The second id is committed, the first is not: nothing may be returned yet.
-        #expect(try Self.events(reader).isEmpty)
+        #expect(try Self.read(reader).isEmpty)
         try early.execute("COMMIT")
         let events = try Self.events(reader)
         #expect(events.map(\.token) == ["first", "second"])
+        guard events.count == 2 else { return }
         #expect(events[0].id < events[1].id)
         // A rolled-back id leaves a gap that holds nothing back.
         try early.execute("BEGIN")

@@ -1,5 +1,6 @@
 import CommandOptions
 import Foundation
+import Lifecycle
 import Logging
 import Postgres
 import Queue
@@ -104,6 +105,7 @@ enum WorkCommand {
             admin = server
             log.info("serving /metrics, /healthz and /readyz at \(server.url)")
         }
+        // Closes the admin endpoint when start-up fails below; once running, the group closes it.
         defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
@@ -129,7 +131,15 @@ enum WorkCommand {
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor)
         log.info("starting \(processes) worker processes")
-        let report = supervisor.run()
+        // The admin endpoint (already listening) beside the pool; the pool's end (every worker
+        // stopped) ends the group, which then closes the endpoint.
+        let group = ServiceGroup((admin.map { [ServiceGroup.Member($0)] } ?? []) + [ServiceGroup.Member(supervisor)],
+                                 maximumShutdownDuration: 5, log: { log.debug($0) })
+        let outcome = group.run()
+        if let failure = outcome.failure { throw failure }
+        guard let report = supervisor.report else {
+            throw UsageError("herald work: the pool did not stop within \(Int(group.maximumShutdownDuration)) s of its shutdown")
+        }
         if sample > 0 || embedded {
             try printSummary(connection, since: started, environment: environment)
         }

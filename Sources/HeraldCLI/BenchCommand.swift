@@ -426,7 +426,7 @@ final class Bench {
         let supervisor = Supervisor(processes: settings.processes, arguments: workerArguments + ["--drain"],
                                     environment: environment.childEnvironment, drain: true, log: log)
         let poolStart = monotonicSeconds()
-        let report = supervisor.supervise()
+        let report = supervisor.run()
         figures.poolSeconds = monotonicSeconds() - poolStart
         let firstClaim = progress.stop()
         let emulatorSeconds = emulatorBefore.flatMap { before in environment.emulator.map { $0.cpuSeconds - before } }
@@ -463,7 +463,7 @@ final class Bench {
         log.info("latency: \(processes) worker processes without --drain; \(grouped(settings.rate)) jobs/s for \(fixed(settings.latencySeconds, 0)) s after a 1 s warm-up")
         let thread = Thread {
             let supervisor = Supervisor(processes: processes, arguments: arguments, environment: childEnvironment, drain: false, log: log)
-            let result = supervisor.supervise()
+            let result = supervisor.run()
             report.withLock { $0 = result }
             stopped.signal()
         }

@@ -131,15 +131,14 @@ enum WorkCommand {
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor)
         log.info("starting \(processes) worker processes")
-        // The admin endpoint (already listening) beside the pool; the pool's end (every worker
-        // stopped) ends the group, which then closes the endpoint.
-        let group = ServiceGroup((admin.map { [ServiceGroup.Member($0)] } ?? []) + [ServiceGroup.Member(supervisor)],
-                                 maximumShutdownDuration: 5, log: { log.debug($0) })
-        let outcome = group.run()
-        if let failure = outcome.failure { throw failure }
-        guard let report = supervisor.report else {
-            throw UsageError("herald work: the pool did not stop within \(Int(group.maximumShutdownDuration)) s of its shutdown")
-        }
+        // The admin endpoint (already listening) runs in a group beside the pool; the supervisor
+        // keeps this thread (a child's parent-death signal follows the thread that spawned it)
+        // and, once every worker has stopped, the group closes the endpoint.
+        let services = ServiceGroup(admin.map { [ServiceGroup.Member($0)] } ?? [], maximumShutdownDuration: 5, log: { log.debug($0) })
+        services.start()
+        let report = supervisor.run()
+        services.beginShutdown()
+        if let failure = services.run().failure { throw failure }
         if sample > 0 || embedded {
             try printSummary(connection, since: started, environment: environment)
         }

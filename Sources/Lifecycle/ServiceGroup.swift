@@ -10,6 +10,10 @@ import Foundation
 /// shutdown is bounded by `maximumShutdownDuration`: past it the group stops waiting and reports
 /// the services still running (threads cannot be cancelled; the caller decides, usually by
 /// exiting the process).
+///
+/// `start()` alone starts the services and returns, for a caller whose own thread has work of
+/// its own (the pool's supervisor: the children it spawns belong to the thread that spawned
+/// them); `run()` then waits and stops them.
 public final class ServiceGroup: @unchecked Sendable {
     /// What a service's return means to the group. A failure (a throw) always shuts it down.
     public enum Termination: Sendable {
@@ -67,13 +71,25 @@ public final class ServiceGroup: @unchecked Sendable {
         returned = Array(repeating: false, count: members.count)
     }
 
-    /// Starts every service, waits for the shutdown, stops them in reverse order; see the type's
-    /// comment. Call once.
+    /// Starts every service (unless `start()` did), waits for the shutdown, stops them in reverse
+    /// order; see the type's comment. Call once.
     public func run() -> Report {
+        start()
         condition.lock()
-        precondition(!started, "a ServiceGroup runs once")
+        while !shutdownRequested { condition.wait() }
+        let reason = shutdownReason
+        condition.unlock()
+        return stop(reason: reason)
+    }
+
+    /// Starts every service, each on a thread of its own, in order, and returns. Once only;
+    /// later calls do nothing.
+    public func start() {
+        condition.lock()
+        let first = !started
         started = true
         condition.unlock()
+        guard first else { return }
         for index in members.indices {
             let member = members[index]
             let thread = Thread { [self] in
@@ -85,10 +101,9 @@ public final class ServiceGroup: @unchecked Sendable {
             if let stackSize = member.stackSize { thread.stackSize = stackSize }
             thread.start()
         }
-        condition.lock()
-        while !shutdownRequested { condition.wait() }
-        let reason = shutdownReason
-        condition.unlock()
+    }
+
+    private func stop(reason: String) -> Report {
         log("stopping \(members.count) services (\(reason)), at most \(Self.seconds(maximumShutdownDuration)) s")
 
         let deadline = Date(timeIntervalSinceNow: maximumShutdownDuration)

@@ -1,19 +1,13 @@
 import CEpoll
 import Foundation
-import Lifecycle
 import Metrics
-import Synchronization
 
 /// `herald work --processes N`: starts N worker processes (this same binary, with
 /// HERALD_WORKER_CHILD=1), restarts one that crashes (with backoff: 1 s, 2 s, 4 s ... 30 s),
 /// passes SIGTERM/SIGINT on, and exits once they have all stopped. With a `PoolMonitor`, each
 /// worker slot has a shared-memory region for its counters, handed to every process of the slot
 /// as file descriptor 3 (HERALD_METRICS_FD).
-///
-/// A `Service` (`herald work` runs it beside the admin server): `run()` supervises until every
-/// worker has stopped and keeps the `report`; `beginShutdown()` stops the workers as SIGTERM
-/// does (seen within a second).
-public final class Supervisor: Service, @unchecked Sendable {
+public final class Supervisor {
     public struct Report: Sendable {
         /// Exit status: 0 when every worker stopped cleanly.
         public var status: Int32
@@ -38,8 +32,6 @@ public final class Supervisor: Service, @unchecked Sendable {
     let monitor: PoolMonitor?
     private var children: [pid_t: Int] = [:]
     private var startedAt: [Int: Double] = [:]
-    private let shutdown = ShutdownLatch()
-    private let lastReport = Mutex<Report?>(nil)
 
     /// `arguments` are passed to every worker (argv[1...]); `environment` is added to ours.
     public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger,
@@ -81,20 +73,7 @@ public final class Supervisor: Service, @unchecked Sendable {
         }
     }
 
-    public var name: String { "pool" }
-
-    /// How the last `run()` ended (nil before it has).
-    public var report: Report? { lastReport.withLock { $0 } }
-
-    public func run() {
-        let report = supervise()
-        lastReport.withLock { $0 = report }
-    }
-
-    public func beginShutdown() { shutdown.signal() }
-
-    /// Starts the workers and supervises them until they have all stopped (blocks).
-    public func supervise() -> Report {
+    public func run() -> Report {
         var peak = 0
         var cpu = 0.0
         var restarts = 0
@@ -120,11 +99,9 @@ public final class Supervisor: Service, @unchecked Sendable {
             }
             let wait = restartAt.values.min().map { max(0.01, $0 - now) } ?? 1.0
             var timeout = timespec(tv_sec: Int(wait), tv_nsec: Int((wait - Double(Int(wait))) * 1e9))
-            var signal = sigtimedwait(&set, nil, &timeout)
-            let asked = signal != SIGTERM && signal != SIGINT && !stopping && shutdown.isSignalled
-            if asked { signal = SIGTERM }
+            let signal = sigtimedwait(&set, nil, &timeout)
             if signal == SIGTERM || signal == SIGINT {
-                if !stopping { log.info("\(asked ? "asked to stop" : "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT")"): stopping \(children.count) worker processes") }
+                if !stopping { log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping \(children.count) worker processes") }
                 stopping = true
                 monitor?.stopping()
                 restartAt.removeAll()

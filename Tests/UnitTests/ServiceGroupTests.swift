@@ -177,6 +177,22 @@ import Testing
         #expect(!journal.all.contains("returned stubborn"))
     }
 
+    @Test func startedAheadTheGroupRunsBesideTheCallersOwnWork() throws {
+        // herald work: the group starts the admin endpoint, the supervisor keeps the calling thread.
+        let journal = Journal()
+        let admin = FakeService("admin", journal: journal)
+        let group = ServiceGroup([.init(admin)], maximumShutdownDuration: 10)
+        group.start()
+        #expect(journal.waitFor("started admin"))
+        group.start()  // a second start starts nothing more
+        #expect(!journal.all.contains("asked admin"), "start() does not stop anything")
+        group.beginShutdown()
+        let report = group.run()
+        #expect(report.stillRunning.isEmpty && report.failure == nil)
+        #expect(journal.all.filter { $0 == "started admin" }.count == 1)
+        #expect(journal.all.suffix(2) == ["asked admin", "returned admin"])
+    }
+
     @Test func aShutdownAskedBeforeTheStartEndsAtOnce() throws {
         let journal = Journal()
         let service = FakeService("only", journal: journal)

@@ -25,6 +25,8 @@ let package = Package(
         .target(name: "Logging", dependencies: ["JSON"]),
         // Prometheus text format, and the shared-memory counters a pool's workers write
         .target(name: "Metrics"),
+        // The one shape of every long-running part (`Service`) and the group that runs and stops them
+        .target(name: "Lifecycle"),
 
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
@@ -34,17 +36,17 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics"],
+        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics", "Lifecycle"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
-                                              "Logging", "Metrics"]),
+                                              "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient"]),
-        .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto"]),
+        .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
-                                         "Postgres", "JSON", "Crypto", "Logging", "Metrics"]),
+                                         "Postgres", "JSON", "Crypto", "Logging", "Metrics", "Lifecycle"]),
 
         // Files compiled into the binary as string constants (one tool for both plugins below)
         .executableTarget(name: "EmbedFiles", path: "Plugins/EmbedFiles"),
@@ -63,7 +65,7 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto", "Metrics", "Benchmark"]),

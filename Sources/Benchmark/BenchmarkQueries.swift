@@ -149,7 +149,7 @@ public enum CeilingBenchmark {
         let vacuum = JobsVacuum(databaseURL: databaseURL) { event in
             if case .failed(let error) = event { failure.withLock { $0 = $0 ?? "VACUUM herald.jobs: \(error)" } }
         }
-        defer { vacuum.stop() }
+        defer { vacuum.beginShutdown() }
         let (seconds, clientCPUSeconds) = TogetherThreads.run(count: threads, name: "herald-ceiling", prepare: { index -> JobStore? in
             do {
                 let store = JobStore(connection: try PGConnection(url: databaseURL), workerID: "ceiling-\(getpid())-\(index)",
@@ -160,7 +160,11 @@ public enum CeilingBenchmark {
                 failure.withLock { $0 = $0 ?? "\(error)" }
                 return nil
             }
-        }, beforeStart: { vacuum.start() }, work: { _, store in
+        }, beforeStart: {
+            let thread = Thread { vacuum.run() }
+            thread.name = "herald-vacuum"
+            thread.start()
+        }, work: { _, store in
             guard let store else { return }
             var mine = 0
             do {

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import JSON
+import Lifecycle
 import Postgres
 import Queue
 import Synchronization
@@ -56,7 +57,11 @@ public struct DashboardStartError: Error, CustomStringConvertible, Sendable {
 /// deliberate trade: a dashboard serves a few operators and one Prometheus, each statement is
 /// bounded by `statement_timeout`, the gauges are cached, and every loop has a connection of
 /// its own, so one slow page holds up only the requests of its own loop.
-public final class Dashboard: Sendable {
+///
+/// A `Service`: `start()` checks the database and binds (`herald dashboard` calls it first, so a
+/// bad setting stops start-up with a message naming it); `run()` serves until `beginShutdown()`,
+/// then closes the listener.
+public final class Dashboard: Service, Sendable {
     public let configuration: DashboardConfiguration
     let access: Access
     let statistics: QueueStatistics
@@ -65,6 +70,7 @@ public final class Dashboard: Sendable {
     private let router: Router
     private let server: Mutex<HTTPServer?> = Mutex(nil)
     private let boundPort = Atomic<Int>(0)
+    private let shutdown = ShutdownLatch()
 
     public init(configuration: DashboardConfiguration) {
         self.configuration = configuration
@@ -139,6 +145,18 @@ public final class Dashboard: Sendable {
         server.withLock { $0 = httpServer }
     }
 
+    public var name: String { "dashboard" }
+
+    /// Serves (starting first if `start()` was not called) until `beginShutdown()`, then stops.
+    public func run() throws {
+        if server.withLock({ $0 == nil }) { try start() }
+        shutdown.wait()
+        stop()
+    }
+
+    public func beginShutdown() { shutdown.signal() }
+
+    /// Closes the listener and every connection at once (`beginShutdown()` asks `run()` to).
     public func stop() {
         let running = server.withLock { server -> HTTPServer? in
             defer { server = nil }

@@ -2,6 +2,7 @@ import CommandOptions
 import Dashboard
 import Foundation
 import Glibc
+import Lifecycle
 import Postgres
 
 enum DashboardCommand {
@@ -73,7 +74,8 @@ enum DashboardCommand {
         configuration.threads = threads
         configuration.log = { log.info($0) }
         // Stop on SIGTERM or SIGINT: blocked here, before the event-loop threads start (they inherit
-        // the mask), and waited for on this thread; then the listener closes.
+        // the mask), and waited for by a thread of their own, which starts the group's shutdown;
+        // then the listener closes.
         var signals = sigset_t()
         sigemptyset(&signals)
         sigaddset(&signals, SIGTERM)
@@ -84,10 +86,19 @@ enum DashboardCommand {
             throw UsageError("herald dashboard: \(error)")
         }
         log.info("serving \(dashboard.baseURL) (\(token == nil ? "read-only: no HERALD_DASHBOARD_TOKEN" : "token required; actions enabled"))")
-        var received: Int32 = 0
-        sigwait(&signals, &received)
-        log.info("stopping (signal \(received))")
-        dashboard.stop()
+        let group = ServiceGroup([.init(dashboard)], maximumShutdownDuration: 10, log: { log.debug($0) })
+        let waitSet = signals
+        let signalThread = Thread {
+            var set = waitSet
+            var received: Int32 = 0
+            sigwait(&set, &received)
+            log.info("stopping (signal \(received))")
+            group.beginShutdown()
+        }
+        signalThread.name = "herald-signals"
+        signalThread.start()
+        let outcome = group.run()
+        if let failure = outcome.failure { throw failure }
         return 0
     }
 }

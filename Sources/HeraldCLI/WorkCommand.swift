@@ -1,5 +1,6 @@
 import CommandOptions
 import Foundation
+import Lifecycle
 import Logging
 import Postgres
 import Queue
@@ -108,6 +109,7 @@ enum WorkCommand {
             admin = server
             log.info("serving /metrics, /healthz and /readyz at \(server.url)")
         }
+        // Closes the admin endpoint when start-up fails below; once running, the group closes it.
         defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
@@ -135,7 +137,14 @@ enum WorkCommand {
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor)
         log.info("starting \(processes) worker processes")
+        // The admin endpoint (already listening) runs in a group beside the pool; the supervisor
+        // keeps this thread (a child's parent-death signal follows the thread that spawned it)
+        // and, once every worker has stopped, the group closes the endpoint.
+        let services = ServiceGroup(admin.map { [ServiceGroup.Member($0)] } ?? [], maximumShutdownDuration: 5, log: { log.debug($0) })
+        services.start()
         let report = supervisor.run()
+        services.beginShutdown()
+        if let failure = services.run().failure { throw failure }
         if sample > 0 || embedded {
             try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Lifecycle
 import Postgres
 
 /// When herald.jobs is worth a VACUUM: pure, so unit tests drive it with made-up figures.
@@ -38,7 +39,10 @@ public struct JobsVacuumPolicy: Sendable, Equatable {
 /// cut off from PostgreSQL loses it) keeps its connection and does the work, so the pools vacuum
 /// once, not once per process. A role that may not VACUUM herald.jobs (it does
 /// not own it) reports it once and stops, leaving the table to autovacuum.
-public final class JobsVacuum: @unchecked Sendable {
+///
+/// A `Service`: `run()` looks and vacuums until `beginShutdown()`, which takes effect after the
+/// statement in progress, if any.
+public final class JobsVacuum: Service, @unchecked Sendable {
     public enum Event: Sendable {
         case vacuumed(deadRows: Int, liveRows: Int, seconds: Double)
         /// The first failure of a series (later ones are not reported until a check succeeds).
@@ -69,24 +73,23 @@ public final class JobsVacuum: @unchecked Sendable {
         self.report = report
     }
 
-    public func start() {
-        let thread = Thread { [self] in run() }
-        thread.name = "herald-vacuum"
-        thread.stackSize = 1 << 20
-        thread.start()
+    public var name: String { "vacuum" }
+
+    /// Asks the loop to stop; it does so after the statement it is running, if any.
+    public func beginShutdown() {
+        lock.lock(); stopped = true; lock.unlock()
+        wake.signal()
     }
 
-    /// Asks the thread to stop; it does so after the statement it is running, if any.
-    public func stop() {
-        lock.lock(); stopped = true; lock.unlock()
-    }
+    /// Wakes the pause between two looks when a shutdown is asked for.
+    private let wake = DispatchSemaphore(value: 0)
 
     /// The last pass's length and end (seconds since 1970); touched by the vacuum thread only.
     private var lastPass: (seconds: Double, ended: Double)?
 
     private var isStopped: Bool { lock.lock(); defer { lock.unlock() }; return stopped }
 
-    private func run() {
+    public func run() {
         var store: JobStore?
         var nextLockAttempt = 0.0
         var renewedAt = 0.0
@@ -123,7 +126,7 @@ public final class JobsVacuum: @unchecked Sendable {
                 if store?.connection.isHealthy == false { store = nil }
                 nextLockAttempt = now + interval * 5
             }
-            Thread.sleep(forTimeInterval: interval)  // the pace of the look at the statistics, not a synchronisation
+            _ = wake.wait(timeout: .now() + interval)  // the pace of the look at the statistics; a shutdown ends it
         }
         try? store?.resignLeadership(.vacuum)
     }

@@ -1,12 +1,19 @@
 import HTTPServer
+import Lifecycle
 import Metrics
+import Synchronization
 
 /// The supervisor's admin endpoint (`--admin-address`): `/metrics` (Prometheus text),
 /// `/healthz` and `/readyz`. One event-loop thread; every answer is computed from memory and
 /// /proc, so it never waits on PostgreSQL or FCM.
-public final class AdminServer: @unchecked Sendable {
+///
+/// A `Service`: `start()` binds (its owner calls it first, so a busy address stops start-up with
+/// a message naming the setting); `run()` serves until `beginShutdown()`, then closes.
+public final class AdminServer: Service, @unchecked Sendable {
     public let host: String
     private let server: HTTPServer
+    private let started = Mutex(false)
+    private let shutdown = ShutdownLatch()
 
     public init(host: String, port: Int, monitor: PoolMonitor) {
         self.host = host
@@ -17,7 +24,25 @@ public final class AdminServer: @unchecked Sendable {
         }
     }
 
-    public func start() throws(HTTPServerError) { try server.start() }
+    public var name: String { "admin" }
+
+    /// Binds and listens.
+    public func start() throws(HTTPServerError) {
+        try server.start()
+        started.withLock { $0 = true }
+    }
+
+    /// Serves (starting first if `start()` was not called) until `beginShutdown()`, then closes
+    /// the listener and every connection.
+    public func run() throws {
+        if !started.withLock({ $0 }) { try start() }
+        shutdown.wait()
+        server.stop()
+    }
+
+    public func beginShutdown() { shutdown.signal() }
+
+    /// Closes at once (`beginShutdown()` asks `run()` to); for an owner that never ran it.
     public func stop() { server.stop() }
     /// The bound port (the real one when 0 was asked for).
     public var port: Int { server.port }

@@ -7,7 +7,7 @@ import Queue
 /// It claims batches for the sender, records the outcomes the sender hands back, promotes due
 /// scheduled jobs, LISTENs for `herald_jobs`, extends leases, and (in the leader) runs
 /// maintenance. Every decision is the machine's; this type only performs and reports.
-final class StoreLoop {
+final class StoreLoop: @unchecked Sendable {
     let configuration: WorkerConfiguration
     let connection: PGConnection
     let store: JobStore
@@ -53,8 +53,9 @@ final class StoreLoop {
 
     static func clock() -> Double { Date().timeIntervalSince1970 }
 
-    /// Runs until the machine exits; returns the process exit status.
-    func run() -> Int32 {
+    /// Runs until the machine exits; returns the process exit status (`run()`, in
+    /// WorkerServices.swift, is its `Service` shape).
+    func runUntilExit() -> Int32 {
         listen()
         while true {
             takeEvents()

@@ -1,8 +1,10 @@
 import FCM
 import Foundation
 import HTTPClient
+import Lifecycle
 import Postgres
 import Queue
+import Synchronization
 
 public struct WorkerStartupError: Error, CustomStringConvertible {
     public var description: String
@@ -10,10 +12,13 @@ public struct WorkerStartupError: Error, CustomStringConvertible {
 }
 
 /// One worker process: a store thread (PostgreSQL: claim, record, LISTEN, maintenance) and a
-/// sender thread (HTTP/2 to FCM), joined by two mailboxes.
+/// sender thread (HTTP/2 to FCM), joined by two mailboxes, beside the topic carrier and the
+/// vacuum; all four are `Service`s run by one `ServiceGroup`.
 public final class WorkerProcess: @unchecked Sendable {
     public let configuration: WorkerConfiguration
     public let stop = Flag()
+    /// The group `run()` runs, once it has started them (for `beginShutdown`).
+    private let running = Mutex<ServiceGroup?>(nil)
     let log: Logger
     let account: ServiceAccount
     let auth: AccessTokenProvider
@@ -79,27 +84,38 @@ public final class WorkerProcess: @unchecked Sendable {
                 log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see README, Operations)")
             }
         }
-        vacuum.start()
         // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
         let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, projectID: account.projectID, stop: stop, log: log)
-        let carrierDone = DispatchSemaphore(value: 0)
-        let carrierThread = Thread {
-            carrier.run()
-            carrierDone.signal()
-        }
-        carrierThread.name = "herald-topics"
-        carrierThread.start()
-        let senderThread = Thread { sender.run() }
-        senderThread.name = "herald-sender"
-        senderThread.stackSize = 1 << 20
-        senderThread.start()
-        // The store thread returns only once the sender thread has finished.
-        let status = store.run()
+        // Stopped in reverse order: the store first (it returns only once the sender has finished
+        // and its outcomes are recorded), then the sender, the topic carrier and the vacuum. The
+        // store's return (a stop, a drain) ends the group; the vacuum's (a role that may not
+        // VACUUM) does not.
+        let group = ServiceGroup([
+            .init(vacuum, whenReturns: .ignore, stackSize: 1 << 20),
+            .init(carrier),
+            .init(sender, stackSize: 1 << 20),
+            .init(store),
+        ], maximumShutdownDuration: configuration.shutdownTimeout + 10, log: { log.debug($0) })
+        running.withLock { $0 = group }
+        if stop.isSet { group.beginShutdown() }
+        let report = group.run()
         stop.set()
-        if carrierDone.wait(timeout: .now() + configuration.shutdownTimeout) == .timedOut {
+        var status: Int32 = 0
+        if let failure = report.failure {
+            if let exit = failure.error as? StoreLoopExit {
+                status = exit.status
+            } else {
+                log.error("\(failure)")
+                status = 1
+            }
+        }
+        if report.stillRunning.contains(carrier.name) {
             log.warning("the topic subscription request in flight did not finish in time; its tokens are asked again when the lease ends")
         }
-        vacuum.stop()
+        if report.stillRunning.contains(store.name) {
+            log.error("the store loop did not stop within \(Int(group.maximumShutdownDuration)) s; exiting with its outcomes unrecorded (their jobs come back when their lease runs out)")
+            status = 1
+        }
         let c = sender.counters
         log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
         return status
@@ -144,17 +160,24 @@ public final class WorkerProcess: @unchecked Sendable {
         return set
     }
 
+    /// A graceful stop: no new claims, what is in flight finishes (up to the shutdown timeout),
+    /// unsent jobs go back, then the other services stop; bounded by the shutdown timeout plus
+    /// 10 s, under the supervisor's grace before it kills the process.
+    public func beginShutdown() {
+        stop.set()
+        running.withLock { $0 }?.beginShutdown()
+    }
+
     /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
     public func handleTerminationSignals() {
         let blocked = Self.blockTerminationSignals()
-        let stop = self.stop
         let log = self.log
         let thread = Thread {
             var signal: Int32 = 0
             var waitSet = blocked
             while sigwait(&waitSet, &signal) == 0 {
                 log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): no new claims; finishing what is in flight")
-                stop.set()
+                self.beginShutdown()
             }
         }
         thread.name = "herald-signals"

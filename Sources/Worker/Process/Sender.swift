@@ -40,8 +40,15 @@ final class Sender: @unchecked Sendable {
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
     private var random = SystemRandomNumberGenerator()
-    /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer).
+    /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer,
+    /// or FCM unreachable).
     private var pausedUntil: Double = 0
+    /// Whether FCM answers at all (see FCMCircuit): open, nothing but probes goes out.
+    private var circuit = FCMCircuit()
+    /// The part of `pausedUntil` a quota answer asked for, which a closing circuit keeps.
+    private var quotaPausedUntil: Double = 0
+    /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
+    private static let probeTag = UInt64.max
     private(set) var counters = Counters()
     /// The send headers for the current access token: the same array (and so the same libcurl
     /// header list) for every message until the token changes.
@@ -96,8 +103,8 @@ final class Sender: @unchecked Sendable {
                 let pausedFor = pausedUntil - now
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
-                    if pausedFor > 0 {
-                        outcomes.append(job.outcome(.released(delay: pausedFor)))
+                    if pausedFor > 0 || circuit.isOpen {
+                        outcomes.append(job.outcome(.released(delay: max(0, pausedFor))))
                         continue
                     }
                     let preparation = Planning.prepare(job, rules: rules)
@@ -122,6 +129,7 @@ final class Sender: @unchecked Sendable {
                 outbox.put(.finished)
                 return
             }
+            if shutdownDeadline == nil, circuit.probeDue(now: now) { sendProbe() }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
             if !completions.isEmpty { handle(completions) }
             metrics.inFlight(inFlight.count)
@@ -134,6 +142,50 @@ final class Sender: @unchecked Sendable {
                     notSentLeaseEnding = 0
                 }
             }
+        }
+    }
+
+    /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
+    /// answers again.
+    private func sendProbe() {
+        circuit.probeSent()
+        let authorization: String
+        do {
+            authorization = try auth.authorizationHeader()
+        } catch {
+            // No access token, so no way to ask FCM: the token endpoint is down too.
+            circuitChanged(circuit.probeFailed(now: Date().timeIntervalSince1970), detail: "no access token: \(error)")
+            return
+        }
+        let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
+        client.submit(HTTPRequest(method: "POST", url: sendURL,
+                                  headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+                                  body: FCMEndpoint.sendBody(messageJSON: message, validateOnly: true)),
+                      tag: Self.probeTag)
+    }
+
+    /// Whether an answer says FCM is failing for everyone: no HTTP answer (refused, reset,
+    /// timed out), or a 5xx. TLS failures are left out: they are a setting to fix, not an outage.
+    private static func isOutage(_ result: Result<HTTPResponse, HTTPClientError>) -> Bool {
+        switch result {
+        case .success(let response): return response.status >= 500
+        case .failure(let error): return error.kind != .tls
+        }
+    }
+
+    private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
+        switch change {
+        case .opened(let until)?:
+            pause(until: until)
+            log.warning("FCM unreachable or failing for every message (\(detail)): holding back every send and probing until it answers; jobs held are put back without using an attempt")
+        case .stillDown(let until)?:
+            pause(until: until)
+        case .closed?:
+            // The pause already published runs out by itself within a probe interval.
+            pausedUntil = min(pausedUntil, max(quotaPausedUntil, Date().timeIntervalSince1970))
+            log.info("FCM answers again: sending")
+        case nil:
+            break
         }
     }
 
@@ -197,7 +249,21 @@ final class Sender: @unchecked Sendable {
         var outcomes: [JobOutcome] = []
         let now = Date()
         for completion in completions {
+            let outage = Self.isOutage(completion.result)
+            if completion.tag == Self.probeTag {
+                if outage {
+                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970), detail: "probe")
+                } else {
+                    circuitChanged(circuit.answered(), detail: "probe")
+                }
+                continue
+            }
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
+            if outage {
+                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: Self.outageDetail(completion.result))
+            } else {
+                circuitChanged(circuit.answered(), detail: "answer")
+            }
             let classification: SendClassification
             let answered = now.timeIntervalSince1970
             switch completion.result {
@@ -211,8 +277,15 @@ final class Sender: @unchecked Sendable {
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
+            if outage && circuit.isOpen {
+                // FCM is down for everyone: this job goes back unsent, its attempt not counted.
+                counters.retried += 1
+                outcomes.append(entry.job.outcome(.released(delay: max(0, pausedUntil - answered))))
+                continue
+            }
             if let pause = Planning.pause(for: classification, policy: configuration.retryPolicy) {
                 self.pause(until: now.timeIntervalSince1970 + pause)
+                quotaPausedUntil = max(quotaPausedUntil, now.timeIntervalSince1970 + pause)
                 log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s")
             }
             let decision = Planning.decide(job: entry.job, preparation: entry.preparation, classification: classification,
@@ -239,6 +312,13 @@ final class Sender: @unchecked Sendable {
             }
         }
         hand(outcomes)
+    }
+
+    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
+        switch result {
+        case .success(let response): return "HTTP \(response.status)"
+        case .failure(let error): return TransportFailure(error).kind.rawValue
+        }
     }
 
     /// The `code` label of an HTTP answer: `OK` for 2xx, else FCM's error code

@@ -25,8 +25,8 @@ import TestSupport
             process.standardError = handle
             process.standardInput = FileHandle.nullDevice
             try process.run()
-            // 120 s of faults, up to 90 s to drain, set-up and the checks: 6 minutes at most.
-            let deadline = Date().addingTimeInterval(360)
+            // 120 s of faults, up to 120 s to drain, set-up and the checks: 7 minutes at most.
+            let deadline = Date().addingTimeInterval(420)
             while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.5) }
             if process.isRunning {
                 process.interrupt()

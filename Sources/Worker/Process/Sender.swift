@@ -79,10 +79,10 @@ final class Sender: @unchecked Sendable {
     }
 
     /// Holds back new sends, and tells the store thread, which holds back the whole project.
-    private func pause(until: Double) {
+    private func pause(until: Double, reason: String = "QUOTA_EXCEEDED") {
         guard until > pausedUntil else { return }
         pausedUntil = until
-        outbox.put(.paused(until: until))
+        outbox.put(.paused(until: until, reason: reason))
         metrics.pausedUntil(until)
     }
 
@@ -154,7 +154,7 @@ final class Sender: @unchecked Sendable {
             authorization = try auth.authorizationHeader()
         } catch {
             // No access token, so no way to ask FCM: the token endpoint is down too.
-            circuitChanged(circuit.probeFailed(now: Date().timeIntervalSince1970), detail: "no access token: \(error)")
+            circuitChanged(circuit.probeFailed(now: Date().timeIntervalSince1970), detail: "no access token")
             return
         }
         let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
@@ -176,10 +176,10 @@ final class Sender: @unchecked Sendable {
     private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
         switch change {
         case .opened(let until)?:
-            pause(until: until)
+            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
             log.warning("FCM unreachable or failing for every message (\(detail)): holding back every send and probing until it answers; jobs held are put back without using an attempt")
         case .stillDown(let until)?:
-            pause(until: until)
+            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
         case .closed?:
             // The pause already published runs out by itself within a probe interval.
             pausedUntil = min(pausedUntil, max(quotaPausedUntil, Date().timeIntervalSince1970))
@@ -252,7 +252,8 @@ final class Sender: @unchecked Sendable {
             let outage = Self.isOutage(completion.result)
             if completion.tag == Self.probeTag {
                 if outage {
-                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970), detail: "probe")
+                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970),
+                                   detail: "probe: " + Self.outageDetail(completion.result))
                 } else {
                     circuitChanged(circuit.answered(), detail: "probe")
                 }

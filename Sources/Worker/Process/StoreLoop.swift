@@ -113,9 +113,10 @@ final class StoreLoop {
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
             case .publishPause(let until):
-                // A quota answer holds back every worker of the project, through the database.
+                // A quota answer, or FCM unreachable, holds back every worker of the project,
+                // through the database.
                 if let project = store.projectID {
-                    try store.pauseProject(project, seconds: until - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
+                    try store.pauseProject(project, seconds: until - now, reason: "\(machine.pauseReason) answered to \(store.workerID)")
                 }
                 machine.pausePublished(until: until)
             case .extendLeases(let ids):

@@ -4,8 +4,9 @@ import Queue
 public enum SenderEvent: Sendable, Equatable {
     /// Jobs settled (answered, or settled without a request); each carries its attempt.
     case outcomes([JobOutcome])
-    /// A project or topic quota answer: send nothing new before this time (seconds since 1970).
-    case paused(until: Double)
+    /// A project or topic quota answer, or FCM unreachable (the sender's circuit is open): send
+    /// nothing new before this time (seconds since 1970). `reason` goes to herald.sender_pauses.
+    case paused(until: Double, reason: String = "QUOTA_EXCEEDED")
     /// The sender has stopped: nothing is in flight any more.
     case finished
 }
@@ -100,6 +101,8 @@ struct StoreMachine: Sendable {
     /// The sender's quota pause, and the part of it already written to herald.sender_pauses.
     private(set) var pausedUntil = 0.0
     private var publishedPause = 0.0
+    /// Why the latest pause was asked for (herald.sender_pauses.reason).
+    private(set) var pauseReason = "QUOTA_EXCEEDED"
 
     /// Worth claiming now (notified, or the last claim came back full).
     private(set) var claimWanted = true
@@ -212,8 +215,9 @@ struct StoreMachine: Sendable {
                     }
                 }
                 // Room again: claim if the last claim suggested there is more.
-            case .paused(let until):
+            case .paused(let until, let reason):
                 pausedUntil = max(pausedUntil, until)
+                pauseReason = reason
             case .finished:
                 senderFinished = true
             }

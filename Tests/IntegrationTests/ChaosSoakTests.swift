@@ -36,6 +36,8 @@ import TestSupport
             return process.terminationStatus
         }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        // The soak's table: its faults, the outcomes, resends, the drain and the workers' memory.
+        if let table = output.range(of: "\nchaos soak: ") { print(output[table.lowerBound...]) }
         #expect(status == 0, "\(output)")
         let line = output.split(separator: "\n").last { $0.hasPrefix("chaos-soak summary: ") }
         let json = line.map { String($0.dropFirst("chaos-soak summary: ".count)) } ?? ""

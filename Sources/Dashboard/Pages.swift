@@ -11,9 +11,9 @@ enum Pages {
 
     static func overview(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let dashboard = request.dashboard
-        let (snapshot, throughput, log, topics) = try request.database { connection in
+        let (snapshot, throughput, log, topics, projects) = try request.database { connection in
             (try dashboard.statistics.snapshot(connection), try dashboard.statistics.throughput(connection),
-             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection))
+             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
         let shown = ["available", "scheduled", "running", "completed", "discarded"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
@@ -37,6 +37,7 @@ enum Pages {
         if !snapshot.estimatedStates.isEmpty {
             body += "<p class=\"legend\">~ estimated from a sample of the table (it is large); pending states are exact.</p>"
         }
+        body += projectTable(projects)
         body += "<h2>Last hour</h2>" + HTML.throughputChart(throughput)
         if !topics.isEmpty {
             // Topic subscriptions Herald keeps (herald.subscribe / herald.unsubscribe).
@@ -51,6 +52,23 @@ enum Pages {
         }
         body += "<h2>Recent actions</h2>" + logTable(log) + "<p><a href=\"/admin-log\">All actions</a></p>"
         return .html(200, HTML.layout(title: "Overview", current: "/", body: body, dashboard: dashboard, session: request.session))
+    }
+
+    /// The FCM projects whose rate FCM's quota answers lowered, or that are paused: the rate in
+    /// force, what it was lowered to and when, the pause. Nothing while FCM never refused.
+    static func projectTable(_ projects: [ProjectRate]) -> String {
+        let shown = projects.filter { $0.loweredTo != nil || $0.pausedFor != nil }
+        guard !shown.isEmpty else { return "" }
+        func rate(_ value: Double?) -> String { value.map { "\(Int($0.rounded()))/s" } ?? "-" }
+        var rows = ""
+        for p in shown {
+            let paused = p.pausedFor.map { "for \(HTML.formatAge($0))" + (p.reason.map { ": " + HTML.escape($0) } ?? "") } ?? "no"
+            rows += "<tr><td>\(HTML.escape(p.projectID))</td><td class=\"n\">\(rate(p.rate))</td><td class=\"n\">\(rate(p.loweredTo))</td>"
+                + "<td class=\"n\">\(p.loweredAgo.map { HTML.formatAge($0) + " ago" } ?? "never")</td><td>\(paused)</td></tr>"
+        }
+        return "<h2>FCM projects</h2><table id=\"projects\"><tr><th>Project</th><th class=\"n\">rate now</th>"
+            + "<th class=\"n\">lowered to</th><th class=\"n\">lowered</th><th>paused</th></tr>\(rows)</table>"
+            + "<p class=\"legend\">FCM's quota answers lower a project's rate (at most herald work --max-rate); it rises again while FCM accepts.</p>"
     }
 
     // MARK: dead letters

@@ -25,10 +25,22 @@ final class Backend: Sendable {
     /// Per-token attempt counts and Retry-After deadlines, and the projects' quota buckets.
     struct FaultState {
         var attempts: [String: Int] = [:]
-        var tokenNotBefore: [String: (deadline: UInt64, code: String)] = [:]
-        var projectNotBefore: [String: (deadline: UInt64, code: String)] = [:]
+        var tokenNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
+        var projectNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
         var buckets: [String: TokenBucket] = [:]
+        /// Per-device (by token) and per-topic limit buckets (`Scenario.limits`).
+        var deviceMinute: [String: TokenBucket] = [:]
+        var deviceHour: [String: TokenBucket] = [:]
+        var collapsible: [String: TokenBucket] = [:]
+        var topics: [String: TokenBucket] = [:]
     }
+
+    /// QUOTA_EXCEEDED answers given, for `EmulatorServer.quotaRefusals()`.
+    let refusals = Mutex(RefusalLog())
+    /// When the serving line is next free (CLOCK_MONOTONIC ns), for the capacity.
+    private let lineFree = Mutex<UInt64>(0)
+    /// Sends served a second at most (nil: no line).
+    private let capacityPerSecond: Double?
 
     /// Whether plain tokens need counting at all (only for scripts and random choices).
     private let countsEveryAttempt: Bool
@@ -42,6 +54,20 @@ final class Backend: Sendable {
         var ranged = false
         if configuration.latencyMilliseconds == nil, case .range = scenario.latency { ranged = true }
         countsEveryAttempt = !scenario.scripts.isEmpty || scenario.errorRate > 0 || ranged
+        capacityPerSecond = configuration.capacityPerSecond ?? scenario.capacityPerSecond
+    }
+
+    /// Takes this send's turn in the serving line: nanoseconds until it is served and answered
+    /// (its wait plus its own share of a second), and until it is served (0 without a capacity).
+    private func takeTurn(now: UInt64) -> (answered: UInt64, served: UInt64) {
+        guard let capacity = capacityPerSecond else { return (0, 0) }
+        let service = UInt64(max(1, 1e9 / capacity))
+        let start = lineFree.withLock { free -> UInt64 in
+            let start = max(free, now)
+            free = start + service
+            return start
+        }
+        return (start - now + service, start - now)
     }
 
     func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
@@ -92,6 +118,8 @@ final class Backend: Sendable {
             return finish(FCMResponses.error(answer), answer.code.rawValue, second: second)
         }
 
+        let turn = takeTurn(now: monotonicNanoseconds())
+        let queuedMilliseconds = Int((Double(turn.answered) / 1e6).rounded(.up))
         // Parse and validate before taking any lock; the verdict is applied after the quota.
         let verdict: Result<ValidatedSend, FieldViolation>
         do throws(JSONParseError) {
@@ -113,7 +141,7 @@ final class Backend: Sendable {
             }
         }
 
-        let decision = decide(project: project, key: key, token: token, verdict: verdict)
+        let decision = decide(project: project, key: key, token: token, verdict: verdict, queuedMilliseconds: queuedMilliseconds)
         switch decision {
         case .invalid(let violation, let latency):
             var response = FCMResponses.invalid(violation)
@@ -127,7 +155,9 @@ final class Backend: Sendable {
             guard case .success(let send) = verdict else { fatalError("deliver without a valid message") }
             let id = nextMessageID.wrappingAdd(1, ordering: .relaxed).newValue
             let name = "projects/\(project)/messages/\(id)"
-            if !send.validateOnly { deliver(send, name: name, project: project, body: request.body, now: now) }
+            if !send.validateOnly {
+                deliver(send, name: name, project: project, body: request.body, now: now + Double(turn.served) / 1e9)
+            }
             var response = FCMResponses.sent(name: name)
             response.delayMilliseconds = latency
             stats.recordSend(status: 200, errorCode: nil, delivered: !send.validateOnly, validateOnly: send.validateOnly, second: second)
@@ -141,23 +171,36 @@ final class Backend: Sendable {
     }
 
     /// Quota, Retry-After bookkeeping, scripts, fault tokens and random errors, under one lock.
-    private func decide(project: String, key: String?, token: String?, verdict: Result<ValidatedSend, FieldViolation>) -> Decision {
+    private func decide(project: String, key: String?, token: String?, verdict: Result<ValidatedSend, FieldViolation>,
+                        queuedMilliseconds: Int) -> Decision {
         let scenario = configuration.scenario
         let fault = token.flatMap(FaultToken.parse)
         let script = key.flatMap { scenario.script(for: $0) }
         let counting = key != nil && (countsEveryAttempt || fault?.countsAttempts == true || script != nil)
-        let needsLock = counting || scenario.quota != nil || hasDeadlines.load(ordering: .relaxed)
+        let limits = scenario.limits
+        let needsLock = counting || scenario.quota != nil || !limits.isEmpty || hasDeadlines.load(ordering: .relaxed)
         let now = monotonicNanoseconds()
+        // The limits that apply to this send: its device's or its topic's.
+        var limitTarget: (subject: QuotaSubjectChoice, name: String, collapsible: Bool)? = nil
+        if !limits.isEmpty, case .success(let send) = verdict {
+            switch send.target {
+            case .token(let t): limitTarget = (.device, t, Self.isCollapsible(send.message))
+            case .topic(let topic) where limits.topicPerMinute != nil: limitTarget = (.topic, topic, false)
+            default: break
+            }
+        }
 
         var attempt = 1
         var violations: [RetryAfterViolation] = []
         var quotaWait: Int? = nil
+        var limitWait: Int? = nil
         if needsLock {
             faults.withLock { state in
                 if let deadline = state.projectNotBefore[project] {
                     if now < deadline.deadline {
                         violations.append(RetryAfterViolation(scope: "project", subject: project, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
+                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
                     } else {
                         state.projectNotBefore[project] = nil
                     }
@@ -165,17 +208,21 @@ final class Backend: Sendable {
                 if let key, let deadline = state.tokenNotBefore[key] {
                     if now < deadline.deadline {
                         violations.append(RetryAfterViolation(scope: "token", subject: key, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000)))
+                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
+                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
                     } else {
                         state.tokenNotBefore[key] = nil
                     }
                 }
-                if let quota = scenario.quota {
+                if let target = limitTarget {
+                    limitWait = Self.takeLimits(limits, target: target, state: &state, now: now)
+                }
+                if limitWait == nil, let quota = scenario.quota {
                     var bucket = state.buckets[project] ?? TokenBucket(perMinute: quota.perMinute, capacity: quota.burst, now: now)
                     quotaWait = bucket.take(now: now)
                     state.buckets[project] = bucket
                 }
-                if quotaWait == nil, counting, let key {
+                if quotaWait == nil, limitWait == nil, counting, let key {
                     attempt = (state.attempts[key] ?? 0) + 1
                     state.attempts[key] = attempt
                 }
@@ -183,10 +230,17 @@ final class Backend: Sendable {
         }
         for violation in violations { stats.recordViolation(violation) }
 
-        let latency = latencyMilliseconds(key: key ?? project, attempt: attempt)
+        let latency = latencyMilliseconds(key: key ?? project, attempt: attempt) + queuedMilliseconds
+        if let limitWait, let target = limitTarget {
+            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: limitWait, quotaSubject: target.subject, quotaName: target.name)
+            remember(retryAfter: limitWait, latency: latency, code: answer.code, project: project, key: key, now: now)
+            noteRefusal(answer, key: key ?? project)
+            return .fail(answer, latency: latency)
+        }
         if let quotaWait {
-            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: quotaWait)
+            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: quotaWait, quotaSubject: .project, quotaName: project)
             remember(retryAfter: quotaWait, latency: latency, code: answer.code, project: project, key: nil, now: now)
+            noteRefusal(answer, key: key ?? project)
             return .fail(answer, latency: latency)
         }
         if case .failure(let violation) = verdict { return .invalid(violation, latency: latency) }
@@ -201,11 +255,63 @@ final class Backend: Sendable {
             let pick = SeededRandom.unit(seed: scenario.seed, key: key, attempt: attempt, salt: 2)
             answer = scenario.randomErrors[min(scenario.randomErrors.count - 1, Int(pick * Double(scenario.randomErrors.count)))]
         }
-        guard let answer else { return .deliver(latency: latency) }
+        guard var answer else { return .deliver(latency: latency) }
+        if answer.code == .quotaExceeded {
+            switch answer.quotaSubject ?? .project {
+            case .project: answer.quotaName = project
+            case .device, .legacyDevice: answer.quotaName = token ?? key
+            case .topic, .legacyTopic:
+                if case .success(let send) = verdict, case .topic(let topic) = send.target { answer.quotaName = topic } else { answer.quotaName = key }
+            case .none: break
+            }
+            noteRefusal(answer, key: key ?? project)
+        }
         if let seconds = answer.retryAfter, let key {
             remember(retryAfter: seconds, latency: latency, code: answer.code, project: project, key: key, now: now)
         }
         return .fail(answer, latency: latency)
+    }
+
+    /// Whether a message collapses: `android.collapse_key`, or an `apns-collapse-id` header.
+    static func isCollapsible(_ message: JSONObject) -> Bool {
+        if message["android"]?["collapse_key"]?.stringValue != nil { return true }
+        if message["apns"]?["headers"]?["apns-collapse-id"]?.stringValue != nil { return true }
+        return false
+    }
+
+    /// Takes one send from every bucket that applies to `target` when all of them hold one (nil);
+    /// otherwise takes nothing and returns the whole seconds until the emptiest allows a send.
+    static func takeLimits(_ limits: Scenario.Limits, target: (subject: QuotaSubjectChoice, name: String, collapsible: Bool),
+                           state: inout FaultState, now: UInt64) -> Int? {
+        var wait: Int? = nil
+        func check(_ buckets: inout [String: TokenBucket], perSecond: Double, capacity: Double) {
+            var bucket = buckets[target.name] ?? TokenBucket(perSecond: perSecond, capacity: capacity, now: now)
+            if let w = bucket.wait(now: now) { wait = max(wait ?? 0, w) }
+            buckets[target.name] = bucket
+        }
+        switch target.subject {
+        case .device:
+            if let n = limits.devicePerMinute { check(&state.deviceMinute, perSecond: Double(n) / 60, capacity: Double(n)) }
+            if let n = limits.devicePerHour { check(&state.deviceHour, perSecond: Double(n) / 3600, capacity: Double(n)) }
+            if target.collapsible, let burst = limits.collapsibleBurst, let every = limits.collapsibleEverySeconds {
+                check(&state.collapsible, perSecond: 1 / every, capacity: Double(burst))
+            }
+            guard wait == nil else { return wait }
+            if limits.devicePerMinute != nil { state.deviceMinute[target.name]?.takeOne() }
+            if limits.devicePerHour != nil { state.deviceHour[target.name]?.takeOne() }
+            if target.collapsible, limits.collapsibleBurst != nil { state.collapsible[target.name]?.takeOne() }
+        default:
+            if let n = limits.topicPerMinute { check(&state.topics, perSecond: Double(n) / 60, capacity: Double(n)) }
+            guard wait == nil else { return wait }
+            if limits.topicPerMinute != nil { state.topics[target.name]?.takeOne() }
+        }
+        return nil
+    }
+
+    private func noteRefusal(_ answer: ErrorAnswer, key: String) {
+        let refusal = QuotaRefusal(target: key, subject: (answer.quotaSubject ?? .project).rawValue,
+                                   atMilliseconds: Int64(realtimeSeconds() * 1000), retryAfter: answer.retryAfter)
+        refusals.withLock { $0.append(refusal) }
     }
 
     /// Set once any Retry-After was given, so sends skip the lock until then.
@@ -214,13 +320,14 @@ final class Backend: Sendable {
     /// The instant before which a request (for `key`, or for the whole project when `key` is nil)
     /// breaks the Retry-After: counted from when the answer leaves, after its latency.
     private func remember(retryAfter seconds: Int, latency: Int, code: FCMErrorCode, project: String, key: String?, now: UInt64) {
-        let deadline = now + UInt64(latency) * 1_000_000 + UInt64(seconds) * 1_000_000_000
+        let answered = now + UInt64(latency) * 1_000_000
+        let deadline = answered + UInt64(seconds) * 1_000_000_000
         hasDeadlines.store(true, ordering: .relaxed)
         faults.withLock { state in
             if let key {
-                state.tokenNotBefore[key] = (deadline, code.rawValue)
+                state.tokenNotBefore[key] = (deadline, code.rawValue, answered)
             } else {
-                state.projectNotBefore[project] = (deadline, code.rawValue)
+                state.projectNotBefore[project] = (deadline, code.rawValue, answered)
             }
         }
     }
@@ -377,6 +484,8 @@ final class Backend: Sendable {
         stats.reset()
         topics.withLock { $0 = TopicRegistry() }
         faults.withLock { $0 = FaultState() }
+        refusals.withLock { $0 = RefusalLog() }
+        lineFree.withLock { $0 = 0 }
         hasDeadlines.store(false, ordering: .relaxed)
         resetServerStatistics.withLock { $0 }?()
     }
@@ -396,6 +505,10 @@ final class Backend: Sendable {
              "early_by_ms": JSONValue($0.earlyByMilliseconds)]
         }
         func rate(_ value: Double) -> JSONValue { .number(String(Int(value.rounded()))) }
+        var quotaBySubject = JSONObject()
+        for (subject, count) in refusals.withLock({ $0.bySubject }).sorted(by: { $0.key < $1.key }) {
+            quotaBySubject[subject] = JSONValue(count)
+        }
         return [
             "requests": JSONValue(s.requests),
             "delivered": JSONValue(s.delivered),
@@ -408,6 +521,7 @@ final class Backend: Sendable {
                 "last_60s": rate(SendStatistics.rate(s, now: second, span: 60)),
                 "peak": JSONValue(s.peakPerSecond),
             ],
+            "quota_exceeded_by_limit": .object(quotaBySubject),
             "retry_after_violations": ["count": JSONValue(s.violations), "recent": .array(recent)],
             "http2_requests": JSONValue(server?.http2Requests ?? 0),
             "http1_requests": JSONValue(server?.http1Requests ?? 0),
@@ -423,6 +537,28 @@ final class Backend: Sendable {
             "unstored_messages": JSONValue(counts.dropped),
             "uptime_seconds": JSONValue(Int(now - startedAt)),
         ]
+    }
+}
+
+/// One QUOTA_EXCEEDED answer: the target refused (a token, `topic:NAME`, ...), which limit the
+/// answer named (`project`, `device`, `topic`, `none`, `legacy-device`, `legacy-topic`) and when.
+public struct QuotaRefusal: Sendable, Equatable {
+    public var target: String
+    public var subject: String
+    public var atMilliseconds: Int64
+    public var retryAfter: Int?
+}
+
+/// The last `limit` refusals and counts by limit.
+struct RefusalLog {
+    static let limit = 200_000
+    private(set) var items: [QuotaRefusal] = []
+    private(set) var bySubject: [String: Int] = [:]
+
+    mutating func append(_ refusal: QuotaRefusal) {
+        if items.count >= Self.limit { items.removeFirst(items.count / 2) }
+        items.append(refusal)
+        bySubject[refusal.subject, default: 0] += 1
     }
 }
 

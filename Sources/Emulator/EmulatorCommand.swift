@@ -13,6 +13,13 @@ public enum EmulatorCommand {
                help: "acceptor (one thread accepts and deals connections out round-robin) or reuseport (a listener per thread).",
                defaultText: "acceptor"),
         Option(name: "latency-ms", value: "N", help: "Answer every send N milliseconds late.", defaultText: "0"),
+        Option(name: "quota", value: "N/s",
+               help: "The project's quota: a token bucket of N sends a second holding one second's worth; beyond it 429 QUOTA_EXCEEDED naming the project (overrides the scenario's quota)."),
+        Option(name: "fcm-limits",
+               help: "Enforce FCM's per-device limits: 240 messages a minute and 5,000 an hour to one token; collapsible messages a burst of 20, then one every 3 minutes. Beyond them 429 QUOTA_EXCEEDED naming the device."),
+        Option(name: "topic-limit", value: "N/min", help: "At most N messages a minute to one topic; beyond it 429 QUOTA_EXCEEDED naming the topic."),
+        Option(name: "capacity", value: "N/s",
+               help: "Serve at most N sends a second; past that requests queue and their answers slow down, as an overloaded server's do."),
         Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
         Option(name: "write-service-account", value: "FILE",
                help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600)."),
@@ -62,12 +69,25 @@ public enum EmulatorCommand {
           fail-quota, fail-unavailable, fail-internal (no number): fail on every attempt,
                                  without Retry-After
 
+        LIMITS (--quota, --fcm-limits, --topic-limit, or the scenario's "quota" and "limits"):
+          a refused send gets 429 QUOTA_EXCEEDED, Retry-After (whole seconds until the limit allows
+          one again) and a google.rpc.QuotaFailure detail whose violation's subject says which
+          limit: "project:ID", "device:TOKEN" or "topic:NAME". Refused sends count against no limit.
+          --capacity N/s: one first-in first-out serving line; a message's time in
+          /emulator/messages is when it was served.
+
         SCENARIO FILE:
           {"seed": 42, "latency_ms": 20 | {"min": 5, "max": 50}, "error_rate": 0.02,
            "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}],
            "quota": {"per_minute": 600000, "burst": 10000},
+           "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
+                      "collapsible_every_seconds": 180, "topic_per_minute": 600},
+           "capacity_per_second": 2000,
            "scripts": [{"prefix": "flaky-", "answers": [{"error": "INTERNAL"}, "success"],
-                        "then": "success"}]}
+                        "then": "success"},
+                       {"prefix": "hot-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "device"}]}]}
+          "quota" of a scripted QUOTA_EXCEEDED: project (default), device, topic, none (no
+          QuotaFailure detail), legacy-device, legacy-topic (legacy-style error names).
         """)
 
     /// Runs the emulator in the foreground; returns the process exit code once a SIGINT or
@@ -174,6 +194,29 @@ public enum EmulatorCommand {
                     throw EmulatorError("herald emulator: --scenario \(path): \(error)")
                 }
             }
+            func perSecond(_ name: String, unit: String) throws(EmulatorError) -> Double? {
+                guard let (text, source) = parsed.lookup(name) else { return nil }
+                var number = Substring(text)
+                if number.hasSuffix(unit) { number = number.dropLast(unit.count) }
+                guard let value = Double(number), value > 0, value.isFinite, value <= 1e9 else {
+                    throw EmulatorError("herald emulator: \(source) must be a number of sends above 0 such as 300\(unit), not '\(text)'")
+                }
+                return value
+            }
+            if let quota = try perSecond("quota", unit: "/s") {
+                let perMinute = Int((quota * 60).rounded())
+                guard perMinute >= 1 else { throw EmulatorError("herald emulator: --quota must allow at least one send a minute") }
+                configuration.scenario.quota = Scenario.Quota(perMinute: perMinute, burst: max(1, Int(quota.rounded(.up))))
+            }
+            if parsed.has("fcm-limits") {
+                let topic = configuration.scenario.limits.topicPerMinute
+                configuration.scenario.limits = .fcm
+                configuration.scenario.limits.topicPerMinute = topic
+            }
+            if let topic = try perSecond("topic-limit", unit: "/min") {
+                configuration.scenario.limits.topicPerMinute = max(1, Int(topic.rounded()))
+            }
+            configuration.capacityPerSecond = try perSecond("capacity", unit: "/s")
             switch (parsed.string("tls-cert"), parsed.string("tls-key")) {
             case (nil, nil): break
             case let (certificate?, key?):

@@ -16,6 +16,9 @@ public struct EmulatorConfiguration: Sendable {
     public var latencyMilliseconds: Int? = nil
     /// Scripts, random errors, latency and quota (see `Scenario`). Default: none of them.
     public var scenario: Scenario = Scenario()
+    /// Sends served a second at most, past which requests queue (see `Scenario.capacityPerSecond`);
+    /// overrides the scenario's. Default nil.
+    public var capacityPerSecond: Double? = nil
     /// Serve HTTPS (h2 and HTTP/1.1 by ALPN) with these PEM files. Default nil: cleartext.
     public var tls: HTTPServer.TLSFiles? = nil
     /// `expires_in` of the access tokens `/token` issues, in seconds. Default 3600.
@@ -155,6 +158,10 @@ public final class EmulatorServer: Sendable {
         }
     }
 
+    /// Every QUOTA_EXCEEDED answer given (up to the last 200,000), oldest first: the emulator's
+    /// own record of when a target was refused and which limit was named.
+    public func quotaRefusals() -> [QuotaRefusal] { backend.refusals.withLock { $0.items } }
+
     /// The messages delivered to `token` (through a device group too), oldest first.
     public func deliveredMessages(token: String) -> [DeliveredMessage] {
         backend.store.messages(target: "token:" + token, limit: nil)
@@ -174,6 +181,10 @@ public final class EmulatorServer: Sendable {
 
     /// Requests that came before a Retry-After given for them had passed.
     public var retryAfterViolations: Int { backend.stats.violationCount }
+
+    /// Requests that came before a Retry-After had passed and more than `milliseconds` after the
+    /// answer that gave it left: not requests already on their way when it was answered.
+    public func retryAfterViolations(laterThan milliseconds: Int) -> Int { backend.stats.violations(laterThan: milliseconds) }
 
     /// What `DELETE /emulator/messages` does: forget messages, counters and fault attempts.
     public func reset() { backend.reset() }

@@ -24,6 +24,31 @@ extension FCMErrorCode {
     }
 }
 
+/// Which limit a QUOTA_EXCEEDED answer says was reached, and how it says it.
+public enum QuotaSubjectChoice: String, Sendable, Equatable {
+    /// A QuotaFailure violation with subject `project:ID`.
+    case project
+    /// A QuotaFailure violation with subject `device:TOKEN`.
+    case device
+    /// A QuotaFailure violation with subject `topic:NAME`.
+    case topic
+    /// No QuotaFailure detail at all (the answer does not say which limit).
+    case none
+    /// The legacy-style body `{"error": "DeviceMessageRateExceeded"}`.
+    case legacyDevice = "legacy-device"
+    /// The legacy-style body `{"error": "TopicsMessageRateExceeded"}`.
+    case legacyTopic = "legacy-topic"
+
+    /// The QuotaFailure violation's `description` for this limit.
+    var violationDescription: String {
+        switch self {
+        case .device, .legacyDevice: return "Message rate to one device exceeded (per-device limit)"
+        case .topic, .legacyTopic: return "Message rate to one topic exceeded (per-topic limit)"
+        case .project, .none: return "Send requests per minute per project"
+        }
+    }
+}
+
 /// One scripted or computed error answer.
 public struct ErrorAnswer: Sendable, Equatable {
     public var code: FCMErrorCode
@@ -33,12 +58,19 @@ public struct ErrorAnswer: Sendable, Equatable {
     public var retryAfter: Int?
     /// Overrides the code's usual message when set.
     public var message: String?
+    /// For QUOTA_EXCEEDED: which limit the answer names (nil: the project's).
+    public var quotaSubject: QuotaSubjectChoice?
+    /// The project ID, token or topic named after the subject's prefix (filled in when answered).
+    public var quotaName: String?
 
-    public init(code: FCMErrorCode, status: Int? = nil, retryAfter: Int? = nil, message: String? = nil) {
+    public init(code: FCMErrorCode, status: Int? = nil, retryAfter: Int? = nil, message: String? = nil,
+                quotaSubject: QuotaSubjectChoice? = nil, quotaName: String? = nil) {
         self.code = code
         self.status = status
         self.retryAfter = retryAfter
         self.message = message
+        self.quotaSubject = quotaSubject
+        self.quotaName = quotaName
     }
 
     public var httpStatus: Int { status ?? code.answerStatus }
@@ -59,10 +91,21 @@ enum FCMResponses {
             ])
         }
         if answer.code == .quotaExceeded {
-            details.append([
-                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
-                "violations": [["subject": "project", "description": "Send requests per minute"]],
-            ])
+            let subject = answer.quotaSubject ?? .project
+            if subject == .legacyDevice || subject == .legacyTopic {
+                let name = subject == .legacyDevice ? "DeviceMessageRateExceeded" : "TopicsMessageRateExceeded"
+                var out: [UInt8] = []
+                JSONValue.object(JSONObject(["error": .string(name)])).write(into: &out)
+                return out
+            }
+            if subject != .none {
+                let prefix = subject == .project ? "project" : subject.rawValue
+                let named = answer.quotaName.map { prefix + ":" + $0 } ?? prefix
+                details.append([
+                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [["subject": .string(named), "description": .string(subject.violationDescription)]],
+                ])
+            }
         }
         if answer.code.hasFcmErrorDetail {
             details.append(["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": .string(answer.code.rawValue)])

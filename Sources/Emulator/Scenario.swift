@@ -11,6 +11,9 @@ import JSON
 ///   "error_rate": 0.02,
 ///   "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}, {"error": "INTERNAL"}],
 ///   "quota": {"per_minute": 600000, "burst": 10000},
+///   "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
+///              "collapsible_every_seconds": 180, "topic_per_minute": 600},
+///   "capacity_per_second": 2000,
 ///   "scripts": [
 ///     {"prefix": "flaky-", "answers": [{"error": "UNAVAILABLE", "retry_after": 2}, "success"], "then": "success"},
 ///     {"prefix": "gone-", "then": {"error": "UNREGISTERED"}},
@@ -31,16 +34,33 @@ import JSON
 ///   most `burst` (default `per_minute`). When empty: 429 QUOTA_EXCEEDED with `Retry-After`
 ///   set to the seconds until a send is available, rounded up. Answers of any status but 429
 ///   take from the bucket, as FCM counts 4xx against the quota.
+/// - `limits`: FCM's per-target limits, each optional (absent: not enforced). Per device (the
+///   message's `token`): `device_per_minute` and `device_per_hour` messages, and for collapsible
+///   messages (`android.collapse_key` or an `apns-collapse-id` header) a burst of
+///   `collapsible_burst`, then one every `collapsible_every_seconds`. Per topic (a `topic`
+///   target): `topic_per_minute`. Each is a token bucket that refills continuously. Beyond one:
+///   429 QUOTA_EXCEEDED with a `google.rpc.QuotaFailure` whose violation's `subject` names the
+///   target (`device:TOKEN` or `topic:NAME`; the project bucket's is `project:ID`) and
+///   `Retry-After` set to the whole seconds until that bucket holds a message again. A refused
+///   send takes nothing from any bucket (FCM does not count 429s against a quota).
+/// - `capacity_per_second`: how many sends a second the emulator serves. Past it, requests wait
+///   their turn in one first-in first-out line (as at an overloaded server): a send is served
+///   (and a delivered message's `time` is) when its turn comes, and answered after its latency
+///   from then, so answer times grow with the number of requests open at once.
+///   `--capacity` on the command line wins over it.
 /// - `scripts`: per-prefix answer scripts. The first script whose `prefix` the message's token
 ///   (or topic, or condition) starts with decides: the n-th attempt of that exact token gets
 ///   `answers[n-1]`, and every attempt after the list gets `then` (default `"success"`).
 ///   Scripts come before the built-in `fail-...` tokens, so a script can redefine them.
 /// - An answer is `"success"` or `{"error": CODE, "retry_after": SECONDS, "status": HTTP,
-///   "message": TEXT}` where CODE is UNREGISTERED, INVALID_ARGUMENT, SENDER_ID_MISMATCH,
+///   "message": TEXT, "quota": SUBJECT}` where CODE is UNREGISTERED, INVALID_ARGUMENT, SENDER_ID_MISMATCH,
 ///   QUOTA_EXCEEDED, UNAVAILABLE, INTERNAL, THIRD_PARTY_AUTH_ERROR, APNS_AUTH_ERROR,
 ///   UNSPECIFIED_ERROR (500 unless `status` says otherwise), UNAUTHENTICATED (a plain 401 as for
 ///   an expired access token) or PERMISSION_DENIED (FCM's `FCMErrorCode`); `status` and
-///   `message` default to what FCM sends for that code.
+///   `message` default to what FCM sends for that code. `quota` (QUOTA_EXCEEDED only) is which
+///   limit the QuotaFailure detail names: `project` (the default), `device`, `topic`, `none` (no
+///   QuotaFailure detail at all) or `legacy-device` / `legacy-topic` (a legacy-style body
+///   `{"error": "DeviceMessageRateExceeded"}` / `TopicsMessageRateExceeded`).
 public struct Scenario: Sendable, Equatable {
     public enum Behaviour: Sendable, Equatable {
         case success
@@ -78,12 +98,38 @@ public struct Scenario: Sendable, Equatable {
         }
     }
 
+    /// FCM's per-device and per-topic limits (see the type's documentation); nil: none enforced.
+    public struct Limits: Sendable, Equatable {
+        public var devicePerMinute: Int? = nil
+        public var devicePerHour: Int? = nil
+        public var collapsibleBurst: Int? = nil
+        public var collapsibleEverySeconds: Double? = nil
+        public var topicPerMinute: Int? = nil
+        public init() {}
+
+        /// The device limits FCM documents for Android: 240 a minute and 5,000 an hour to one
+        /// device; collapsible messages a burst of 20, then one every 3 minutes.
+        public static var fcm: Limits {
+            var limits = Limits()
+            limits.devicePerMinute = 240
+            limits.devicePerHour = 5000
+            limits.collapsibleBurst = 20
+            limits.collapsibleEverySeconds = 180
+            return limits
+        }
+
+        var isEmpty: Bool { self == Limits() }
+    }
+
     public var seed: UInt64 = 1
     public var latency: Latency? = nil
     public var errorRate: Double = 0
     public var randomErrors: [ErrorAnswer] = [ErrorAnswer(code: .unavailable)]
     public var quota: Quota? = nil
     public var scripts: [Script] = []
+    public var limits = Limits()
+    /// Sends served a second at most (nil: as fast as the threads go).
+    public var capacityPerSecond: Double? = nil
 
     public init() {}
 
@@ -146,16 +192,55 @@ public struct Scenario: Sendable, Equatable {
                 }
                 guard let perMinute else { throw ParseError("\"quota\" needs \"per_minute\"") }
                 scenario.quota = Quota(perMinute: perMinute, burst: burst)
+            case "limits":
+                scenario.limits = try parseLimits(member.value)
+            case "capacity_per_second":
+                guard let rate = member.value.doubleValue, rate > 0, rate.isFinite else {
+                    throw ParseError("\"capacity_per_second\" must be a number of sends a second above 0, not \(member.value)")
+                }
+                scenario.capacityPerSecond = rate
             case "scripts":
                 guard let items = member.value.arrayValue else { throw ParseError("\"scripts\" must be an array") }
                 for (index, item) in items.enumerated() {
                     scenario.scripts.append(try parseScript(item, at: "scripts[\(index)]"))
                 }
             default:
-                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, scripts)")
+                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, limits, capacity_per_second, scripts)")
             }
         }
         return scenario
+    }
+
+    private static func parseLimits(_ value: JSONValue) throws(ParseError) -> Limits {
+        guard let object = value.objectValue else {
+            throw ParseError("\"limits\" must be an object such as {\"device_per_minute\": 240}")
+        }
+        var limits = Limits()
+        for member in object {
+            func count() throws(ParseError) -> Int {
+                guard let n = member.value.intValue, n > 0 else {
+                    throw ParseError("\"limits.\(member.key)\" must be a positive integer, not \(member.value)")
+                }
+                return n
+            }
+            switch member.key {
+            case "device_per_minute": limits.devicePerMinute = try count()
+            case "device_per_hour": limits.devicePerHour = try count()
+            case "collapsible_burst": limits.collapsibleBurst = try count()
+            case "collapsible_every_seconds":
+                guard let seconds = member.value.doubleValue, seconds > 0, seconds.isFinite else {
+                    throw ParseError("\"limits.collapsible_every_seconds\" must be a number of seconds above 0, not \(member.value)")
+                }
+                limits.collapsibleEverySeconds = seconds
+            case "topic_per_minute": limits.topicPerMinute = try count()
+            default:
+                throw ParseError("unknown member \"limits.\(member.key)\" (known: device_per_minute, device_per_hour, collapsible_burst, collapsible_every_seconds, topic_per_minute)")
+            }
+        }
+        if (limits.collapsibleBurst == nil) != (limits.collapsibleEverySeconds == nil) {
+            throw ParseError("\"limits.collapsible_burst\" and \"limits.collapsible_every_seconds\" go together: give both or neither")
+        }
+        return limits
     }
 
     private static func parseLatency(_ value: JSONValue) throws(ParseError) -> Latency {
@@ -230,11 +315,19 @@ public struct Scenario: Sendable, Equatable {
             case "message":
                 guard let text = member.value.stringValue else { throw ParseError("\"\(path).message\" must be a string") }
                 answer.message = text
+            case "quota":
+                guard let text = member.value.stringValue, let subject = QuotaSubjectChoice(rawValue: text) else {
+                    throw ParseError("\"\(path).quota\" must be one of project, device, topic, none, legacy-device, legacy-topic, not \(member.value)")
+                }
+                answer.quotaSubject = subject
             default:
-                throw ParseError("unknown member \"\(path).\(member.key)\" (known: error, retry_after, status, message)")
+                throw ParseError("unknown member \"\(path).\(member.key)\" (known: error, retry_after, status, message, quota)")
             }
         }
         guard let code else { throw ParseError("\"\(path)\" needs an \"error\" code") }
+        if answer.quotaSubject != nil && code != .quotaExceeded {
+            throw ParseError("\"\(path).quota\" goes with \"error\": \"QUOTA_EXCEEDED\" only, not \(code.rawValue)")
+        }
         answer.code = code
         return .error(answer)
     }

@@ -11,6 +11,9 @@ public struct RetryAfterViolation: Sendable, Equatable {
     public var errorCode: String
     /// How much too early the request was.
     public var earlyByMilliseconds: Int
+    /// How long after the answer with the Retry-After left the request arrived: a request that
+    /// arrives a moment after was sent before its client could have read the answer.
+    public var afterAnswerMilliseconds: Int = 0
 }
 
 /// Counters of the send endpoint.
@@ -26,6 +29,8 @@ final class SendStatistics: Sendable {
         var peakPerSecond = 0
         var violations = 0
         var recentViolations: [RetryAfterViolation] = []
+        /// `afterAnswerMilliseconds` of every violation (up to the last 100,000).
+        var violationDelays: [Int] = []
         var deviceGroupRequests = 0
     }
 
@@ -51,11 +56,18 @@ final class SendStatistics: Sendable {
         }
     }
 
+    /// Violations that arrived more than `milliseconds` after the answer they broke left.
+    func violations(laterThan milliseconds: Int) -> Int {
+        state.withLock { $0.violationDelays.filter { $0 > milliseconds }.count }
+    }
+
     func recordViolation(_ violation: RetryAfterViolation) {
         state.withLock { s in
             s.violations += 1
             s.recentViolations.append(violation)
             if s.recentViolations.count > SendStatistics.keptViolations { s.recentViolations.removeFirst() }
+            if s.violationDelays.count >= 100_000 { s.violationDelays.removeFirst(50_000) }
+            s.violationDelays.append(violation.afterAnswerMilliseconds)
         }
     }
 

@@ -13,6 +13,28 @@ public struct TokenBucket: Sendable, Equatable {
         self.last = now
     }
 
+    /// A bucket of `capacity` sends refilled at `perSecond`, starting full.
+    public init(perSecond: Double, capacity: Double, now: UInt64) {
+        self.perSecond = perSecond
+        self.capacity = capacity
+        self.tokens = capacity
+        self.last = now
+    }
+
+    /// Nil when a send is available now (nothing taken), else the whole seconds until one is (>= 1).
+    public mutating func wait(now: UInt64) -> Int? {
+        if now > last {
+            tokens = min(capacity, tokens + Double(now - last) / 1e9 * perSecond)
+            last = now
+        }
+        if tokens >= 1 { return nil }
+        guard perSecond > 0 else { return 60 }
+        return max(1, Int(((1 - tokens) / perSecond).rounded(.up)))
+    }
+
+    /// Takes one send that `wait(now:)` just said is available.
+    public mutating func takeOne() { tokens -= 1 }
+
     /// Takes one send; nil when granted, else the whole seconds until one is available (>= 1).
     public mutating func take(now: UInt64) -> Int? {
         if now > last {

@@ -22,6 +22,8 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var fieldViolations: [FieldViolation]
     /// Seconds to wait, from the `Retry-After` header or a `RetryInfo` detail.
     public var retryAfter: Double?
+    /// The `google.rpc.QuotaFailure` violations (`subject`, `description`) of a quota answer.
+    public var quotaViolations: [(subject: String, description: String)] = []
 
     static let messageLimit = 500
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
@@ -61,6 +63,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
                     }
                 case Self.quotaFailureType?:
                     for violation in detail["violations"]?.arrayValue ?? [] {
+                        quotaViolations.append((violation["subject"]?.stringValue ?? "", violation["description"]?.stringValue ?? ""))
                         let parts = [violation["subject"]?.stringValue, violation["description"]?.stringValue].compactMap { $0 }
                         if !parts.isEmpty { quotaNotes.append(parts.joined(separator: ": ")) }
                     }
@@ -105,7 +108,11 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         if let legacy = legacyError {
             if legacy == "DeviceMessageRateExceeded" {
                 // One device's rate: back off this job, but the sender as a whole is fine.
-                return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: message, retryAfter: retryAfter, slowSender: false)
+                return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: message, retryAfter: retryAfter, quota: .device)
+            }
+            if legacy == "TopicsMessageRateExceeded" {
+                // One topic's rate: hold that topic back; other targets go on.
+                return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: message, retryAfter: retryAfter, quota: .topic)
             }
             if let (code, _) = Self.legacyMeanings[legacy], let action = Self.action(for: code, failure: self) {
                 return action
@@ -128,9 +135,9 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidArgument, .senderIDMismatch, .thirdPartyAuthError, .apnsAuthError:
             return .deadLetter(code: name, message: failure.message)
         case .quotaExceeded:
-            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, quota: failure.quotaLimit)
         case .unavailable, .internal:
-            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: name, message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         case .unspecifiedError, .unauthenticated, .permissionDenied:
             // No FcmError says these (or says nothing): the status decides. So do codes newer
             // than this build, which never parse into this enum.
@@ -148,9 +155,9 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
             // on it would delete every token of a misconfigured deployment.
             return .deadLetter(code: status, message: failure.message)
         case "RESOURCE_EXHAUSTED":
-            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, quota: failure.quotaLimit)
         case "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "ABORTED", "UNKNOWN", "CANCELLED", "DATA_LOSS":
-            return .retry(code: status, message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: status, message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         default:
             return nil
         }
@@ -167,20 +174,51 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case 404:
             return .deadLetter(code: "NOT_FOUND", message: failure.message)
         case 408:
-            return .retry(code: "DEADLINE_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: "DEADLINE_EXCEEDED", message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         case 429:
-            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, slowSender: true)
+            return .retry(code: FCMErrorCode.quotaExceeded.rawValue, message: failure.message, retryAfter: failure.retryAfter, quota: failure.quotaLimit)
         case 400..<500:
             return .deadLetter(code: "HTTP_\(status)", message: failure.message)
         case 500:
-            return .retry(code: "INTERNAL", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: "INTERNAL", message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         case 503:
-            return .retry(code: "UNAVAILABLE", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: "UNAVAILABLE", message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         default:
             // 5xx, and answers FCM never gives (1xx, 3xx, 2xx with an unknown error): retry with
             // backoff rather than lose the message.
-            return .retry(code: "HTTP_\(status)", message: failure.message, retryAfter: failure.retryAfter, slowSender: false)
+            return .retry(code: "HTTP_\(status)", message: failure.message, retryAfter: failure.retryAfter, quota: nil)
         }
+    }
+
+    /// Which limit a quota answer's QuotaFailure violations name. Several violations: the widest
+    /// wins (the project's over a topic's over a device's), since it is the one that binds.
+    /// None, or only subjects not recognised: `unattributed`.
+    public var quotaLimit: QuotaLimit {
+        var found: QuotaLimit? = nil
+        for violation in quotaViolations {
+            guard let limit = Self.quotaLimit(subject: violation.subject, description: violation.description) else { continue }
+            switch (found, limit) {
+            case (nil, _), (.device?, .topic), (_, .project): found = limit
+            default: break
+            }
+        }
+        return found ?? .unattributed
+    }
+
+    /// The limit one QuotaFailure violation names: by its subject's prefix (`device:`, `token:`,
+    /// `registration_token:`, `fid:`; `topic:`, `/topics/`; `project:`, `projects/`,
+    /// `project_number:`), else by a word of its description; nil when neither says.
+    static func quotaLimit(subject: String, description: String) -> QuotaLimit? {
+        let s = subject.lowercased()
+        for (prefixes, limit) in [(["device", "token", "registration", "fid", "installation"], QuotaLimit.device),
+                                  (["topic", "/topics/"], .topic), (["project"], .project)] {
+            if prefixes.contains(where: { s.hasPrefix($0) }) { return limit }
+        }
+        let d = description.lowercased()
+        if d.contains("device") || d.contains("registration token") { return .device }
+        if d.contains("topic") { return .topic }
+        if d.contains("project") { return .project }
+        return nil
     }
 
     /// Legacy error names (seed 003, Table 9), their v1 counterparts and what they mean.
@@ -227,5 +265,6 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         lhs.httpStatus == rhs.httpStatus && lhs.status == rhs.status && lhs.errorCode == rhs.errorCode
             && lhs.legacyError == rhs.legacyError && lhs.message == rhs.message
             && lhs.fieldViolations == rhs.fieldViolations && lhs.retryAfter == rhs.retryAfter
+            && lhs.quotaViolations.elementsEqual(rhs.quotaViolations, by: { $0 == $1 })
     }
 }

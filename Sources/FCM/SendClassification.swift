@@ -2,6 +2,19 @@ import struct Foundation.Date
 import HTTPClient
 import JSON
 
+/// Which of FCM's limits a `QUOTA_EXCEEDED` answer is about.
+public enum QuotaLimit: String, Sendable, Equatable, CaseIterable {
+    /// One registration token's (device's) message rate.
+    case device
+    /// One topic's message rate.
+    case topic
+    /// The project's quota: every send of the project.
+    case project
+    /// The answer does not say (no QuotaFailure detail, or only subjects this build does not
+    /// know): the sender judges by what else is answered at the same moment.
+    case unattributed
+}
+
 /// What the worker does with one FCM answer.
 public enum SendClassification: Sendable, Equatable {
     /// FCM accepted the message; `name` is `projects/{p}/messages/{id}` (or the device group's
@@ -12,9 +25,9 @@ public enum SendClassification: Sendable, Equatable {
     /// Retrying cannot help (bad message or token, wrong sender, credentials FCM holds for APNs
     /// or Web Push): dead-letter with `reason`.
     case deadLetter(code: String, message: String)
-    /// Try again later, no sooner than `retryAfter` seconds when given. `slowSender` asks the
-    /// whole sender to slow down (project or topic quota), not just this job.
-    case retry(code: String, message: String, retryAfter: Double?, slowSender: Bool)
+    /// Try again later, no sooner than `retryAfter` seconds when given. `quota` is set for a
+    /// QUOTA_EXCEEDED answer: which limit it is about (a device's, a topic's, the project's).
+    case retry(code: String, message: String, retryAfter: Double?, quota: QuotaLimit?)
     /// Our OAuth2 access token was refused: refresh it once and retry.
     case reauthenticate(message: String)
 
@@ -91,7 +104,7 @@ public enum SendClassification: Sendable, Equatable {
     /// FCM saw the message, and the backoff keeps a dead network from being hammered.
     public init(transport: TransportFailure, redacting secrets: [String] = []) {
         self = .retry(code: transport.code, message: Redact.secrets(in: transport.detail, limit: FCMFailure.messageLimit, also: secrets),
-                      retryAfter: nil, slowSender: false)
+                      retryAfter: nil, quota: nil)
     }
 
     /// `CODE: message` for a failure (what a dead-letter row or a log line shows); nil on delivery.
@@ -106,9 +119,12 @@ public enum SendClassification: Sendable, Equatable {
     }
 
     /// Whether the failure is a quota answer, for `RetryPolicy.delay(quota:)`.
-    public var isQuota: Bool {
-        if case .retry(let code, _, _, _) = self { return code == FCMErrorCode.quotaExceeded.rawValue }
-        return false
+    public var isQuota: Bool { quotaLimit != nil }
+
+    /// The limit a quota answer is about; nil for anything else.
+    public var quotaLimit: QuotaLimit? {
+        if case .retry(_, _, _, let quota) = self { return quota }
+        return nil
     }
 }
 

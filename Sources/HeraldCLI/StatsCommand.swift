@@ -67,6 +67,23 @@ enum StatsCommand {
         lines += ["",
                   "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.dead) dead",
                   "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.dead) dead"]
+        lines += projectLines(try ProjectRate.all(connection))
+        return lines
+    }
+
+    /// The FCM projects' adapted rates and pauses: what FCM's quota answers did to sending.
+    static func projectLines(_ projects: [ProjectRate]) -> [String] {
+        guard !projects.isEmpty else { return [] }
+        func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
+        var rows = [["FCM PROJECT", "RATE NOW", "LOWERED TO", "LOWERED", "PAUSED"]]
+        for p in projects {
+            rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
+                         p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
+        }
+        var lines = [""] + formatColumns(rows)
+        for p in projects where p.pausedFor != nil {
+            if let reason = p.reason { lines.append("\(p.projectID) paused: \(reason)") }
+        }
         return lines
     }
 

@@ -8,7 +8,10 @@ import Worker
 enum WorkCommand {
     static let options: [Option] = [
         Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes.", defaultText: "one per core"),
-        Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N", help: "Requests in flight per process.", defaultText: "256"),
+        Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N",
+               help: "Requests in flight per process at most. The window follows FCM's answer times between 16 and N: it shrinks when answers slow down, grows back when they are quick.",
+               defaultText: "256"),
+        Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
@@ -54,6 +57,7 @@ enum WorkCommand {
         c.caFile = caFile
         c.queues = parsed.all("queue")
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
+        c.adaptiveConcurrency = !parsed.has("fixed-concurrency")
         c.leaseSeconds = try parsed.seconds("lease", default: 60)
         if c.leaseSeconds <= 0 { throw UsageError("herald work: --lease must be more than 0 seconds") }
         c.claimBatch = try parsed.int("batch", default: 0, minimum: 0)
@@ -66,6 +70,7 @@ enum WorkCommand {
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
         c.maxRate = try parsed.rate("max-rate", default: 10_000)
+        c.poolProcesses = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
         let logger = try RunEnvironment.logger(parsed, prefix: "herald")
         c.logLevel = logger.level
         c.logFormat = logger.format

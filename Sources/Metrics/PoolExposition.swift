@@ -57,11 +57,29 @@ public enum PoolExposition {
         out.family("herald_in_flight", .gauge, help: "FCM requests sent and not yet answered, over the pool's worker processes.")
         out.sample("herald_in_flight", Int(totals.inFlight))
 
+        out.family("herald_in_flight_limit", .gauge,
+                   help: "Requests the pool's senders keep in flight at most now: it follows FCM's answer times, between 16 and --concurrency per process.")
+        out.sample("herald_in_flight_limit", Int(totals.window))
+
         out.family("herald_worker_processes", .gauge, help: "Worker processes running under this supervisor.")
         out.sample("herald_worker_processes", reading.workerProcesses)
 
         out.family("herald_quota_paused", .gauge, help: "1 while a worker of this pool holds back new sends after FCM's QUOTA_EXCEEDED.")
         out.sample("herald_quota_paused", reading.quotaPaused ? 1 : 0)
+
+        out.family("herald_fcm_quota_exceeded_total", .counter,
+                   help: "FCM's QUOTA_EXCEEDED answers by the limit they were taken for: a device's, a topic's or the project's.")
+        for (label, _) in SlotRegion.quotaLimits {
+            out.sample("herald_fcm_quota_exceeded_total", labels: [("limit", label)], totals.quotaByLimit[label] ?? 0)
+        }
+
+        out.family("herald_jobs_snoozed_total", .counter,
+                   help: "Jobs put back after a quota answer, or held back while their device or topic backs off, without using up an attempt.")
+        out.sample("herald_jobs_snoozed_total", totals.snoozed)
+
+        out.family("herald_project_rate_per_second", .gauge,
+                   help: "The FCM project's adapted send rate in force (at most herald work --max-rate; lowered on a project quota answer, raised again while FCM accepts).")
+        out.sample("herald_project_rate_per_second", totals.projectRate)
 
         out.family("herald_access_token_refreshes_total", .counter, help: "OAuth2 access tokens fetched from the token endpoint.")
         out.sample("herald_access_token_refreshes_total", totals.tokenFetches)

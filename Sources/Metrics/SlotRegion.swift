@@ -17,6 +17,9 @@ public enum MessageOutcome: String, CaseIterable, Sendable {
     case pruned
     /// Put back unsent, the attempt not counted.
     case released
+    /// Put back after a quota answer (a device's, a topic's or the project's limit), the first
+    /// ones without counting an attempt.
+    case snoozed
 
     /// Its position among `allCases`: the order of the slot region's counters.
     public var index: Int {
@@ -27,6 +30,7 @@ public enum MessageOutcome: String, CaseIterable, Sendable {
         case .discarded: 3
         case .pruned: 4
         case .released: 5
+        case .snoozed: 6
         }
     }
 }
@@ -57,12 +61,17 @@ public final class SlotRegion: @unchecked Sendable {
     public static let nameBytes = 120
     public static let overflowLabel = "(other)"
 
-    static let magic: UInt64 = 0x3144_4c41_5245_4831  // "1HERALD1", with the layout's version
+    static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
-             staleOutcomes, queueCount, codeCount, logWritesDropped
+             staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
+             projectRateMilli, window
     }
-    static let headerWords = 16
+    /// The quota limits counted apart (herald_fcm_quota_exceeded_total), with their header words.
+    public static let quotaLimits: [(label: String, word: Int)] = [
+        ("device", Header.quotaDevice.rawValue), ("topic", Header.quotaTopic.rawValue), ("project", Header.quotaProject.rawValue),
+    ]
+    static let headerWords = 24
     static let nameWords = 1 + nameBytes / 8
     static let durationStart = headerWords
     static let durationWords = durationBounds.count + 2           // buckets, +Inf, sum in µs

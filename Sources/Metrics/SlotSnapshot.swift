@@ -19,6 +19,13 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
     public var logWritesDropped: UInt64 = 0
+    /// Quota answers by the limit they were taken for (`device`, `topic`, `project`).
+    public var quotaByLimit: [String: UInt64] = [:]
+    public var snoozed: UInt64 = 0
+    /// The project's adapted rate in force (per slot; the pool shows the lowest).
+    public var projectRate: Double = 0
+    /// Requests in flight the workers' senders want at most (summed over the pool).
+    public var window: UInt64 = 0
     public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
     public var durationSumSeconds: Double = 0
     public var requestsByCode: [String: UInt64] = [:]
@@ -38,6 +45,10 @@ public struct SlotSnapshot: Sendable, Equatable {
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
         logWritesDropped = region.load(H.logWritesDropped.rawValue)
+        for (label, word) in SlotRegion.quotaLimits { quotaByLimit[label] = region.load(word) }
+        snoozed = region.load(H.snoozed.rawValue)
+        projectRate = Double(region.load(H.projectRateMilli.rawValue)) / 1000
+        window = region.load(H.window.rawValue)
         for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
         durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
         for (index, code) in region.names(.codes).enumerated() {
@@ -60,6 +71,10 @@ public struct SlotSnapshot: Sendable, Equatable {
         tokenFetches += other.tokenFetches
         staleOutcomes += other.staleOutcomes
         logWritesDropped += other.logWritesDropped
+        for (label, count) in other.quotaByLimit { quotaByLimit[label, default: 0] += count }
+        snoozed += other.snoozed
+        window += other.window
+        if other.projectRate > 0 { projectRate = projectRate > 0 ? min(projectRate, other.projectRate) : other.projectRate }
         for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
         durationSumSeconds += other.durationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }

@@ -58,6 +58,15 @@ public final class SlotWriter: @unchecked Sendable {
         if count > 0 { region.add(SlotRegion.Header.staleOutcomes.rawValue, UInt64(count)) }
     }
 
+    /// A quota answer taken for `limit` (`device`, `topic` or `project`).
+    public func quotaExceeded(_ limit: String) {
+        guard let word = SlotRegion.quotaLimits.first(where: { $0.label == limit })?.word else { return }
+        region.add(word, 1)
+    }
+
+    /// A job snoozed after a quota answer, or held back while its target backs off.
+    public func snoozed() { region.add(SlotRegion.Header.snoozed.rawValue, 1) }
+
     /// Log lines this process dropped because its stderr was closed; call with the process's
     /// own total, the slot's earlier processes' drops are kept.
     public func setLogWritesDropped(_ droppedByThisProcess: Int) {
@@ -65,6 +74,14 @@ public final class SlotWriter: @unchecked Sendable {
     }
 
     // MARK: gauges (one writer each)
+
+    /// The sender's window of requests in flight.
+    public func setWindow(_ size: Int) { region.store(SlotRegion.Header.window.rawValue, UInt64(max(0, size))) }
+
+    /// The project's adapted rate in force, sends a second.
+    public func setProjectRate(_ perSecond: Double) {
+        region.store(SlotRegion.Header.projectRateMilli.rawValue, UInt64(max(0, min(perSecond, 1e12)) * 1000))
+    }
 
     public func setInFlight(_ count: Int) { region.store(SlotRegion.Header.inFlight.rawValue, UInt64(max(0, count))) }
     public func setDatabaseConnected(_ connected: Bool) { region.store(SlotRegion.Header.databaseConnected.rawValue, connected ? 1 : 0) }

@@ -1,3 +1,5 @@
+import FCM
+
 /// When a failed job runs again.
 ///
 /// The delay before retry number `attempt` (1 after the first failure) is
@@ -14,6 +16,9 @@
 /// - `jitter` = 0.5: the random part only ever adds, up to half the floor again, so no job comes
 ///   back before its floor and many jobs that failed together spread over a window instead of
 ///   returning at once.
+///
+/// Quota answers (FCM's `QUOTA_EXCEEDED`) are snoozes, not attempts (see `quotaDelay`): up to
+/// `snoozeCap` (20) of them per job do not count against its max_attempts.
 public struct RetryPolicy: Sendable, Equatable {
     public var base: Double
     public var factor: Double
@@ -21,6 +26,10 @@ public struct RetryPolicy: Sendable, Equatable {
     public var jitter: Double
     public var quotaMinimum: Double
     public var maxRetryAfter: Double
+    /// Quota snoozes per job that do not use up an attempt; later ones count as attempts.
+    public var snoozeCap = 20
+    /// The longest a project pause lasts, whatever Retry-After says (see `projectPause`).
+    public var maxProjectPause: Double = 3600
 
     public init(base: Double = 1, factor: Double = 2, cap: Double = 3600, jitter: Double = 0.5,
                 quotaMinimum: Double = 60, maxRetryAfter: Double = 86_400) {
@@ -54,6 +63,26 @@ public struct RetryPolicy: Sendable, Equatable {
     public func delay(attempt: Int, retryAfter: Double?, quota: Bool, random: Double) -> Double {
         let r = random.isFinite ? min(max(random, 0), 1) : 0
         return floor(attempt: attempt, retryAfter: retryAfter, quota: quota) * (1 + max(0, jitter) * r)
+    }
+
+    /// The wait after a quota answer about `limit`, the `streak`-th in a row for the same target
+    /// (device or topic) or the project:
+    /// - device: `base * factor^(streak - 1)` up to `cap`, at least `retryAfter`; no 1-minute floor;
+    /// - topic: the same, at least `quotaMinimum` (a minute);
+    /// - project (and an answer that does not say): at least `retryAfter`, else `quotaMinimum`.
+    /// Then the jitter, which only adds, as in `delay`.
+    public func quotaDelay(_ limit: QuotaLimit, streak: Int, retryAfter: Double?, random: Double) -> Double {
+        var floor = floor(attempt: streak, retryAfter: retryAfter, quota: limit != .device)
+        if limit == .topic { floor = max(floor, quotaMinimum) }
+        let r = random.isFinite ? min(max(random, 0), 1) : 0
+        return floor * (1 + max(0, jitter) * r)
+    }
+
+    /// How long the whole project holds back after its quota answer: Retry-After, else
+    /// `quotaMinimum`, but at most `maxProjectPause` (an hour), so one odd header does not stop
+    /// every send of the project for days; the jobs refused keep their own full Retry-After.
+    public func projectPause(retryAfter: Double?) -> Double {
+        min(floor(attempt: 1, retryAfter: retryAfter, quota: true), maxProjectPause)
     }
 
     /// `delay` with the random draw taken from `generator`.

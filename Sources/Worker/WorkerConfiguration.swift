@@ -37,6 +37,13 @@ public struct WorkerConfiguration: Sendable {
     /// Messages per second for the whole FCM project, shared by every pool that sends for it
     /// (herald.project_rates); 0: no limit. FCM's default quota is 600,000 a minute.
     public var maxRate: Double = 10_000
+    /// Worker processes in this pool (`--processes`): what one process sees FCM accept is about
+    /// this share of the pool's, when it judges the project's rate after a quota answer.
+    public var poolProcesses: Int = 1
+    /// Adapt the requests in flight to FCM's answer times (between `minConcurrency` and
+    /// `concurrency`); false: always `concurrency` (`--fixed-concurrency`).
+    public var adaptiveConcurrency = true
+    public var minConcurrency = 16
     public var logLevel: Logger.Level = .info
     public var logFormat: Logger.Format = .text
     /// Message fields allowed beyond the validation rules (herald.message_extra_fields, read when

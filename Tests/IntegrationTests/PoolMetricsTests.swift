@@ -240,10 +240,17 @@ func promtool(_ arguments: [String], input: String? = nil, directory: String? = 
         let pool = try RunningPool(stack, arguments: ["--processes", "1", "--poll-interval", "0.2"])
         #expect(waitUntil(timeout: 30) { (try? pool.metrics().sum("herald_fcm_requests_total", ["code": "QUOTA_EXCEEDED"])) == 1 },
                 "\(pool.process.output)")
-        // QUOTA_EXCEEDED holds the sender back at least 60 s: the gauge says so meanwhile.
+        // The project's QUOTA_EXCEEDED (Retry-After: 5) holds the sender back: the gauge says so
+        // meanwhile. The job is snoozed (no attempt used up) and the answer counted as the project's.
+        #expect(waitUntil(timeout: 30) { (try? pool.metrics().sum("herald_messages_total", ["outcome": "snoozed"])) == 1 })
         let page = try pool.metrics()
         #expect(page.sum("herald_quota_paused") == 1)
-        #expect(page.sum("herald_messages_total", ["outcome": "retried"]) == 1)
+        #expect(page.sum("herald_messages_total", ["outcome": "retried"]) == 0)
+        #expect(page.sum("herald_fcm_quota_exceeded_total", ["limit": "project"]) == 1)
+        #expect(page.sum("herald_fcm_quota_exceeded_total", ["limit": "device"]) == 0)
+        #expect(page.sum("herald_jobs_snoozed_total") == 1)
+        let rate = page.sum("herald_project_rate_per_second")
+        #expect(rate > 0 && rate < 10_000, "the rate in force was lowered below the default ceiling of 10,000: \(rate)")
         #expect(pool.stop() == 0, "\(pool.process.output)")
     }
 

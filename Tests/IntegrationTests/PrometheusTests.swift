@@ -12,7 +12,7 @@ import TestSupport
 
     @Test func theAlertRulesPassTheirUnitTestsAndTheConfigurationIsValid() throws {
         let rules = try String(contentsOfFile: Self.deploy + "/alerts.yml", encoding: .utf8)
-        for alert in ["HeraldDeadLettersIncreasing", "HeraldBacklogAging", "HeraldFCMErrorRateHigh", "HeraldQuotaExceeded", "HeraldWorkersDown"] {
+        for alert in ["HeraldDeadLettersIncreasing", "HeraldBacklogAging", "HeraldFCMErrorRateHigh", "HeraldQuotaExceeded", "HeraldQuotaAnswersHigh", "HeraldWorkersDown"] {
             #expect(rules.contains("- alert: \(alert)\n"), "\(alert) is defined")
             let tests = try String(contentsOfFile: Self.deploy + "/alerts.test.yml", encoding: .utf8)
             #expect(tests.contains("alertname: \(alert)\n"), "\(alert) has a unit test")
@@ -21,7 +21,7 @@ import TestSupport
         #expect(unit.status == 0 && unit.output.contains("SUCCESS"), "promtool test rules:\n\(unit.output)")
         let config = try promtool(["check", "config", "prometheus.yml"], directory: Self.deploy)
         #expect(config.status == 0, "promtool check config:\n\(config.output)")
-        #expect(config.output.contains("SUCCESS: 5 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
+        #expect(config.output.contains("SUCCESS: 6 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
     }
 
     /// A loopback port nobody listens on right now (bound and released).
@@ -112,7 +112,7 @@ import TestSupport
         let byOutcome = Dictionary(uniqueKeysWithValues: try Self.query(url, "sum by (outcome) (herald_messages_total)").map {
             ($0.labels["outcome"] ?? "", Int($0.value))
         })
-        #expect(byOutcome == ["completed": 209, "retried": 12, "dead": 6, "pruned": 5, "discarded": 1, "released": 0])
+        #expect(byOutcome == ["completed": 209, "retried": 12, "dead": 6, "pruned": 5, "discarded": 1, "released": 0, "snoozed": 0])
         #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 6)
         #expect(stored(#"sum(herald_messages_total{queue="mail",outcome="completed"})"#) == 30)
         #expect(stored(#"up{job="herald-pool"}"#) == 1)
@@ -122,6 +122,6 @@ import TestSupport
         // Herald's rules load and evaluate in a real Prometheus.
         let rules = try curl(url + "/api/v1/rules", over: .http1)
         let loaded = (rules.json?["data"]?["groups"]?.arrayValue ?? []).flatMap { $0["rules"]?.arrayValue ?? [] }
-        #expect(loaded.count == 5 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
+        #expect(loaded.count == 6 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
     }
 }

@@ -89,7 +89,7 @@ import Testing
         let result = Self.classify(429, body, headers: [("Retry-After", "120")])
         #expect(result == .retry(code: "QUOTA_EXCEEDED",
                                  message: "Quota exceeded for quota metric 'Send requests' [quota: project:myproject-b5ae1: Send requests per minute]",
-                                 retryAfter: 120, slowSender: true))
+                                 retryAfter: 120, quota: .project))
         #expect(result.isQuota)
         // Header names are case-insensitive (HTTP/2 sends them lower-case).
         if case .retry(_, _, let after, _) = Self.classify(429, body, headers: [("retry-after", "7")]) { #expect(after == 7) }
@@ -99,19 +99,19 @@ import Testing
     @Test func retryInfoStandsInForAMissingHeader() {
         let info = #"{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}"#
         let result = Self.classify(429, Self.fcmError(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", "Quota exceeded", extra: info))
-        #expect(result == .retry(code: "QUOTA_EXCEEDED", message: "Quota exceeded", retryAfter: 30, slowSender: true))
+        #expect(result == .retry(code: "QUOTA_EXCEEDED", message: "Quota exceeded", retryAfter: 30, quota: .unattributed))
     }
 
     @Test func unavailableRetriesWithAnHTTPDate() {
         let result = Self.classify(503, Self.fcmError(503, "UNAVAILABLE", "UNAVAILABLE", "The service is currently unavailable."),
                                    headers: [("Retry-After", "Tue, 14 Nov 2023 22:13:27 GMT")])
-        #expect(result == .retry(code: "UNAVAILABLE", message: "The service is currently unavailable.", retryAfter: 7, slowSender: false))
+        #expect(result == .retry(code: "UNAVAILABLE", message: "The service is currently unavailable.", retryAfter: 7, quota: nil))
         #expect(!result.isQuota)
     }
 
     @Test func internalRetries() {
         #expect(Self.classify(500, Self.fcmError(500, "INTERNAL", "INTERNAL", "Internal error encountered."))
-                == .retry(code: "INTERNAL", message: "Internal error encountered.", retryAfter: nil, slowSender: false))
+                == .retry(code: "INTERNAL", message: "Internal error encountered.", retryAfter: nil, quota: nil))
     }
 
     @Test func thirdPartyAuthErrorDeadLettersRatherThanReauthenticating() {
@@ -142,11 +142,11 @@ import Testing
 
     @Test func unknownFCMCodesFallBackToTheStatus() {
         #expect(Self.classify(500, Self.fcmError(500, "INTERNAL", "UNSPECIFIED_ERROR", "No more information"))
-                == .retry(code: "INTERNAL", message: "No more information", retryAfter: nil, slowSender: false))
+                == .retry(code: "INTERNAL", message: "No more information", retryAfter: nil, quota: nil))
         #expect(Self.classify(400, Self.fcmError(400, "INVALID_ARGUMENT", "SOMETHING_NEW", "Newer than us"))
                 == .deadLetter(code: "INVALID_ARGUMENT", message: "Newer than us"))
         #expect(Self.classify(429, #"{"error":{"code":429,"message":"Too many","status":"RESOURCE_EXHAUSTED"}}"#)
-                == .retry(code: "QUOTA_EXCEEDED", message: "Too many", retryAfter: nil, slowSender: true))
+                == .retry(code: "QUOTA_EXCEEDED", message: "Too many", retryAfter: nil, quota: .unattributed))
     }
 
     @Test(arguments: [
@@ -155,7 +155,7 @@ import Testing
     ])
     func bareStatusesRetry(_ status: Int, _ code: String, _ slow: Bool) {
         let result = Self.classify(status, "<html><body>\n  upstream   error\n</body></html>", headers: [("Retry-After", "3")])
-        #expect(result == .retry(code: code, message: "HTTP \(status): <html><body> upstream error </body></html>", retryAfter: 3, slowSender: slow))
+        #expect(result == .retry(code: code, message: "HTTP \(status): <html><body> upstream error </body></html>", retryAfter: 3, quota: slow ? .unattributed : nil))
     }
 
     @Test(arguments: [(400, "INVALID_ARGUMENT"), (403, "PERMISSION_DENIED"), (404, "NOT_FOUND"), (413, "HTTP_413"), (409, "HTTP_409")])
@@ -175,10 +175,10 @@ import Testing
         ("MessageTooBig", 200, .deadLetter(code: "INVALID_ARGUMENT", message: "MessageTooBig: the payload is over 4096 bytes (2048 for topics)")),
         ("InvalidDataKey", 200, .deadLetter(code: "INVALID_ARGUMENT", message: "InvalidDataKey: a data key is reserved (from, gcm..., google...)")),
         ("InvalidTtl", 200, .deadLetter(code: "INVALID_ARGUMENT", message: "InvalidTtl: the time to live is not a whole number of seconds from 0 to 2419200")),
-        ("Unavailable", 200, .retry(code: "UNAVAILABLE", message: "Unavailable: FCM could not process the request in time", retryAfter: nil, slowSender: false)),
-        ("InternalServerError", 500, .retry(code: "INTERNAL", message: "InternalServerError: FCM had an internal error", retryAfter: nil, slowSender: false)),
-        ("DeviceMessageRateExceeded", 200, .retry(code: "QUOTA_EXCEEDED", message: "DeviceMessageRateExceeded: too many messages to this device", retryAfter: nil, slowSender: false)),
-        ("TopicsMessageRateExceeded", 200, .retry(code: "QUOTA_EXCEEDED", message: "TopicsMessageRateExceeded: too many messages to this topic", retryAfter: nil, slowSender: true)),
+        ("Unavailable", 200, .retry(code: "UNAVAILABLE", message: "Unavailable: FCM could not process the request in time", retryAfter: nil, quota: nil)),
+        ("InternalServerError", 500, .retry(code: "INTERNAL", message: "InternalServerError: FCM had an internal error", retryAfter: nil, quota: nil)),
+        ("DeviceMessageRateExceeded", 200, .retry(code: "QUOTA_EXCEEDED", message: "DeviceMessageRateExceeded: too many messages to this device", retryAfter: nil, quota: .device)),
+        ("TopicsMessageRateExceeded", 200, .retry(code: "QUOTA_EXCEEDED", message: "TopicsMessageRateExceeded: too many messages to this topic", retryAfter: nil, quota: .topic)),
         ("InvalidApnsCredential", 200, .deadLetter(code: "THIRD_PARTY_AUTH_ERROR", message: "InvalidApnsCredential: the APNs key or certificate is missing or expired")),
     ])
     func legacyNames(_ name: String, _ status: Int, _ expected: SendClassification) {
@@ -228,7 +228,7 @@ import Testing
     ])
     func transportFailuresRetry(_ kind: TransportFailure.Kind, _ code: String) {
         let result = SendClassification(transport: TransportFailure(kind, detail: "Operation timed out after 10000 milliseconds"))
-        #expect(result == .retry(code: code, message: "Operation timed out after 10000 milliseconds", retryAfter: nil, slowSender: false))
+        #expect(result == .retry(code: code, message: "Operation timed out after 10000 milliseconds", retryAfter: nil, quota: nil))
         #expect(result.reason == "\(code): Operation timed out after 10000 milliseconds")
     }
 }

@@ -349,14 +349,14 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
 /// One list of FCM error codes serves both sides: every answer the emulator can give, read by
 /// the worker's classifier, leads to what FCM's error table asks for that code.
 @Suite struct EmulatorAnswerClassificationTests {
-    enum Expected: Equatable { case prune, deadLetter, retry(slowSender: Bool), reauthenticate }
+    enum Expected: Equatable { case prune, deadLetter, retry(quota: QuotaLimit?), reauthenticate }
 
     static func expected(_ code: FCMErrorCode) -> Expected {
         switch code {
         case .unregistered: return .prune
         case .invalidArgument, .senderIDMismatch, .thirdPartyAuthError, .apnsAuthError, .permissionDenied: return .deadLetter
-        case .quotaExceeded: return .retry(slowSender: true)
-        case .unavailable, .internal, .unspecifiedError: return .retry(slowSender: false)
+        case .quotaExceeded: return .retry(quota: .project)
+        case .unavailable, .internal, .unspecifiedError: return .retry(quota: nil)
         case .unauthenticated: return .reauthenticate
         }
     }
@@ -369,7 +369,7 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         switch classification {
         case .pruneToken: kind = .prune
         case .deadLetter: kind = .deadLetter
-        case .retry(_, _, _, let slow): kind = .retry(slowSender: slow)
+        case .retry(_, _, _, let quota): kind = .retry(quota: quota)
         case .reauthenticate: kind = .reauthenticate
         case .delivered: kind = nil
         }

@@ -60,10 +60,10 @@ import Worker
         #expect(decide(.pruneToken(code: "UNREGISTERED", message: "gone")) == .outcome(JobOutcome(id: 7, attempt: 3, .pruned(token: "t1", reason: "UNREGISTERED: gone"))))
         #expect(decide(.deadLetter(code: "SENDER_ID_MISMATCH", message: "m")) == .outcome(JobOutcome(id: 7, attempt: 3, .dead(reason: "SENDER_ID_MISMATCH: m"))))
         // Attempt 3 without Retry-After: 4 s, plus jitter up to half.
-        #expect(decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: nil, slowSender: false), random: 0.5)
+        #expect(decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: nil, quota: nil), random: 0.5)
                 == .outcome(JobOutcome(id: 7, attempt: 3, .retry(error: "UNAVAILABLE: m", delay: 5))))
         // Never sooner than Retry-After.
-        guard case .outcome(let outcome) = decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: 120, slowSender: false)), case .retry(_, let delay) = outcome.action else {
+        guard case .outcome(let outcome) = decide(.retry(code: "UNAVAILABLE", message: "m", retryAfter: 120, quota: nil)), case .retry(_, let delay) = outcome.action else {
             Issue.record("retry expected"); return
         }
         #expect(delay >= 120)
@@ -72,15 +72,15 @@ import Worker
             Issue.record("a second 401 is retried with backoff"); return
         }
         let last = job(#"{"token":"t1"}"#, attempt: 25, maxAttempts: 25)
-        let final = Planning.decide(job: last, preparation: send, classification: .retry(code: "INTERNAL", message: "m", retryAfter: nil, slowSender: false),
+        let final = Planning.decide(job: last, preparation: send, classification: .retry(code: "INTERNAL", message: "m", retryAfter: nil, quota: nil),
                                     reauthenticated: false, policy: policy, random: 0)
         #expect(final == .outcome(JobOutcome(id: 7, attempt: 25, .dead(reason: "gave up after 25 attempts (max_attempts); last error: INTERNAL: m"))))
     }
 
     @Test func quotaSlowsTheWholeSender() {
-        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: nil, slowSender: true), policy: policy) == 60)
-        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: 90, slowSender: true), policy: policy) == 90)
-        #expect(Planning.pause(for: .retry(code: "UNAVAILABLE", message: "m", retryAfter: 5, slowSender: false), policy: policy) == nil)
+        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: nil, quota: .project), policy: policy) == 60)
+        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: 90, quota: .project), policy: policy) == 90)
+        #expect(Planning.pause(for: .retry(code: "UNAVAILABLE", message: "m", retryAfter: 5, quota: nil), policy: policy) == nil)
     }
 
     @Test func thousandJobsFailingTogetherDoNotReturnTogether() {

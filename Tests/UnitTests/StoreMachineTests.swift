@@ -277,8 +277,12 @@ import Testing
         #expect(machine.next(now: t0 + 1) == .promote(limit: 10_000))
         machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 1)
         #expect(machine.next(now: t0 + 1) == .wait(until: t0 + 2), "no claim while paused")
-        machine.received([.paused(until: t0 + 60.2)], now: t0 + 1.5)
+        machine.received([.paused(until: t0 + 60.01)], now: t0 + 1.5)
         guard case .wait = machine.next(now: t0 + 1.5) else { Issue.record("a pause barely longer is not published again"); return }
+        // A longer one is: FCM counts its Retry-After from its latest answer.
+        machine.received([.paused(until: t0 + 60.2)], now: t0 + 1.6)
+        #expect(machine.next(now: t0 + 1.6) == .publishPause(until: t0 + 60.2))
+        machine.pausePublished(until: t0 + 60.2)
         #expect(machine.next(now: t0 + 60.3) == .maintain)
         machine.maintained(now: t0 + 60.3)
         #expect(machine.next(now: t0 + 60.3) == .promote(limit: 10_000))

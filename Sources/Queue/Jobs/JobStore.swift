@@ -53,4 +53,31 @@ public final class JobStore: @unchecked Sendable {
     public func pauseProject(_ projectID: String, seconds: Double, reason: String) throws(PostgresError) {
         try connection.query(SQL.pauseProject, [.text(projectID), .double(seconds), .text(Self.clean(reason))])
     }
+
+    /// Spreads the retries due before a project pause ends (`until`, seconds since 1970) over the
+    /// `window` seconds after it (at most `limit` jobs). Returns how many moved.
+    @discardableResult
+    public func spreadHeldRetries(until: Double, window: Double, limit: Int = 50_000) throws(PostgresError) -> Int {
+        try connection.query(SQL.spreadHeldRetries, [.double(until), .double(max(0, window)), .int(limit)]).affectedRows
+    }
+
+    /// The shared adapted-rate state of `projectID` (nil members: never lowered) and until when
+    /// it is paused (nil: it is not).
+    public func projectRateState(_ projectID: String) throws(PostgresError) -> (adapted: Double?, at: Double?, pausedUntil: Double?) {
+        let result = try connection.query(SQL.projectRate, [.text(projectID)])
+        return (result.double(0, try result.column("adapted_per_second")), result.double(0, try result.column("adapted_at")),
+                result.double(0, try result.column("paused_until")))
+    }
+
+    /// Sets the adapted rate of `projectID` to `perSecond` unless another worker lowered it since
+    /// `since` (the adapted_at last read; nil: never). Returns the new state, nil when another
+    /// worker's lowering came first.
+    public func lowerProjectRate(_ projectID: String, to perSecond: Double, since: Double?, ceiling: Double)
+        throws(PostgresError) -> (adapted: Double, at: Double)? {
+        let result = try connection.query(SQL.lowerProjectRate, [.text(projectID), .double(perSecond), since.map { .double($0) },
+                                                                 .double(ceiling)])
+        guard result.rowCount > 0, let adapted = result.double(0, try result.column("adapted_per_second")),
+              let at = result.double(0, try result.column("adapted_at")) else { return nil }
+        return (adapted, at)
+    }
 }

@@ -16,6 +16,10 @@ public enum OutcomeAction: Sendable, Equatable {
     case pruned(token: String, reason: String)
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
+    /// A quota answer (a device's, a topic's or the project's limit): try again no sooner than
+    /// `delay` seconds from now. The attempt does not count against max_attempts while the job
+    /// has been snoozed fewer than `cap` times (herald.jobs.snoozes); after that it does.
+    case snoozed(error: String, delay: Double, cap: Int)
 
     /// Its word: the `a` of its row in record_outcomes.sql, its metrics label and log field.
     public var outcome: MessageOutcome {
@@ -26,6 +30,7 @@ public enum OutcomeAction: Sendable, Equatable {
         case .discarded: .discarded
         case .pruned: .pruned
         case .released: .released
+        case .snoozed: .snoozed
         }
     }
 
@@ -56,6 +61,11 @@ public enum OutcomeAction: Sendable, Equatable {
             field("token", token)
         case .released(let seconds):
             delay(seconds)
+        case .snoozed(let error, let seconds, let cap):
+            delay(seconds)
+            field("err", error)
+            row.append(contentsOf: #","cap":"#.utf8)
+            JSONValue.writeInteger(max(0, cap), into: &row)
         }
     }
 }
@@ -78,6 +88,7 @@ public struct RecordSummary: Sendable, Equatable {
     public var finished = 0
     public var retried = 0
     public var released = 0
+    public var snoozed = 0
     public var dead = 0
     /// Outcomes for jobs this worker no longer held (its lease ran out and another took it).
     public var stale = 0
@@ -114,8 +125,9 @@ extension JobStore {
             summary.finished = result.int(0, try result.column("finished")) ?? 0
             summary.retried = result.int(0, try result.column("retried")) ?? 0
             summary.released = result.int(0, try result.column("released")) ?? 0
+            summary.snoozed = result.int(0, try result.column("snoozed")) ?? 0
             summary.dead = result.int(0, try result.column("dead")) ?? 0
-            summary.stale = outcomes.count - summary.finished - summary.retried - summary.released - summary.dead
+            summary.stale = outcomes.count - summary.finished - summary.retried - summary.released - summary.snoozed - summary.dead
             if !prunes.isEmpty {
                 // The hook may be an application's own function; its failure must not lose the outcomes.
                 do {

@@ -1,12 +1,14 @@
--- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token}; a: completed,
--- retried, dead, discarded, pruned or released, Metrics' MessageOutcome) of jobs
+-- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token, cap}; a: completed,
+-- retried, dead, discarded, pruned, released or snoozed, Metrics' MessageOutcome) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
 -- jobs' campaigns move with them; a campaign that reaches max_errors dead letters pauses itself.
+-- A snooze (a quota answer) puts the job back without counting the attempt while it has been
+-- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql).
 -- Returns how many rows each kind of outcome changed.
 WITH input AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int, cap int)
 ),
 finished AS (
     UPDATE herald.jobs j
@@ -41,6 +43,19 @@ released AS (
         run_at = CASE WHEN i.delay > 0 THEN now() + make_interval(secs => i.delay) ELSE j.run_at END
     FROM input i
     WHERE j.id = i.id AND i.a = 'released' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
+    RETURNING j.id
+),
+snoozed AS (
+    UPDATE herald.jobs j
+    SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
+        run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
+        attempts = CASE WHEN j.snoozes < coalesce(i.cap, 0) THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        snoozes = j.snoozes + 1,
+        last_error = i.err,
+        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
+                                                                  'snooze', j.snoozes + 1))
+    FROM input i
+    WHERE j.id = i.id AND i.a = 'snoozed' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
 ),
 dead AS (
@@ -100,6 +115,7 @@ ledger AS (
 SELECT (SELECT count(*) FROM finished) + (SELECT count(*) FROM removed) AS finished,
        (SELECT count(*) FROM retried) AS retried,
        (SELECT count(*) FROM released) AS released,
+       (SELECT count(*) FROM snoozed) AS snoozed,
        (SELECT count(*) FROM lettered) AS dead,
        (SELECT count(*) FROM ledger) AS pruned,
        (SELECT count(*) FROM counted) AS campaigns,

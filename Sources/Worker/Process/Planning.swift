@@ -133,10 +133,10 @@ public enum Planning {
         return .outcome(job.outcome(.retry(error: reason, delay: delay)))
     }
 
-    /// How long the whole sender holds back after a project or topic quota answer.
+    /// How long the whole sender holds back after a project quota answer.
     public static func pause(for classification: SendClassification, policy: RetryPolicy) -> Double? {
-        guard case .retry(_, _, let retryAfter, true) = classification else { return nil }
-        return policy.floor(attempt: 1, retryAfter: retryAfter, quota: true)
+        guard case .retry(_, _, let retryAfter, .project?) = classification else { return nil }
+        return policy.projectPause(retryAfter: retryAfter)
     }
 
     /// The first and last characters of a token, for reasons and logs.

@@ -40,8 +40,8 @@ final class Sender: @unchecked Sendable {
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
     private var random = SystemRandomNumberGenerator()
-    /// Seconds since 1970 before which nothing new is sent (a project or topic quota answer,
-    /// or FCM unreachable).
+    /// Seconds since 1970 before which nothing new is sent (a project quota answer, or FCM
+    /// unreachable).
     private var pausedUntil: Double = 0
     /// Whether FCM answers at all (see FCMCircuit): open, nothing but probes goes out.
     private var circuit = FCMCircuit()
@@ -49,6 +49,13 @@ final class Sender: @unchecked Sendable {
     private var quotaPausedUntil: Double = 0
     /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
     private static let probeTag = UInt64.max
+    /// How long the current (or last) pause was when it was set.
+    private var pauseLength: Double = 0
+    /// Devices and topics backing off after their own quota answers.
+    private var tracker: QuotaTracker
+    /// The window of requests in flight, following FCM's answer times (nil: fixed).
+    private var limiter: InFlightLimit?
+    private var lastPrune = 0.0
     private(set) var counters = Counters()
     /// The send headers for the current access token: the same array (and so the same libcurl
     /// header list) for every message until the token changes.
@@ -71,22 +78,50 @@ final class Sender: @unchecked Sendable {
         self.log = log
         self.metrics = metrics
         rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
+        tracker = QuotaTracker(policy: configuration.retryPolicy)
+        if configuration.adaptiveConcurrency {
+            limiter = InFlightLimit(floor: configuration.minConcurrency, ceiling: configuration.concurrency)
+        }
     }
 
-    /// Hands settled jobs to the store thread.
+    /// Hands settled jobs to the store thread. While the project is paused, a retry that would
+    /// come back before the pause ends comes back over the window after it instead (as the
+    /// store thread spreads the retries already in the database), so the pause does not gather
+    /// them into one burst at its end.
     private func hand(_ outcomes: [JobOutcome]) {
-        if !outcomes.isEmpty { outbox.put(.outcomes(outcomes)) }
+        guard !outcomes.isEmpty else { return }
+        let now = Date().timeIntervalSince1970
+        guard pausedUntil > now else {
+            outbox.put(.outcomes(outcomes))
+            return
+        }
+        let window = max(1, pauseLength * configuration.retryPolicy.jitter)
+        let spread = outcomes.map { outcome -> JobOutcome in
+            var outcome = outcome
+            switch outcome.action {
+            case .retry(let error, let delay) where now + delay < pausedUntil:
+                outcome.action = .retry(error: error, delay: pausedUntil - now + window * Double.random(in: 0..<1, using: &random))
+            case .snoozed(let error, let delay, let cap) where now + delay < pausedUntil:
+                outcome.action = .snoozed(error: error, delay: pausedUntil - now + window * Double.random(in: 0..<1, using: &random), cap: cap)
+            default:
+                break
+            }
+            return outcome
+        }
+        outbox.put(.outcomes(spread))
     }
 
     /// Holds back new sends, and tells the store thread, which holds back the whole project.
     private func pause(until: Double, reason: String = "QUOTA_EXCEEDED") {
         guard until > pausedUntil else { return }
+        pauseLength = until - Date().timeIntervalSince1970
         pausedUntil = until
         outbox.put(.paused(until: until, reason: reason))
         metrics.pausedUntil(until)
     }
 
     func run() {
+        metrics.window(limiter?.window ?? configuration.concurrency)
         var shutdownDeadline: Double? = nil
         var lastTokenCount = 0.0
         while true {
@@ -104,15 +139,21 @@ final class Sender: @unchecked Sendable {
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
                     if pausedFor > 0 || circuit.isOpen {
-                        outcomes.append(job.outcome(.released(delay: max(0, pausedFor))))
+                        outcomes.append(job.outcome(.released(delay: releaseDelay(now: now))))
                         continue
                     }
                     let preparation = Planning.prepare(job, rules: rules)
                     if case .settled(let outcome) = preparation {
                         outcomes.append(outcome)
+                    } else if let held = heldBack(job, preparation, now: now) {
+                        outcomes.append(held)
                     } else {
                         submit(job, preparation, reauthenticated: false, into: &outcomes)
                     }
+                }
+                if now - lastPrune >= 60 {
+                    lastPrune = now
+                    tracker.prune(now: now)
                 }
                 hand(outcomes)
             }
@@ -145,6 +186,13 @@ final class Sender: @unchecked Sendable {
         }
     }
 
+    /// How long a job put back during a pause waits: to the pause's end, then spread over the
+    /// jitter window after it, not all at its end.
+    private func releaseDelay(now: Double) -> Double {
+        let spread = max(1, pauseLength * configuration.retryPolicy.jitter) * Double.random(in: 0..<1, using: &random)
+        return max(0, pausedUntil - now) + spread
+    }
+
     /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
     /// answers again.
     private func sendProbe() {
@@ -173,6 +221,13 @@ final class Sender: @unchecked Sendable {
         }
     }
 
+    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
+        switch result {
+        case .success(let response): return "HTTP \(response.status)"
+        case .failure(let error): return TransportFailure(error).kind.rawValue
+        }
+    }
+
     private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
         switch change {
         case .opened(let until)?:
@@ -187,6 +242,56 @@ final class Sender: @unchecked Sendable {
         case nil:
             break
         }
+    }
+
+    /// A job for a device or topic that is backing off: snoozed until its target's hold ends
+    /// (spread over the jitter window), without a request.
+    private func heldBack(_ job: ClaimedJob, _ preparation: Preparation, now: Double) -> JobOutcome? {
+        guard !tracker.isEmpty, case .send(let body, let token) = preparation,
+              let target = QuotaTracker.target(token: token, body: body), let remaining = tracker.held(target, now: now) else { return nil }
+        let delay = remaining * (1 + configuration.retryPolicy.jitter * Double.random(in: 0..<1, using: &random))
+        metrics.snoozed()
+        return job.outcome(.snoozed(error: "QUOTA_EXCEEDED: not sent: \(Self.describe(target)) is backing off after FCM's quota answer",
+                                    delay: delay, cap: configuration.retryPolicy.snoozeCap))
+    }
+
+    /// `device …abcd` or `topic news`, for reasons and logs (a token abbreviated).
+    static func describe(_ target: String) -> String {
+        if target.hasPrefix("token:") { return "device " + Planning.abbreviated(String(target.dropFirst(6))) }
+        if target.hasPrefix("topic:") { return "topic " + target.dropFirst(6) }
+        return target.replacingOccurrences(of: ":", with: " ", options: [], range: target.range(of: ":"))
+    }
+
+    /// A quota answer: which limit (resolving one that does not say), and what becomes of the
+    /// job. A device's or topic's limit holds back that target only; the project's pauses every
+    /// send of the project (every pool, through the database) and lowers its adapted rate.
+    private func quotaOutcome(_ entry: InFlight, limit: QuotaLimit, code: String, message: String, retryAfter: Double?,
+                              now: Double) -> JobOutcome {
+        let policy = configuration.retryPolicy
+        var target: String? = nil
+        if case .send(let body, let token) = entry.preparation { target = QuotaTracker.target(token: token, body: body) }
+        let resolved = tracker.attribute(limit, target: target, now: now)
+        metrics.quotaExceeded(resolved)
+        metrics.snoozed()
+        let reason = "\(code) (\(resolved.rawValue) limit): \(message)"
+        if resolved != .project, let target {
+            let delay = tracker.refused(resolved, target: target, retryAfter: retryAfter, now: now,
+                                        random: Double.random(in: 0..<1, using: &random))
+            log.debug("FCM's \(resolved.rawValue) limit: \(Self.describe(target)) backs off \(String(format: "%.1f", delay)) s",
+                      Self.fields(entry.job, code: code))
+            return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
+        }
+        let pause = policy.projectPause(retryAfter: retryAfter)
+        if now + pause > pausedUntil + 0.5 {
+            log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s and lowering the project's rate")
+            // What this process saw accepted, as the pool's (its processes share the work evenly).
+            let accepted = tracker.accepted(since: pausedUntil, now: now).map { $0 * Double(max(1, configuration.poolProcesses)) }
+            outbox.put(.projectQuota(accepted: accepted))
+        }
+        self.pause(until: now + pause)
+        quotaPausedUntil = max(quotaPausedUntil, now + pause)
+        let delay = policy.quotaDelay(.project, streak: 1, retryAfter: retryAfter, random: Double.random(in: 0..<1, using: &random))
+        return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
     }
 
     private func submit(_ job: ClaimedJob, _ preparation: Preparation, reauthenticated: Bool, into outcomes: inout [JobOutcome]) {
@@ -248,6 +353,12 @@ final class Sender: @unchecked Sendable {
     private func handle(_ completions: [HTTPCompletion]) {
         var outcomes: [JobOutcome] = []
         let now = Date()
+        // What else FCM accepted at this moment, before any quota answer of the batch is judged.
+        var accepted = 0
+        for completion in completions {
+            if case .success(let response) = completion.result, (200..<300).contains(response.status) { accepted += 1 }
+        }
+        tracker.countDeliveries(accepted, now: now.timeIntervalSince1970)
         for completion in completions {
             let outage = Self.isOutage(completion.result)
             if completion.tag == Self.probeTag {
@@ -269,6 +380,10 @@ final class Sender: @unchecked Sendable {
             let answered = now.timeIntervalSince1970
             switch completion.result {
             case .success(let response):
+                if limiter?.answered(after: answered - entry.sentAt, now: answered) == true, let window = limiter?.window {
+                    outbox.put(.window(window))
+                    metrics.window(window)
+                }
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
@@ -281,13 +396,18 @@ final class Sender: @unchecked Sendable {
             if outage && circuit.isOpen {
                 // FCM is down for everyone: this job goes back unsent, its attempt not counted.
                 counters.retried += 1
-                outcomes.append(entry.job.outcome(.released(delay: max(0, pausedUntil - answered))))
+                outcomes.append(entry.job.outcome(.released(delay: releaseDelay(now: answered))))
                 continue
             }
-            if let pause = Planning.pause(for: classification, policy: configuration.retryPolicy) {
-                self.pause(until: now.timeIntervalSince1970 + pause)
-                quotaPausedUntil = max(quotaPausedUntil, now.timeIntervalSince1970 + pause)
-                log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s")
+            if case .delivered = classification, !tracker.isEmpty, case .send(let body, let token) = entry.preparation,
+               let target = QuotaTracker.target(token: token, body: body) {
+                tracker.cleared(target)
+            }
+            if case .retry(let code, let message, let retryAfter, let limit?) = classification {
+                counters.retried += 1
+                outcomes.append(quotaOutcome(entry, limit: limit, code: code, message: message, retryAfter: retryAfter,
+                                             now: answered))
+                continue
             }
             let decision = Planning.decide(job: entry.job, preparation: entry.preparation, classification: classification,
                                            reauthenticated: entry.reauthenticated, policy: configuration.retryPolicy,
@@ -313,13 +433,6 @@ final class Sender: @unchecked Sendable {
             }
         }
         hand(outcomes)
-    }
-
-    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
-        switch result {
-        case .success(let response): return "HTTP \(response.status)"
-        case .failure(let error): return TransportFailure(error).kind.rawValue
-        }
     }
 
     /// The `code` label of an HTTP answer: `OK` for 2xx, else FCM's error code

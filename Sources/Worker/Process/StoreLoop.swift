@@ -23,6 +23,12 @@ final class StoreLoop {
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
+    /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
+    private let adaptive: AdaptiveRate
+    private var rateState: (adapted: Double?, at: Double?) = (nil, nil)
+    private var rateReadAt = 0.0
+    /// When this process started sending (the rate's start before any quota answer).
+    private let startedAt = StoreLoop.clock()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String, leaseBook: LeaseBook) {
@@ -36,6 +42,7 @@ final class StoreLoop {
         self.stop = stop
         self.log = log
         self.metrics = metrics
+        adaptive = AdaptiveRate(ceiling: configuration.maxRate)
         let settings = StoreMachine.Settings(
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
@@ -117,6 +124,10 @@ final class StoreLoop {
                 // through the database.
                 if let project = store.projectID {
                     try store.pauseProject(project, seconds: until - now, reason: "\(machine.pauseReason) answered to \(store.workerID)")
+                    // What was held comes back over the jitter window after the pause, not at once.
+                    let window = max(1, (until - now) * configuration.retryPolicy.jitter)
+                    let spread = try store.spreadHeldRetries(until: until, window: window)
+                    if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
                 }
                 machine.pausePublished(until: until)
             case .extendLeases(let ids):
@@ -135,7 +146,11 @@ final class StoreLoop {
                 machine.maintained(now: now)
             case .promote(let limit):
                 machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
+            case .lowerRate(let accepted):
+                try lowerRate(accepted: accepted, now: now)
+                machine.rateLowered()
             case .claim(let limit):
+                try refreshRate(now: now)
                 let claim = try store.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
@@ -165,6 +180,39 @@ final class StoreLoop {
                 metrics.databaseConnected(false)
             }
         }
+    }
+
+    /// Re-reads the project's shared rate state once a second (another worker may have lowered
+    /// it) and sets the rate in force for the claims.
+    private func refreshRate(now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        if now - rateReadAt >= 1 {
+            let state = try store.projectRateState(project)
+            rateState = (state.adapted, state.at)
+            rateReadAt = now
+        }
+        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        store.projectRate = rate
+        metrics.projectRate(rate)
+    }
+
+    /// A project quota answer: lowers the project's adapted rate for every worker of the project,
+    /// once per episode (another worker's lowering a moment ago counts).
+    private func lowerRate(accepted: Double?, now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        let state = try store.projectRateState(project)
+        rateState = (state.adapted, state.at)
+        rateReadAt = now
+        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity,
+                                            started: startedAt) else { return }
+        if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
+            rateState = (lowered.adapted, lowered.at)
+            log.warning("FCM project \(project): send rate lowered to \(Int(lowered.adapted.rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); it rises again while FCM accepts")
+        } else {
+            rateReadAt = 0
+        }
+        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        metrics.projectRate(store.projectRate)
     }
 
     /// After every recorded batch: counts it for the pool's metrics, and says when outcomes came

@@ -7,6 +7,11 @@ public enum SenderEvent: Sendable, Equatable {
     /// A project or topic quota answer, or FCM unreachable (the sender's circuit is open): send
     /// nothing new before this time (seconds since 1970). `reason` goes to herald.sender_pauses.
     case paused(until: Double, reason: String = "QUOTA_EXCEEDED")
+    /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
+    /// FCM accepted just before (nil: too short a time to tell).
+    case projectQuota(accepted: Double?)
+    /// The sender's window (requests in flight it wants at most) changed.
+    case window(Int)
     /// The sender has stopped: nothing is in flight any more.
     case finished
 }
@@ -42,7 +47,8 @@ struct StoreMachine: Sendable {
 
         /// Claim when at least this much room is free (or when nothing is in flight at all), so
         /// claims come in batches rather than one job at a time.
-        var claimThreshold: Int { max(1, min(batch, concurrency) / 4) }
+        var claimThreshold: Int { threshold(window: concurrency) }
+        func threshold(window: Int) -> Int { max(1, min(batch, window) / 4) }
         /// How often the maintenance pass runs: every pass renews the leader's lease (15 s), so
         /// at least three times a lease. The upkeep itself (rescue, retention) comes every
         /// `upkeepInterval`.
@@ -71,6 +77,8 @@ struct StoreMachine: Sendable {
         case reconnect
         case record([JobOutcome])
         case publishPause(until: Double)
+        /// Lower the project's adapted rate (a project quota answer).
+        case lowerRate(accepted: Double?)
         case extendLeases([Int])
         case maintain
         case promote(limit: Int)
@@ -103,7 +111,11 @@ struct StoreMachine: Sendable {
     private var publishedPause = 0.0
     /// Why the latest pause was asked for (herald.sender_pauses.reason).
     private(set) var pauseReason = "QUOTA_EXCEEDED"
+    /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
+    private(set) var lowering: Double?? = nil
 
+    /// Requests in flight the sender wants at most now (its adaptive window; at most concurrency).
+    private(set) var window: Int
     /// Worth claiming now (notified, or the last claim came back full).
     private(set) var claimWanted = true
     /// A NOTIFY said new jobs arrived: claim with whatever room there is, not only once a quarter
@@ -123,6 +135,7 @@ struct StoreMachine: Sendable {
 
     init(settings: Settings, now: Double) {
         self.settings = settings
+        window = settings.concurrency
         leases = LeaseHeartbeat(leaseSeconds: settings.leaseSeconds)
         nextPoll = now + settings.pollInterval
         nextHeartbeat = now + leases.interval
@@ -145,9 +158,13 @@ struct StoreMachine: Sendable {
 
         if !pending.isEmpty { return .record(singlesLeft > 0 ? [pending[0]] : pending) }
 
-        if pausedUntil > publishedPause + 0.5 && pausedUntil > now {
+        // Every extension of the pause is shared, however small: FCM counts its Retry-After from
+        // its latest quota answer, which another worker of the project may not have seen.
+        if pausedUntil > publishedPause + 0.02 && pausedUntil > now {
             return .publishPause(until: pausedUntil)
         }
+
+        if let accepted = lowering { return .lowerRate(accepted: accepted) }
 
         if case .stopping = phase, senderFinished, outstanding <= 0 {
             phase = .exited(status: 0)
@@ -176,8 +193,8 @@ struct StoreMachine: Sendable {
 
     /// How many jobs a claim may take now, or nil when the sender has too little room.
     private var claimLimit: Int? {
-        let capacity = settings.concurrency - outstanding
-        guard capacity >= settings.claimThreshold || (capacity > 0 && (outstanding <= 0 || newWork)) else { return nil }
+        let capacity = window - outstanding
+        guard capacity >= settings.threshold(window: window) || (capacity > 0 && (outstanding <= 0 || newWork)) else { return nil }
         return min(capacity, settings.batch)
     }
 
@@ -208,7 +225,7 @@ struct StoreMachine: Sendable {
                 for outcome in outcomes {
                     // A job put back for later is a due time this worker knows without asking.
                     switch outcome.action {
-                    case .retry(_, let delay), .released(let delay):
+                    case .retry(_, let delay), .released(let delay), .snoozed(_, let delay, _):
                         if delay > 0 { learnDue(now + delay) } else { claimWanted = true }
                     default:
                         break
@@ -218,6 +235,12 @@ struct StoreMachine: Sendable {
             case .paused(let until, let reason):
                 pausedUntil = max(pausedUntil, until)
                 pauseReason = reason
+            case .projectQuota(let accepted):
+                // The lowest report wins: it is the one closest to what FCM accepts.
+                if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }
+                else if lowering == nil { lowering = .some(accepted) }
+            case .window(let size):
+                window = min(settings.concurrency, max(1, size))
             case .finished:
                 senderFinished = true
             }
@@ -315,6 +338,8 @@ struct StoreMachine: Sendable {
         if singlesLeft == 0 { singlesLeft = 1 }
         return .replaced(refused, by: standIn)
     }
+
+    mutating func rateLowered() { lowering = nil }
 
     mutating func pausePublished(until: Double) {
         publishedPause = max(publishedPause, until)

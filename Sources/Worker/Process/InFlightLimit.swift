@@ -1,0 +1,63 @@
+/// How many requests a sender keeps in flight, following FCM's answer times (a delay-based
+/// limiter, in the manner of TCP Vegas): when answers slow down because requests queue at FCM,
+/// the window shrinks, so a new request (a one-time code behind a campaign) does not wait behind
+/// a queue of Herald's own making; when answers are quick it grows back, up to `ceiling`
+/// (`--concurrency`). Pure: every sample carries its time.
+///
+/// The base is the quickest answer seen lately (the lowest of the last two 10-second spans:
+/// what an answer costs with nothing queued). Every `span` (100 ms, and at least 8 answers),
+/// with `average` the mean answer time of the span:
+///
+///     limit = limit * clamp((base + slack) / average, 0.5, 1) + sqrt(limit)
+///
+/// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms)
+/// beyond the base, the window grows by its square root each span; past that it shrinks in
+/// proportion, at most by half a span. It starts at `ceiling`: a prompt FCM loses nothing.
+struct InFlightLimit: Sendable {
+    let floor: Int
+    let ceiling: Int
+    /// Answer time allowed above the base before the window shrinks, in seconds.
+    var slack = 0.035
+    var span = 0.1
+    private(set) var limit: Double
+    private var spanStart: Double? = nil
+    private var spanSum = 0.0
+    private var spanCount = 0
+    /// The quickest answers of the current and the previous 10-second span.
+    private var minimum: (current: Double, previous: Double, since: Double) = (.infinity, .infinity, 0)
+
+    init(floor: Int, ceiling: Int) {
+        self.ceiling = max(1, ceiling)
+        self.floor = min(max(1, floor), self.ceiling)
+        limit = Double(self.ceiling)
+    }
+
+    /// The window now, a whole number of requests.
+    var window: Int { Int(limit.rounded(.down)) }
+
+    /// The quickest answer lately (nil before any).
+    var base: Double? {
+        let value = min(minimum.current, minimum.previous)
+        return value.isFinite ? value : nil
+    }
+
+    /// One answer that took `seconds`, received at `now`. Returns true when the window changed.
+    @discardableResult
+    mutating func answered(after seconds: Double, now: Double) -> Bool {
+        guard seconds.isFinite, seconds >= 0 else { return false }
+        if now - minimum.since >= 10 { minimum = (.infinity, minimum.current, now) }
+        minimum.current = min(minimum.current, seconds)
+        if spanStart == nil { spanStart = now }
+        spanSum += seconds
+        spanCount += 1
+        guard let start = spanStart, now - start >= span, spanCount >= 8, let base else { return false }
+        let average = spanSum / Double(spanCount)
+        spanStart = now
+        spanSum = 0
+        spanCount = 0
+        let before = window
+        let gradient = min(1, max(0.5, (base + slack) / max(average, 1e-6)))
+        limit = min(Double(ceiling), max(Double(floor), limit * gradient + limit.squareRoot()))
+        return window != before
+    }
+}

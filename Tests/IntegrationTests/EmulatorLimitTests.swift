@@ -1,0 +1,174 @@
+import Emulator
+import Foundation
+import JSON
+import Testing
+import TestSupport
+
+/// The emulator's model of FCM's limits: per device, per topic, the project's bucket, and a
+/// serving capacity past which answers slow down.
+@Suite struct EmulatorLimitTests {
+    /// The QuotaFailure violation of a 429 answer, as `subject` and `description`.
+    static func violation(_ answer: CurlResult) -> (subject: String, description: String)? {
+        guard let detail = answer.json?["error"]?["details"]?.arrayValue?.first(where: {
+            $0["@type"]?.stringValue == "type.googleapis.com/google.rpc.QuotaFailure"
+        }), let first = detail["violations"]?.arrayValue?.first else { return nil }
+        return (first["subject"]?.stringValue ?? "", first["description"]?.stringValue ?? "")
+    }
+
+    static func topicMessage(_ topic: String) -> String {
+        #"{"message":{"topic":"\#(topic)","data":{"k":"v"}}}"#
+    }
+
+    static func collapsibleMessage(_ token: String) -> String {
+        #"{"message":{"token":"\#(token)","android":{"collapse_key":"score"},"data":{"k":"v"}}}"#
+    }
+
+    @Test func aDeviceOverItsLimitIsRefusedAloneAndNamed() throws {
+        let emulator = try startEmulator {
+            $0.scenario.limits.devicePerMinute = 3
+        }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        for _ in 1...3 {
+            #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("hot-1")).status == 200)
+        }
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("hot-1"))
+        #expect(refused.status == 429)
+        #expect(refused.fcmErrorCode == "QUOTA_EXCEEDED")
+        let violation = try #require(Self.violation(refused), "\(refused.body)")
+        #expect(violation.subject == "device:hot-1")
+        #expect(violation.description.contains("device"))
+        // 3 a minute: the next one is 20 s away.
+        let wait = try #require(refused.headers["retry-after"].flatMap { Int($0) })
+        #expect((15...20).contains(wait), "Retry-After: \(wait)")
+        // Another device of the same project is not limited.
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("cold-1")).status == 200)
+        #expect(emulator.deliveredMessages(token: "hot-1").count == 3)
+        let refusals = emulator.quotaRefusals()
+        #expect(refusals.map(\.target) == ["hot-1"])
+        #expect(refusals.map(\.subject) == ["device"])
+        #expect(try curl(emulator.baseURL + "/emulator/stats").json?["quota_exceeded_by_limit"]?["device"]?.intValue == 1)
+    }
+
+    @Test func collapsibleMessagesGetABurstThenOneAtATime() throws {
+        let emulator = try startEmulator {
+            $0.scenario.limits.collapsibleBurst = 2
+            $0.scenario.limits.collapsibleEverySeconds = 180
+        }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        for _ in 1...2 {
+            #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.collapsibleMessage("c-1")).status == 200)
+        }
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.collapsibleMessage("c-1"))
+        #expect(refused.status == 429)
+        #expect(Self.violation(refused)?.subject == "device:c-1")
+        let wait = try #require(refused.headers["retry-after"].flatMap { Int($0) })
+        #expect((170...180).contains(wait), "one every 3 minutes: Retry-After \(wait)")
+        // A message that does not collapse is under the per-device rate only.
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("c-1")).status == 200)
+    }
+
+    @Test func aTopicOverItsLimitIsRefusedAndNamed() throws {
+        let emulator = try startEmulator { $0.scenario.limits.topicPerMinute = 2 }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        for _ in 1...2 {
+            #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.topicMessage("news")).status == 200)
+        }
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.topicMessage("news"))
+        #expect(refused.status == 429)
+        #expect(Self.violation(refused)?.subject == "topic:news")
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.topicMessage("sport")).status == 200)
+        // Topic limits do not limit devices.
+        for i in 1...3 {
+            #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("t-\(i)")).status == 200)
+        }
+    }
+
+    @Test func theProjectBucketNamesTheProject() throws {
+        let emulator = try startEmulator { $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 1) }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("p-1")).status == 200)
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("p-2"))
+        #expect(refused.status == 429)
+        #expect(Self.violation(refused)?.subject == "project:\(account.projectID)")
+        #expect(emulator.quotaRefusals().map(\.subject) == ["project"])
+    }
+
+    @Test func scriptedQuotaAnswersNameTheLimitTheyAreToldTo() throws {
+        let scenario = try Scenario.parse(#"""
+            {"scripts": [
+              {"prefix": "dev-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "device"}]},
+              {"prefix": "bare-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "none"}]},
+              {"prefix": "old-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "legacy-device"}]}
+            ]}
+            """#)
+        let emulator = try startEmulator { $0.scenario = scenario }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        let device = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("dev-1"))
+        #expect(device.status == 429)
+        #expect(Self.violation(device)?.subject == "device:dev-1")
+        let bare = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("bare-1"))
+        #expect(bare.status == 429)
+        #expect(bare.fcmErrorCode == "QUOTA_EXCEEDED")
+        #expect(Self.violation(bare) == nil)
+        let legacy = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("old-1"))
+        #expect(legacy.status == 429)
+        #expect(legacy.json?["error"]?.stringValue == "DeviceMessageRateExceeded")
+        // The second attempt of each succeeds, as scripted.
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("dev-1")).status == 200)
+    }
+
+    @Test func pastItsCapacityAnswersSlowDownWithTheRequestsOpen() throws {
+        // 100 sends a second: 60 sent at once are served over 0.6 s, the last answered ~0.6 s late.
+        let emulator = try startEmulator { $0.capacityPerSecond = 100 }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let accessToken = try account.accessToken()
+        let bodyFile = NSTemporaryDirectory() + "herald-capacity-\(UUID().uuidString).json"
+        try tokenMessage("line-1").write(toFile: bodyFile, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: bodyFile) }
+        let output = try h2load(["-n", "60", "-c", "1", "-m", "60", "-d", bodyFile, "-H", "authorization: Bearer \(accessToken)",
+                                 "-H", "content-type: application/json", emulator.sendURL(projectID: account.projectID)])
+        #expect(h2loadCounts(output)?.succeeded == 60, "\(output)")
+        let times = emulator.deliveredMessages(token: "line-1").map(\.receivedAtMilliseconds).sorted()
+        #expect(times.count == 60)
+        // Served one every 10 ms: the span of service times is the line, not the arrival burst.
+        let span = try #require(times.last) - (try #require(times.first))
+        #expect(span >= 500 && span <= 900, "60 sends at 100/s were served over \(span) ms")
+        // A send alone afterwards is served at once.
+        let alone = try sendMessage(emulator, project: account.projectID, accessToken: accessToken, body: tokenMessage("line-2"))
+        #expect(alone.status == 200)
+        #expect(alone.seconds < 0.3, "an idle line answers at once, not after \(alone.seconds) s")
+    }
+
+    @Test func theCommandLineSetsTheLimits() throws {
+        let options = try #require(try EmulatorCommand.Options.parse(["--fcm-limits", "--topic-limit", "600/min", "--quota", "300/s",
+                                                                       "--capacity", "2000/s"]))
+        let limits = options.configuration.scenario.limits
+        #expect(limits.devicePerMinute == 240 && limits.devicePerHour == 5000)
+        #expect(limits.collapsibleBurst == 20 && limits.collapsibleEverySeconds == 180)
+        #expect(limits.topicPerMinute == 600)
+        #expect(options.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, burst: 300))
+        #expect(options.configuration.capacityPerSecond == 2000)
+        #expect(throws: EmulatorError.self) { _ = try EmulatorCommand.Options.parse(["--capacity", "fast"]) }
+        do {
+            _ = try EmulatorCommand.Options.parse(["--quota", "-3/s"])
+            Issue.record("a negative quota was accepted")
+        } catch {
+            #expect(error.description.contains("--quota"), "\(error)")
+        }
+        #expect(throws: Scenario.ParseError.self) { _ = try Scenario.parse(#"{"limits": {"collapsible_burst": 20}}"#) }
+        #expect(throws: Scenario.ParseError.self) {
+            _ = try Scenario.parse(#"{"scripts": [{"prefix": "x", "answers": [{"error": "INTERNAL", "quota": "device"}]}]}"#)
+        }
+    }
+}

@@ -43,6 +43,55 @@ import TestSupport
         #expect(worker.wait(timeout: 60) == 0)
     }
 
+    /// A 30 s outage is a pause, not every message's failure: the circuit opens, what the
+    /// worker holds goes back without using an attempt, a probe finds FCM again, and the backlog
+    /// goes out at once instead of over minutes of per-job backoff.
+    @Test func aLongFCMOutageIsAPauseNotEveryMessagesFailure() throws {
+        try MachineLock.alone {
+            let stack = try WorkerStack()
+            defer { stack.close() }
+            let port = stack.emulator.port
+            let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "64", "--poll-interval", "0.2"],
+                                           environment: stack.environment)
+            try worker.start()
+            defer { worker.signal(SIGKILL); worker.wait(timeout: 10) }
+            try stack.enqueue(200, prefix: "before-")
+            #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 200 })
+
+            // FCM refuses connections for 30 s while jobs keep coming.
+            stack.emulator.stop()
+            let outageStarted = Date()
+            try stack.enqueue(2000, prefix: "during-")
+            #expect(waitUntil(timeout: 20) {
+                (try? stack.count("SELECT count(*) FROM herald.sender_pauses WHERE paused_until > now() AND reason LIKE 'FCM_UNREACHABLE (%'")) == 1
+            }, "the circuit holds back every pool through herald.sender_pauses: \(worker.output)")
+            #expect(worker.output.contains("FCM unreachable or failing for every message"), "\(worker.output)")
+            while Date().timeIntervalSince(outageStarted) < 30 { Thread.sleep(forTimeInterval: 0.2) }  // the outage's length, not a wait for a condition
+
+            var configuration = EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1)
+            configuration.tokenLifetimeSeconds = 3600
+            let revived = EmulatorServer(configuration: configuration)
+            try revived.trustServiceAccount(json: String(contentsOfFile: stack.credentials, encoding: .utf8))
+            try revived.start()
+            defer { revived.stop() }
+            let returned = Date()
+            #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 2200 },
+                    "\(worker.output)")
+            let delivered = revived.deliveredMessages().filter { $0.token?.hasPrefix("during-") == true }
+            #expect(Set(delivered.compactMap(\.token)).count == 2000)
+            let last = Double(delivered.map(\.receivedAtMilliseconds).max() ?? 0) / 1000
+            let seconds = last - returned.timeIntervalSince1970
+            print("outage: 2000 jobs held through a 30 s FCM outage, all delivered \(String(format: "%.1f", seconds)) s after FCM returned (target 10 s)")
+            #expect(seconds <= 10, "the last job reached FCM \(seconds) s after it returned")
+            let attempts = try stack.count("SELECT coalesce(max(attempts), 0) FROM herald.jobs")
+            print("outage: at most \(attempts) attempts used by a job (target 3)")
+            #expect(attempts <= 3)
+            #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+            worker.signal(SIGTERM)
+            #expect(worker.wait(timeout: 60) == 0)
+        }
+    }
+
     @Test func aPostgreSQLRestartLosesNoOutcome() throws {
         let directory = NSTemporaryDirectory() + "herald-outage-pg-\(UUID().uuidString)"
         let cluster = try LocalCluster.start(directory: directory, durable: false)

@@ -290,6 +290,20 @@ import Testing
         #expect(machine.next(now: t0 + 60.3) == .claim(limit: 40), "claims resume when the pause ends")
     }
 
+    @Test func anOutagePauseIsPublishedWithItsOwnReasonAndExtendedProbeByProbe() {
+        var machine = idle()
+        machine.received([.paused(until: t0 + 1, reason: "FCM_UNREACHABLE (CONNECTION)")], now: t0)
+        #expect(machine.next(now: t0) == .publishPause(until: t0 + 1))
+        #expect(machine.pauseReason == "FCM_UNREACHABLE (CONNECTION)", "herald.sender_pauses says why, not QUOTA_EXCEEDED")
+        machine.pausePublished(until: t0 + 1)
+        // A failed probe holds back longer: the longer pause is published too.
+        machine.received([.paused(until: t0 + 2.5, reason: "FCM_UNREACHABLE (probe: CONNECTION)")], now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .publishPause(until: t0 + 2.5))
+        machine.pausePublished(until: t0 + 2.5)
+        machine.received([.paused(until: t0 + 70)], now: t0 + 2)
+        #expect(machine.pauseReason == "QUOTA_EXCEEDED")
+    }
+
     // MARK: Stopping
 
     @Test func aStopRecordsWhatComesBackAndExitsOnceTheSenderHasFinished() {

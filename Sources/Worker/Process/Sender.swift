@@ -40,8 +40,15 @@ final class Sender: @unchecked Sendable {
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
     private var random = SystemRandomNumberGenerator()
-    /// Seconds since 1970 before which nothing new is sent (a project quota answer).
+    /// Seconds since 1970 before which nothing new is sent (a project quota answer, or FCM
+    /// unreachable).
     private var pausedUntil: Double = 0
+    /// Whether FCM answers at all (see FCMCircuit): open, nothing but probes goes out.
+    private var circuit = FCMCircuit()
+    /// The part of `pausedUntil` a quota answer asked for, which a closing circuit keeps.
+    private var quotaPausedUntil: Double = 0
+    /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
+    private static let probeTag = UInt64.max
     /// How long the current (or last) pause was when it was set.
     private var pauseLength: Double = 0
     /// Devices and topics backing off after their own quota answers.
@@ -105,11 +112,11 @@ final class Sender: @unchecked Sendable {
     }
 
     /// Holds back new sends, and tells the store thread, which holds back the whole project.
-    private func pause(until: Double) {
+    private func pause(until: Double, reason: String = "QUOTA_EXCEEDED") {
         guard until > pausedUntil else { return }
         pauseLength = until - Date().timeIntervalSince1970
         pausedUntil = until
-        outbox.put(.paused(until: until))
+        outbox.put(.paused(until: until, reason: reason))
         metrics.pausedUntil(until)
     }
 
@@ -131,10 +138,8 @@ final class Sender: @unchecked Sendable {
                 let pausedFor = pausedUntil - now
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
-                    if pausedFor > 0 {
-                        // Spread over the jitter window after the pause, not all at its end.
-                        let spread = max(1, pauseLength * configuration.retryPolicy.jitter) * Double.random(in: 0..<1, using: &random)
-                        outcomes.append(job.outcome(.released(delay: pausedFor + spread)))
+                    if pausedFor > 0 || circuit.isOpen {
+                        outcomes.append(job.outcome(.released(delay: releaseDelay(now: now))))
                         continue
                     }
                     let preparation = Planning.prepare(job, rules: rules)
@@ -165,6 +170,7 @@ final class Sender: @unchecked Sendable {
                 outbox.put(.finished)
                 return
             }
+            if shutdownDeadline == nil, circuit.probeDue(now: now) { sendProbe() }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
             if !completions.isEmpty { handle(completions) }
             metrics.inFlight(inFlight.count)
@@ -177,6 +183,64 @@ final class Sender: @unchecked Sendable {
                     notSentLeaseEnding = 0
                 }
             }
+        }
+    }
+
+    /// How long a job put back during a pause waits: to the pause's end, then spread over the
+    /// jitter window after it, not all at its end.
+    private func releaseDelay(now: Double) -> Double {
+        let spread = max(1, pauseLength * configuration.retryPolicy.jitter) * Double.random(in: 0..<1, using: &random)
+        return max(0, pausedUntil - now) + spread
+    }
+
+    /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
+    /// answers again.
+    private func sendProbe() {
+        circuit.probeSent()
+        let authorization: String
+        do {
+            authorization = try auth.authorizationHeader()
+        } catch {
+            // No access token, so no way to ask FCM: the token endpoint is down too.
+            circuitChanged(circuit.probeFailed(now: Date().timeIntervalSince1970), detail: "no access token")
+            return
+        }
+        let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
+        client.submit(HTTPRequest(method: "POST", url: sendURL,
+                                  headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+                                  body: FCMEndpoint.sendBody(messageJSON: message, validateOnly: true)),
+                      tag: Self.probeTag)
+    }
+
+    /// Whether an answer says FCM is failing for everyone: no HTTP answer (refused, reset,
+    /// timed out), or a 5xx. TLS failures are left out: they are a setting to fix, not an outage.
+    private static func isOutage(_ result: Result<HTTPResponse, HTTPClientError>) -> Bool {
+        switch result {
+        case .success(let response): return response.status >= 500
+        case .failure(let error): return error.kind != .tls
+        }
+    }
+
+    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
+        switch result {
+        case .success(let response): return "HTTP \(response.status)"
+        case .failure(let error): return TransportFailure(error).kind.rawValue
+        }
+    }
+
+    private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
+        switch change {
+        case .opened(let until)?:
+            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
+            log.warning("FCM unreachable or failing for every message (\(detail)): holding back every send and probing until it answers; jobs held are put back without using an attempt")
+        case .stillDown(let until)?:
+            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
+        case .closed?:
+            // The pause already published runs out by itself within a probe interval.
+            pausedUntil = min(pausedUntil, max(quotaPausedUntil, Date().timeIntervalSince1970))
+            log.info("FCM answers again: sending")
+        case nil:
+            break
         }
     }
 
@@ -225,6 +289,7 @@ final class Sender: @unchecked Sendable {
             outbox.put(.projectQuota(accepted: accepted))
         }
         self.pause(until: now + pause)
+        quotaPausedUntil = max(quotaPausedUntil, now + pause)
         let delay = policy.quotaDelay(.project, streak: 1, retryAfter: retryAfter, random: Double.random(in: 0..<1, using: &random))
         return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
     }
@@ -295,7 +360,22 @@ final class Sender: @unchecked Sendable {
         }
         tracker.countDeliveries(accepted, now: now.timeIntervalSince1970)
         for completion in completions {
+            let outage = Self.isOutage(completion.result)
+            if completion.tag == Self.probeTag {
+                if outage {
+                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970),
+                                   detail: "probe: " + Self.outageDetail(completion.result))
+                } else {
+                    circuitChanged(circuit.answered(), detail: "probe")
+                }
+                continue
+            }
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
+            if outage {
+                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: Self.outageDetail(completion.result))
+            } else {
+                circuitChanged(circuit.answered(), detail: "answer")
+            }
             let classification: SendClassification
             let answered = now.timeIntervalSince1970
             switch completion.result {
@@ -312,6 +392,12 @@ final class Sender: @unchecked Sendable {
             case .failure(let error):
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
+            }
+            if outage && circuit.isOpen {
+                // FCM is down for everyone: this job goes back unsent, its attempt not counted.
+                counters.retried += 1
+                outcomes.append(entry.job.outcome(.released(delay: releaseDelay(now: answered))))
+                continue
             }
             if case .delivered = classification, !tracker.isEmpty, case .send(let body, let token) = entry.preparation,
                let target = QuotaTracker.target(token: token, body: body) {

@@ -121,9 +121,10 @@ final class StoreLoop: @unchecked Sendable {
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
             case .publishPause(let until):
-                // A quota answer holds back every worker of the project, through the database.
+                // A quota answer, or FCM unreachable, holds back every worker of the project,
+                // through the database.
                 if let project = store.projectID {
-                    try store.pauseProject(project, seconds: until - now, reason: "QUOTA_EXCEEDED answered to \(store.workerID)")
+                    try store.pauseProject(project, seconds: until - now, reason: "\(machine.pauseReason) answered to \(store.workerID)")
                     // What was held comes back over the jitter window after the pause, not at once.
                     let window = max(1, (until - now) * configuration.retryPolicy.jitter)
                     let spread = try store.spreadHeldRetries(until: until, window: window)

@@ -4,8 +4,9 @@ import Queue
 public enum SenderEvent: Sendable, Equatable {
     /// Jobs settled (answered, or settled without a request); each carries its attempt.
     case outcomes([JobOutcome])
-    /// A project quota answer: send nothing new before this time (seconds since 1970).
-    case paused(until: Double)
+    /// A project or topic quota answer, or FCM unreachable (the sender's circuit is open): send
+    /// nothing new before this time (seconds since 1970). `reason` goes to herald.sender_pauses.
+    case paused(until: Double, reason: String = "QUOTA_EXCEEDED")
     /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
     /// FCM accepted just before (nil: too short a time to tell).
     case projectQuota(accepted: Double?)
@@ -108,6 +109,8 @@ struct StoreMachine: Sendable {
     /// The sender's quota pause, and the part of it already written to herald.sender_pauses.
     private(set) var pausedUntil = 0.0
     private var publishedPause = 0.0
+    /// Why the latest pause was asked for (herald.sender_pauses.reason).
+    private(set) var pauseReason = "QUOTA_EXCEEDED"
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
     private(set) var lowering: Double?? = nil
 
@@ -229,8 +232,9 @@ struct StoreMachine: Sendable {
                     }
                 }
                 // Room again: claim if the last claim suggested there is more.
-            case .paused(let until):
+            case .paused(let until, let reason):
                 pausedUntil = max(pausedUntil, until)
+                pauseReason = reason
             case .projectQuota(let accepted):
                 // The lowest report wins: it is the one closest to what FCM accepts.
                 if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }

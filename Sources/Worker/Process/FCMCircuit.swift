@@ -3,7 +3,7 @@
 ///
 /// One failing message is that message's trouble and is retried with its own backoff. But when
 /// requests fail one after another with no answer between them (connections refused, timeouts,
-/// 5xx), FCM is down for everyone, and backing off per message would spend every job's attempts
+/// no answer at all), FCM is down for everyone, and backing off per message would spend every job's attempts
 /// on the outage and bring the jobs back spread over minutes after it. So the circuit opens:
 /// the sender holds back (a pause shared with every pool through herald.sender_pauses, like a
 /// quota answer), puts what it holds back as `released` (no attempt used), and sends one probe
@@ -63,7 +63,7 @@ struct FCMCircuit: Sendable, Equatable {
         return .closed
     }
 
-    /// A request got no HTTP answer (refused, reset, timed out) or a 5xx.
+    /// A request got no HTTP answer (refused, reset, timed out) (an HTTP answer, 5xx included, is a message's own).
     mutating func failed(now: Double) -> Change? {
         guard case .closed = state else { return nil }  // in flight before the circuit opened
         if streak == 0 || now - streakStarted > settings.window {

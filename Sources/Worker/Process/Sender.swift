@@ -212,11 +212,13 @@ final class Sender: @unchecked Sendable {
                       tag: Self.probeTag)
     }
 
-    /// Whether an answer says FCM is failing for everyone: no HTTP answer (refused, reset,
-    /// timed out), or a 5xx. TLS failures are left out: they are a setting to fix, not an outage.
+    /// Whether an answer says FCM is failing for everyone: no HTTP answer at all (refused, reset,
+    /// timed out). An HTTP answer, a 5xx included, means FCM is there: a 500 or 503 for a message
+    /// is that message's, retried with its own jittered backoff (many at once must not turn into
+    /// one released batch). TLS failures are left out: they are a setting to fix, not an outage.
     private static func isOutage(_ result: Result<HTTPResponse, HTTPClientError>) -> Bool {
         switch result {
-        case .success(let response): return response.status >= 500
+        case .success: return false
         case .failure(let error): return error.kind != .tls
         }
     }

@@ -92,7 +92,7 @@ public final class LocalCluster: @unchecked Sendable {
         }
         if asRoot { _ = try run(["/bin/chown", "-R", "postgres", directory], asPostgres: false) }
         let conninfo = "host=127.0.0.1 port=\(primary.port) user=\(primary.user) application_name=\(applicationName)"
-        _ = try run([bin + "/pg_basebackup", "-D", data, "-d", conninfo, "-X", "stream", "-R", "--no-sync"], asPostgres: asRoot)
+        _ = try run([bin + "/pg_basebackup", "-D", data, "-d", conninfo, "-X", "stream", "-R", "--no-sync", "--checkpoint=fast"], asPostgres: asRoot)
         // -R writes standby.signal and a primary_conninfo; this one names the standby for the
         // primary's synchronous_standby_names (no quote or backslash in it to escape).
         do {

@@ -63,7 +63,7 @@ public final class SlotRegion: @unchecked Sendable {
 
     static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
     enum Header: Int {
-        case magic = 0, pid, databaseConnected, tokenHeld, inFlight, pausedUntilMilliseconds, tokenRefreshes,
+        case magic = 0, pid, databaseConnected, tokenHeld, inFlight, projectPausedUntilMilliseconds, tokenRefreshes,
              staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
              projectRateMilli, window
     }
@@ -150,7 +150,7 @@ public final class SlotRegion: @unchecked Sendable {
     /// Zeroes what describes a running process (pid, readiness, in flight, pause): the
     /// supervisor calls it when the slot's worker has exited, so a dead worker never looks ready.
     public func resetProcessState() {
-        for field in [Header.pid, .databaseConnected, .tokenHeld, .inFlight, .pausedUntilMilliseconds] {
+        for field in [Header.pid, .databaseConnected, .tokenHeld, .inFlight, .projectPausedUntilMilliseconds] {
             store(field.rawValue, 0)
         }
     }

@@ -15,7 +15,7 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var databaseConnected = false
     public var tokenHeld = false
     public var inFlight: UInt64 = 0
-    public var pausedUntil: Double = 0
+    public var projectPausedUntil: Double = 0
     public var tokenFetches: UInt64 = 0
     public var staleOutcomes: UInt64 = 0
     public var logWritesDropped: UInt64 = 0
@@ -41,7 +41,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         databaseConnected = region.load(H.databaseConnected.rawValue) != 0
         tokenHeld = region.load(H.tokenHeld.rawValue) != 0
         inFlight = region.load(H.inFlight.rawValue)
-        pausedUntil = Double(region.load(H.pausedUntilMilliseconds.rawValue)) / 1000
+        projectPausedUntil = Double(region.load(H.projectPausedUntilMilliseconds.rawValue)) / 1000
         tokenFetches = region.load(H.tokenRefreshes.rawValue)
         staleOutcomes = region.load(H.staleOutcomes.rawValue)
         logWritesDropped = region.load(H.logWritesDropped.rawValue)

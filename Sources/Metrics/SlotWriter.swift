@@ -87,8 +87,8 @@ public final class SlotWriter: @unchecked Sendable {
     public func setDatabaseConnected(_ connected: Bool) { region.store(SlotRegion.Header.databaseConnected.rawValue, connected ? 1 : 0) }
     public func setTokenHeld(_ held: Bool) { region.store(SlotRegion.Header.tokenHeld.rawValue, held ? 1 : 0) }
     /// Seconds since 1970 until which this process sends nothing new (0: not held back).
-    public func setPausedUntil(_ seconds: Double) {
-        region.store(SlotRegion.Header.pausedUntilMilliseconds.rawValue, UInt64(max(0, seconds * 1000)))
+    public func setProjectPausedUntil(_ seconds: Double) {
+        region.store(SlotRegion.Header.projectPausedUntilMilliseconds.rawValue, UInt64(max(0, seconds * 1000)))
     }
     /// Access tokens fetched since the slot was created; call with this process's own count,
     /// the slot's earlier processes' fetches are kept.

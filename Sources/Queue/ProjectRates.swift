@@ -1,6 +1,6 @@
 import Postgres
 
-/// The FCM projects' rates and pauses (herald.project_rates, herald.sender_pauses), for
+/// The FCM projects' rates and pauses (herald.project_rates, herald.project_pauses), for
 /// `herald stats`.
 public struct ProjectRate: Sendable, Equatable {
     public var projectID: String

@@ -113,7 +113,7 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
             VALUES ('shop-prod', 310, 0, now(), 280, now() - interval '12 seconds')
             """)
         try stack.fixture.connection.query("""
-            INSERT INTO herald.sender_pauses (project_id, paused_until, reason) VALUES ('shop-prod', now() + interval '10 minutes', 'QUOTA_EXCEEDED answered to w1')
+            INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('shop-prod', now() + interval '10 minutes', 'QUOTA_EXCEEDED answered to w1')
             """)
         let page = try stack.get("/").body
         #expect(page.contains("FCM projects") && page.contains("shop-prod") && page.contains("310/s") && page.contains("280/s"), "\(page)")

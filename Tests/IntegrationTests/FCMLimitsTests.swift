@@ -86,7 +86,7 @@ import TestSupport
             // A device's limit is a snooze: no attempt used up, nothing dead-lettered, no pause.
             #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE message->>'token' LIKE 'hot-%' AND state = 'completed' AND attempts = 1 AND snoozes = 4") == 20)
             #expect(try stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
-            #expect(try stack.count("SELECT count(*) FROM herald.sender_pauses") == 0)
+            #expect(try stack.count("SELECT count(*) FROM herald.project_pauses") == 0)
             #expect(stack.emulator.retryAfterViolations == 0)
         }
     }

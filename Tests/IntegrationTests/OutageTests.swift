@@ -63,8 +63,8 @@ import TestSupport
             let outageStarted = Date()
             try stack.enqueue(2000, prefix: "during-")
             #expect(waitUntil(timeout: 20) {
-                (try? stack.count("SELECT count(*) FROM herald.sender_pauses WHERE paused_until > now() AND reason LIKE 'FCM_UNREACHABLE (%'")) == 1
-            }, "the circuit holds back every pool through herald.sender_pauses: \(worker.output)")
+                (try? stack.count("SELECT count(*) FROM herald.project_pauses WHERE paused_until > now() AND reason LIKE 'FCM_UNREACHABLE (%'")) == 1
+            }, "the circuit holds back every pool through herald.project_pauses: \(worker.output)")
             #expect(worker.output.contains("FCM unreachable or failing for every message"), "\(worker.output)")
             while Date().timeIntervalSince(outageStarted) < 30 { Thread.sleep(forTimeInterval: 0.2) }  // the outage's length, not a wait for a condition
 

@@ -230,7 +230,7 @@ import TestSupport
             #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the whole project waits")
             #expect(try JobStore(connection: c, workerID: "c", projectID: "project-b").claim(queues: [], limit: 10, leaseSeconds: 60).count == 1,
                     "another project's workers do not")
-            try c.query("UPDATE herald.sender_pauses SET paused_until = now() - interval '1 second'")
+            try c.query("UPDATE herald.project_pauses SET paused_until = now() - interval '1 second'")
             _ = try enqueue(c)
             #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).count == 1, "and it ends")
         }

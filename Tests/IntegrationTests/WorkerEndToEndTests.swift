@@ -181,7 +181,7 @@ import TestSupport
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 300)
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND last_error LIKE 'QUOTA_EXCEEDED%'") > 0,
                 "the quota was hit and retried")
-        #expect(try stack.count("SELECT count(*) FROM herald.sender_pauses WHERE project_id = 'e2e-project'") == 1,
+        #expect(try stack.count("SELECT count(*) FROM herald.project_pauses WHERE project_id = 'e2e-project'") == 1,
                 "the pause was shared with the other worker")
         #expect(Set(stack.emulator.deliveredMessages().map(\.target)).count == 300)
     }

@@ -191,7 +191,7 @@ import Testing
 
     @Test func thePoolIsPausedOnlyUntilTheQuotaWaitIsOver() throws {
         let monitor = try PoolMonitor(processes: 2)
-        SlotWriter(region: monitor.regions[1], pid: 7).setPausedUntil(1_000)
+        SlotWriter(region: monitor.regions[1], pid: 7).setProjectPausedUntil(1_000)
         #expect(monitor.metricsText(now: 999).contains("\nherald_quota_paused 1\n"))
         #expect(monitor.metricsText(now: 1_001).contains("\nherald_quota_paused 0\n"))
     }

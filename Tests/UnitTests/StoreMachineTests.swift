@@ -270,19 +270,19 @@ import Testing
 
     @Test func aQuotaPauseIsPublishedOnceAndHoldsBackClaims() {
         var machine = idle()
-        machine.received([.paused(until: t0 + 60)], now: t0)
-        #expect(machine.next(now: t0) == .publishPause(until: t0 + 60))
-        machine.pausePublished(until: t0 + 60)
+        machine.received([.projectPaused(until: t0 + 60)], now: t0)
+        #expect(machine.next(now: t0) == .publishProjectPause(until: t0 + 60))
+        machine.projectPausePublished(until: t0 + 60)
         machine.notified(now: t0 + 1)
         #expect(machine.next(now: t0 + 1) == .promote(limit: 10_000))
         machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 1)
         #expect(machine.next(now: t0 + 1) == .wait(until: t0 + 2), "no claim while paused")
-        machine.received([.paused(until: t0 + 60.01)], now: t0 + 1.5)
+        machine.received([.projectPaused(until: t0 + 60.01)], now: t0 + 1.5)
         guard case .wait = machine.next(now: t0 + 1.5) else { Issue.record("a pause barely longer is not published again"); return }
         // A longer one is: FCM counts its Retry-After from its latest answer.
-        machine.received([.paused(until: t0 + 60.2)], now: t0 + 1.6)
-        #expect(machine.next(now: t0 + 1.6) == .publishPause(until: t0 + 60.2))
-        machine.pausePublished(until: t0 + 60.2)
+        machine.received([.projectPaused(until: t0 + 60.2)], now: t0 + 1.6)
+        #expect(machine.next(now: t0 + 1.6) == .publishProjectPause(until: t0 + 60.2))
+        machine.projectPausePublished(until: t0 + 60.2)
         #expect(machine.next(now: t0 + 60.3) == .maintain)
         machine.maintained(now: t0 + 60.3)
         #expect(machine.next(now: t0 + 60.3) == .promote(limit: 10_000))
@@ -292,16 +292,16 @@ import Testing
 
     @Test func anOutagePauseIsPublishedWithItsOwnReasonAndExtendedProbeByProbe() {
         var machine = idle()
-        machine.received([.paused(until: t0 + 1, reason: "FCM_UNREACHABLE (CONNECTION)")], now: t0)
-        #expect(machine.next(now: t0) == .publishPause(until: t0 + 1))
-        #expect(machine.pauseReason == "FCM_UNREACHABLE (CONNECTION)", "herald.sender_pauses says why, not QUOTA_EXCEEDED")
-        machine.pausePublished(until: t0 + 1)
+        machine.received([.projectPaused(until: t0 + 1, reason: "FCM_UNREACHABLE (CONNECTION)")], now: t0)
+        #expect(machine.next(now: t0) == .publishProjectPause(until: t0 + 1))
+        #expect(machine.projectPauseReason == "FCM_UNREACHABLE (CONNECTION)", "herald.project_pauses says why, not QUOTA_EXCEEDED")
+        machine.projectPausePublished(until: t0 + 1)
         // A failed probe holds back longer: the longer pause is published too.
-        machine.received([.paused(until: t0 + 2.5, reason: "FCM_UNREACHABLE (probe: CONNECTION)")], now: t0 + 1)
-        #expect(machine.next(now: t0 + 1) == .publishPause(until: t0 + 2.5))
-        machine.pausePublished(until: t0 + 2.5)
-        machine.received([.paused(until: t0 + 70)], now: t0 + 2)
-        #expect(machine.pauseReason == "QUOTA_EXCEEDED")
+        machine.received([.projectPaused(until: t0 + 2.5, reason: "FCM_UNREACHABLE (probe: CONNECTION)")], now: t0 + 1)
+        #expect(machine.next(now: t0 + 1) == .publishProjectPause(until: t0 + 2.5))
+        machine.projectPausePublished(until: t0 + 2.5)
+        machine.received([.projectPaused(until: t0 + 70)], now: t0 + 2)
+        #expect(machine.projectPauseReason == "QUOTA_EXCEEDED")
     }
 
     // MARK: Stopping

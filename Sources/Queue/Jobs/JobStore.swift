@@ -11,7 +11,7 @@ public final class JobStore: @unchecked Sendable {
     /// Seconds finished jobs stay in herald.jobs; 0 deletes them when they finish.
     public let retention: Double
 
-    /// The FCM project this worker sends for: claims wait while herald.sender_pauses holds it
+    /// The FCM project this worker sends for: claims wait while herald.project_pauses holds it
     /// back (nil: no such check, e.g. the PostgreSQL ceiling benchmark).
     public var projectID: String?
     /// The project's rate, per second, shared by every pool of the project (0: none).
@@ -63,7 +63,7 @@ public final class JobStore: @unchecked Sendable {
 
     /// The shared adapted-rate state of `projectID` (nil members: never lowered) and until when
     /// it is paused (nil: it is not).
-    public func projectRateState(_ projectID: String) throws(PostgresError) -> (adapted: Double?, at: Double?, pausedUntil: Double?) {
+    public func projectRateState(_ projectID: String) throws(PostgresError) -> (adapted: Double?, at: Double?, projectPausedUntil: Double?) {
         let result = try connection.query(SQL.projectRate, [.text(projectID)])
         return (result.double(0, try result.column("adapted_per_second")), result.double(0, try result.column("adapted_at")),
                 result.double(0, try result.column("paused_until")))

@@ -6,5 +6,5 @@ SELECT coalesce(r.project_id, s.project_id) AS project_id, r.max_per_second AS r
        CASE WHEN s.paused_until > now() THEN extract(epoch FROM s.paused_until - now())::float8 END AS paused_for,
        CASE WHEN s.paused_until > now() THEN s.reason END AS reason
 FROM herald.project_rates r
-FULL JOIN herald.sender_pauses s ON s.project_id = r.project_id
+FULL JOIN herald.project_pauses s ON s.project_id = r.project_id
 ORDER BY 1

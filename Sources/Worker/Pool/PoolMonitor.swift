@@ -78,7 +78,7 @@ public final class PoolMonitor: @unchecked Sendable {
             return state.shownCPUSeconds
         }
         var reading = PoolReading(totals: totals, workerProcesses: pids.count,
-                                  quotaPaused: snapshots.contains { $0.pausedUntil > now }, version: heraldVersion,
+                                  quotaPaused: snapshots.contains { $0.projectPausedUntil > now }, version: heraldVersion,
                                   cpuSeconds: shownCPU, residentBytes: resident)
         reading.supervisorLogWritesDropped = StandardStreams.droppedWrites
         return PoolExposition.render(reading)

@@ -5,7 +5,7 @@
 /// requests fail one after another with no answer between them (connections refused, timeouts,
 /// no answer at all), FCM is down for everyone, and backing off per message would spend every job's attempts
 /// on the outage and bring the jobs back spread over minutes after it. So the circuit opens:
-/// the sender holds back (a pause shared with every pool through herald.sender_pauses, like a
+/// the sender holds back (a pause shared with every pool through herald.project_pauses, like a
 /// quota answer), puts what it holds back as `released` (no attempt used), and sends one probe
 /// now and then. The first HTTP answer below 500, a probe's or a late one's, closes it.
 struct FCMCircuit: Sendable, Equatable {

@@ -42,11 +42,11 @@ final class Sender: @unchecked Sendable {
     private var random = SystemRandomNumberGenerator()
     /// Seconds since 1970 before which nothing new is sent (a project quota answer, or FCM
     /// unreachable).
-    private var pausedUntil: Double = 0
+    private var projectPausedUntil: Double = 0
     /// Whether FCM answers at all (see FCMCircuit): open, nothing but probes goes out.
     private var circuit = FCMCircuit()
-    /// The part of `pausedUntil` a quota answer asked for, which a closing circuit keeps.
-    private var quotaPausedUntil: Double = 0
+    /// The part of `projectPausedUntil` a quota answer asked for, which a closing circuit keeps.
+    private var projectPausedUntilByQuota: Double = 0
     /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
     private static let probeTag = UInt64.max
     /// How long the current (or last) pause was when it was set.
@@ -91,7 +91,7 @@ final class Sender: @unchecked Sendable {
     private func hand(_ outcomes: [JobOutcome]) {
         guard !outcomes.isEmpty else { return }
         let now = Date().timeIntervalSince1970
-        guard pausedUntil > now else {
+        guard projectPausedUntil > now else {
             outbox.put(.outcomes(outcomes))
             return
         }
@@ -99,10 +99,10 @@ final class Sender: @unchecked Sendable {
         let spread = outcomes.map { outcome -> JobOutcome in
             var outcome = outcome
             switch outcome.action {
-            case .retry(let error, let delay) where now + delay < pausedUntil:
-                outcome.action = .retry(error: error, delay: pausedUntil - now + window * Double.random(in: 0..<1, using: &random))
-            case .snoozed(let error, let delay, let cap) where now + delay < pausedUntil:
-                outcome.action = .snoozed(error: error, delay: pausedUntil - now + window * Double.random(in: 0..<1, using: &random), cap: cap)
+            case .retry(let error, let delay) where now + delay < projectPausedUntil:
+                outcome.action = .retry(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random))
+            case .snoozed(let error, let delay, let cap) where now + delay < projectPausedUntil:
+                outcome.action = .snoozed(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random), cap: cap)
             default:
                 break
             }
@@ -113,11 +113,11 @@ final class Sender: @unchecked Sendable {
 
     /// Holds back new sends, and tells the store thread, which holds back the whole project.
     private func pause(until: Double, reason: String = "QUOTA_EXCEEDED") {
-        guard until > pausedUntil else { return }
+        guard until > projectPausedUntil else { return }
         pauseLength = until - Date().timeIntervalSince1970
-        pausedUntil = until
-        outbox.put(.paused(until: until, reason: reason))
-        metrics.pausedUntil(until)
+        projectPausedUntil = until
+        outbox.put(.projectPaused(until: until, reason: reason))
+        metrics.projectPausedUntil(until)
     }
 
     func run() {
@@ -135,7 +135,7 @@ final class Sender: @unchecked Sendable {
                 // Not sent yet: back to available, the attempt not counted.
                 hand(arrived.map { $0.outcome(.released()) })
             } else {
-                let pausedFor = pausedUntil - now
+                let pausedFor = projectPausedUntil - now
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
                     if pausedFor > 0 || circuit.isOpen {
@@ -190,7 +190,7 @@ final class Sender: @unchecked Sendable {
     /// jitter window after it, not all at its end.
     private func releaseDelay(now: Double) -> Double {
         let spread = max(1, pauseLength * configuration.retryPolicy.jitter) * Double.random(in: 0..<1, using: &random)
-        return max(0, pausedUntil - now) + spread
+        return max(0, projectPausedUntil - now) + spread
     }
 
     /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
@@ -239,7 +239,7 @@ final class Sender: @unchecked Sendable {
             pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
         case .closed?:
             // The pause already published runs out by itself within a probe interval.
-            pausedUntil = min(pausedUntil, max(quotaPausedUntil, Date().timeIntervalSince1970))
+            projectPausedUntil = min(projectPausedUntil, max(projectPausedUntilByQuota, Date().timeIntervalSince1970))
             log.info("FCM answers again: sending")
         case nil:
             break
@@ -284,14 +284,14 @@ final class Sender: @unchecked Sendable {
             return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
         }
         let pause = policy.projectPause(retryAfter: retryAfter)
-        if now + pause > pausedUntil + 0.5 {
+        if now + pause > projectPausedUntil + 0.5 {
             log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s and lowering the project's rate")
             // What this process saw accepted, as the pool's (its processes share the work evenly).
-            let accepted = tracker.accepted(since: pausedUntil, now: now).map { $0 * Double(max(1, configuration.poolProcesses)) }
+            let accepted = tracker.accepted(since: projectPausedUntil, now: now).map { $0 * Double(max(1, configuration.poolProcesses)) }
             outbox.put(.projectQuota(accepted: accepted))
         }
         self.pause(until: now + pause)
-        quotaPausedUntil = max(quotaPausedUntil, now + pause)
+        projectPausedUntilByQuota = max(projectPausedUntilByQuota, now + pause)
         let delay = policy.quotaDelay(.project, streak: 1, retryAfter: retryAfter, random: Double.random(in: 0..<1, using: &random))
         return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
     }

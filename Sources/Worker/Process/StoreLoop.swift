@@ -120,17 +120,17 @@ final class StoreLoop: @unchecked Sendable {
                 activity.count(outcomes)
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
-            case .publishPause(let until):
+            case .publishProjectPause(let until):
                 // A quota answer, or FCM unreachable, holds back every worker of the project,
                 // through the database.
                 if let project = store.projectID {
-                    try store.pauseProject(project, seconds: until - now, reason: "\(machine.pauseReason) answered to \(store.workerID)")
+                    try store.pauseProject(project, seconds: until - now, reason: "\(machine.projectPauseReason) answered to \(store.workerID)")
                     // What was held comes back over the jitter window after the pause, not at once.
                     let window = max(1, (until - now) * configuration.retryPolicy.jitter)
                     let spread = try store.spreadHeldRetries(until: until, window: window)
                     if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
                 }
-                machine.pausePublished(until: until)
+                machine.projectPausePublished(until: until)
             case .extendLeases(let ids):
                 try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
                 leaseBook.held(ids, sentAt: now, leaseSeconds: configuration.leaseSeconds, onlyKnown: true)

@@ -5,8 +5,8 @@ public enum SenderEvent: Sendable, Equatable {
     /// Jobs settled (answered, or settled without a request); each carries its attempt.
     case outcomes([JobOutcome])
     /// A project or topic quota answer, or FCM unreachable (the sender's circuit is open): send
-    /// nothing new before this time (seconds since 1970). `reason` goes to herald.sender_pauses.
-    case paused(until: Double, reason: String = "QUOTA_EXCEEDED")
+    /// nothing new before this time (seconds since 1970). `reason` goes to herald.project_pauses.
+    case projectPaused(until: Double, reason: String = "QUOTA_EXCEEDED")
     /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
     /// FCM accepted just before (nil: too short a time to tell).
     case projectQuota(accepted: Double?)
@@ -76,7 +76,7 @@ struct StoreMachine: Sendable {
     enum Action: Sendable, Equatable {
         case reconnect
         case record([JobOutcome])
-        case publishPause(until: Double)
+        case publishProjectPause(until: Double)
         /// Lower the project's adapted rate (a project quota answer).
         case lowerRate(accepted: Double?)
         case extendLeases([Int])
@@ -106,11 +106,11 @@ struct StoreMachine: Sendable {
     private(set) var outstanding = 0
     private(set) var leases: LeaseHeartbeat
     private(set) var senderFinished = false
-    /// The sender's quota pause, and the part of it already written to herald.sender_pauses.
-    private(set) var pausedUntil = 0.0
-    private var publishedPause = 0.0
-    /// Why the latest pause was asked for (herald.sender_pauses.reason).
-    private(set) var pauseReason = "QUOTA_EXCEEDED"
+    /// The sender's quota pause, and the part of it already written to herald.project_pauses.
+    private(set) var projectPausedUntil = 0.0
+    private var publishedProjectPause = 0.0
+    /// Why the latest pause was asked for (herald.project_pauses.reason).
+    private(set) var projectPauseReason = "QUOTA_EXCEEDED"
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
     private(set) var lowering: Double?? = nil
 
@@ -160,8 +160,8 @@ struct StoreMachine: Sendable {
 
         // Every extension of the pause is shared, however small: FCM counts its Retry-After from
         // its latest quota answer, which another worker of the project may not have seen.
-        if pausedUntil > publishedPause + 0.02 && pausedUntil > now {
-            return .publishPause(until: pausedUntil)
+        if projectPausedUntil > publishedProjectPause + 0.02 && projectPausedUntil > now {
+            return .publishProjectPause(until: projectPausedUntil)
         }
 
         if let accepted = lowering { return .lowerRate(accepted: accepted) }
@@ -185,7 +185,7 @@ struct StoreMachine: Sendable {
             if promoteWanted || now >= nextPoll || (nextDue.map { now >= $0 } ?? false) {
                 return .promote(limit: settings.promoteBatch)
             }
-            if claimWanted, now >= pausedUntil, now >= limitedUntil, let limit = claimLimit { return .claim(limit: limit) }
+            if claimWanted, now >= projectPausedUntil, now >= limitedUntil, let limit = claimLimit { return .claim(limit: limit) }
             if drainCheckWanted { return .checkDrained }
         }
         return .wait(until: wakeUpTime(now: now))
@@ -204,7 +204,7 @@ struct StoreMachine: Sendable {
         if case .running = phase {
             time = min(time, nextPoll)
             if let nextDue { time = min(time, nextDue) }
-            if claimWanted && pausedUntil > now { time = min(time, pausedUntil) }
+            if claimWanted && projectPausedUntil > now { time = min(time, projectPausedUntil) }
             if claimWanted && limitedUntil > now { time = min(time, limitedUntil) }
             if claimNotBefore > now { time = min(time, claimNotBefore) }
         }
@@ -232,9 +232,9 @@ struct StoreMachine: Sendable {
                     }
                 }
                 // Room again: claim if the last claim suggested there is more.
-            case .paused(let until, let reason):
-                pausedUntil = max(pausedUntil, until)
-                pauseReason = reason
+            case .projectPaused(let until, let reason):
+                projectPausedUntil = max(projectPausedUntil, until)
+                projectPauseReason = reason
             case .projectQuota(let accepted):
                 // The lowest report wins: it is the one closest to what FCM accepts.
                 if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }
@@ -341,8 +341,8 @@ struct StoreMachine: Sendable {
 
     mutating func rateLowered() { lowering = nil }
 
-    mutating func pausePublished(until: Double) {
-        publishedPause = max(publishedPause, until)
+    mutating func projectPausePublished(until: Double) {
+        publishedProjectPause = max(publishedProjectPause, until)
     }
 
     mutating func leasesExtended(_ ids: [Int], now: Double) {

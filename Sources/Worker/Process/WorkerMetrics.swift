@@ -86,7 +86,7 @@ public final class WorkerMetrics: @unchecked Sendable {
     func tokenHeld(_ held: Bool) { slot?.setTokenHeld(held) }
     func tokenFetches(_ count: Int) { slot?.setTokenFetches(count) }
     func logWritesDropped(_ count: Int) { slot?.setLogWritesDropped(count) }
-    func pausedUntil(_ seconds: Double) { slot?.setPausedUntil(seconds) }
+    func projectPausedUntil(_ seconds: Double) { slot?.setProjectPausedUntil(seconds) }
     /// A quota answer, by the limit it was taken for (herald_fcm_quota_exceeded_total).
     func quotaExceeded(_ limit: QuotaLimit) { slot?.quotaExceeded(limit.rawValue) }
     /// A job snoozed by a quota answer or its target's hold (herald_jobs_snoozed_total).

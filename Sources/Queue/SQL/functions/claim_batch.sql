@@ -6,7 +6,7 @@
 -- and of each campaign are spent under row locks, so the limits hold across processes and hosts.
 -- p_project_granted: project tokens taken beforehand with herald.take_project_tokens (what the
 -- claim does not use goes back); NULL: the claim takes them itself. Nothing is claimed while the
--- project is held back after a quota answer (herald.sender_pauses). p_now: the time the claim
+-- project is held back after a quota answer (herald.project_pauses). p_now: the time the claim
 -- happens at (NULL: now()), which tests move.
 --
 -- Returns the jobs claimed (claimed) and, when a limit held jobs back, come_back_in: the seconds
@@ -41,7 +41,7 @@ BEGIN
             RAISE EXCEPTION 'herald.claim_batch: p_project_granted (%) needs the project rate it was granted under, not %',
                 p_project_granted, coalesce(p_project_rate::text, 'null') USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF EXISTS (SELECT 1 FROM herald.sender_pauses s WHERE s.project_id = p_project AND s.paused_until > v_now) THEN
+        IF EXISTS (SELECT 1 FROM herald.project_pauses s WHERE s.project_id = p_project AND s.paused_until > v_now) THEN
             PERFORM herald._give_back_project_tokens(p_project, p_project_granted);
             RETURN;
         END IF;

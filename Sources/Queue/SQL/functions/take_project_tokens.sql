@@ -16,7 +16,7 @@ BEGIN
             coalesce(p_project, 'null'), coalesce(p_rate::text, 'null')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF EXISTS (SELECT 1 FROM herald.sender_pauses s WHERE s.project_id = p_project AND s.paused_until > v_now) THEN
+    IF EXISTS (SELECT 1 FROM herald.project_pauses s WHERE s.project_id = p_project AND s.paused_until > v_now) THEN
         granted := 0; wait_seconds := NULL;
         RETURN NEXT;
         RETURN;

@@ -45,18 +45,15 @@ public enum ConnectionSecrets {
     /// - after `password` and `=` (a URL's query or the keyword form, spaces allowed around
     ///   `=`), a single-quoted value (with `\'` escapes) or anything up to a space, `&` or quote.
     public static func mask(_ text: String) -> String {
-        maskKeywordPasswords(maskURLPasswords(text))
+        masking(masking(text, urlPasswordRanges), keywordPasswordRanges)
     }
 
     /// Every password `connectionString` holds, as written and percent-decoded (so a message
     /// that quotes one in either form can be masked).
     public static func passwords(in connectionString: String) -> [String] {
-        var found: [String] = []
-        for range in urlPasswordRanges(Array(connectionString.unicodeScalars)) {
-            let scalars = Array(connectionString.unicodeScalars)[range]
-            found.append(String(String.UnicodeScalarView(scalars)))
-        }
-        for value in keywordPasswordValues(connectionString) { found.append(value) }
+        let scalars = Array(connectionString.unicodeScalars)
+        let found = urlPasswordRanges(scalars).map { String(String.UnicodeScalarView(scalars[$0])) }
+            + keywordPasswordValues(connectionString)
         var result: [String] = []
         for secret in found where !secret.isEmpty {
             result.append(secret)
@@ -91,21 +88,6 @@ public enum ConnectionSecrets {
             index = max(end, start)
         }
         return ranges
-    }
-
-    private static func maskURLPasswords(_ text: String) -> String {
-        let scalars = Array(text.unicodeScalars)
-        let ranges = urlPasswordRanges(scalars)
-        guard !ranges.isEmpty else { return text }
-        var result = String.UnicodeScalarView()
-        var position = 0
-        for range in ranges {
-            result.append(contentsOf: scalars[position..<range.lowerBound])
-            result.append(contentsOf: mask.unicodeScalars)
-            position = range.upperBound
-        }
-        result.append(contentsOf: scalars[position...])
-        return String(result)
     }
 
     // MARK: password= values
@@ -158,9 +140,10 @@ public enum ConnectionSecrets {
         }
     }
 
-    private static func maskKeywordPasswords(_ text: String) -> String {
+    /// `text` with every range `find` reports in its scalars replaced by `***`.
+    private static func masking(_ text: String, _ find: ([Unicode.Scalar]) -> [Range<Int>]) -> String {
         let scalars = Array(text.unicodeScalars)
-        let ranges = keywordPasswordRanges(scalars)
+        let ranges = find(scalars)
         guard !ranges.isEmpty else { return text }
         var result = String.UnicodeScalarView()
         var position = 0

@@ -98,7 +98,11 @@ public enum ConnectionSecrets {
         var ranges: [Range<Int>] = []
         var index = 0
         while index + word.count <= scalars.count {
-            let matches = (0..<word.count).allSatisfy { String(scalars[index + $0]).lowercased() == String(word[$0]) }
+            // In any case: an ASCII capital compared as its small letter (no String per scalar).
+            let matches = (0..<word.count).allSatisfy {
+                let value = scalars[index + $0].value
+                return (value >= 0x41 && value <= 0x5A ? value + 0x20 : value) == word[$0].value
+            }
             guard matches else {
                 index += 1
                 continue

@@ -366,15 +366,14 @@ public enum RequestChecker {
                                          detail: "Invalid color \"\(color)\": expected #rrggbb.")
                 }
             case "body_loc_args", "title_loc_args":
-                if member.value.isNull { continue }
                 guard let items = member.value.arrayValue else { throw invalidValue(field, "TYPE_STRING (repeated)", member.value) }
                 for (index, item) in items.enumerated() {
                     guard case .string = item else { throw invalidValue("\(field)[\(index)]", "TYPE_STRING", item) }
                 }
             case "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification":
-                guard member.value.boolValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_BOOL", member.value) }
+                guard member.value.boolValue != nil else { throw invalidValue(field, "TYPE_BOOL", member.value) }
             case "notification_count", "id":
-                guard member.value.intValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_INT32", member.value) }
+                guard member.value.intValue != nil else { throw invalidValue(field, "TYPE_INT32", member.value) }
             case "notification_priority":
                 try checkEnum(member.value, field, ["PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX"])
             case "visibility":
@@ -382,7 +381,6 @@ public enum RequestChecker {
             case "proxy":
                 try checkEnum(member.value, field, ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"])
             case "vibrate_timings":
-                if member.value.isNull { continue }
                 guard let items = member.value.arrayValue else { throw invalidValue(field, "type.googleapis.com/google.protobuf.Duration (repeated)", member.value) }
                 for (index, item) in items.enumerated() {
                     guard let text = item.stringValue, parseDuration(text) != nil else {

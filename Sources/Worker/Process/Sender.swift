@@ -142,7 +142,8 @@ final class Sender: @unchecked Sendable {
                         outcomes.append(job.outcome(.released(delay: releaseDelay(now: now))))
                         continue
                     }
-                    let preparation = Planning.prepare(job, rules: rules)
+                    // The loop's clock: a legacy payload's apns-expiration counts from it.
+                    let preparation = Planning.prepare(job, rules: rules, now: now)
                     if case .settled(let outcome) = preparation {
                         outcomes.append(outcome)
                     } else if let held = heldBack(job, preparation, now: now) {

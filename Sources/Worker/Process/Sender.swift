@@ -95,14 +95,13 @@ final class Sender: @unchecked Sendable {
             outbox.put(.outcomes(outcomes))
             return
         }
-        let window = max(1, pauseLength * configuration.retryPolicy.jitter)
         let spread = outcomes.map { outcome -> JobOutcome in
             var outcome = outcome
             switch outcome.action {
             case .retry(let error, let delay) where now + delay < projectPausedUntil:
-                outcome.action = .retry(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random))
+                outcome.action = .retry(error: error, delay: releaseDelay(now: now))
             case .snoozed(let error, let delay, let cap) where now + delay < projectPausedUntil:
-                outcome.action = .snoozed(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random), cap: cap)
+                outcome.action = .snoozed(error: error, delay: releaseDelay(now: now), cap: cap)
             default:
                 break
             }

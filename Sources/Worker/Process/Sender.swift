@@ -212,22 +212,14 @@ final class Sender: @unchecked Sendable {
                       tag: Self.probeTag)
     }
 
-    /// Whether an answer says FCM is failing for everyone: no HTTP answer at all (refused, reset,
-    /// timed out). An HTTP answer, a 5xx included, means FCM is there: a 500 or 503 for a message
-    /// is that message's, retried with its own jittered backoff (many at once must not turn into
-    /// one released batch). TLS failures are left out: they are a setting to fix, not an outage.
-    private static func isOutage(_ result: Result<HTTPResponse, HTTPClientError>) -> Bool {
-        switch result {
-        case .success: return false
-        case .failure(let error): return error.kind != .tls
-        }
-    }
-
-    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
-        switch result {
-        case .success(let response): return "HTTP \(response.status)"
-        case .failure(let error): return TransportFailure(error).kind.rawValue
-        }
+    /// Whether an answer says FCM is failing for everyone, and how (for logs): nil for an HTTP
+    /// answer, else the kind of failure. An HTTP answer, a 5xx included, means FCM is there: a 500
+    /// or 503 for a message is that message's, retried with its own jittered backoff (many at once
+    /// must not turn into one released batch). No HTTP answer at all (refused, reset, timed out)
+    /// is an outage. TLS failures are left out: they are a setting to fix, not an outage.
+    private static func outage(_ result: Result<HTTPResponse, HTTPClientError>) -> String? {
+        guard case .failure(let error) = result, error.kind != .tls else { return nil }
+        return TransportFailure(error).kind.rawValue
     }
 
     private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
@@ -311,7 +303,6 @@ final class Sender: @unchecked Sendable {
         } catch {
             if holdsToken { holdsToken = false; metrics.tokenHeld(false) }
             // The token endpoint is down or refuses us: nothing was sent; retry with backoff.
-            let job = job
             if case .outcome(let outcome) = Planning.retry(job: job, reason: "OAUTH2: \(error)", retryAfter: nil, quota: false,
                                                            policy: configuration.retryPolicy,
                                                            random: Double.random(in: 0..<1, using: &random)) {
@@ -362,19 +353,18 @@ final class Sender: @unchecked Sendable {
         }
         tracker.countDeliveries(accepted, now: now.timeIntervalSince1970)
         for completion in completions {
-            let outage = Self.isOutage(completion.result)
+            let outage = Self.outage(completion.result)
             if completion.tag == Self.probeTag {
-                if outage {
-                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970),
-                                   detail: "probe: " + Self.outageDetail(completion.result))
+                if let outage {
+                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970), detail: "probe: " + outage)
                 } else {
                     circuitChanged(circuit.answered(), detail: "probe")
                 }
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
-            if outage {
-                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: Self.outageDetail(completion.result))
+            if let outage {
+                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: outage)
             } else {
                 circuitChanged(circuit.answered(), detail: "answer")
             }
@@ -395,7 +385,7 @@ final class Sender: @unchecked Sendable {
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
-            if outage && circuit.isOpen {
+            if outage != nil && circuit.isOpen {
                 // FCM is down for everyone: this job goes back unsent, its attempt not counted.
                 counters.retried += 1
                 outcomes.append(entry.job.outcome(.released(delay: releaseDelay(now: answered))))

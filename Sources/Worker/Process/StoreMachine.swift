@@ -45,9 +45,8 @@ struct StoreMachine: Sendable {
         /// After a statement fails on a healthy connection, wait this long before claiming again.
         var errorPause = 0.2
 
-        /// Claim when at least this much room is free (or when nothing is in flight at all), so
-        /// claims come in batches rather than one job at a time.
-        var claimThreshold: Int { threshold(window: concurrency) }
+        /// Claim when at least this much room is free in the sender's `window` (or when nothing
+        /// is in flight at all), so claims come in batches rather than one job at a time.
         func threshold(window: Int) -> Int { max(1, min(batch, window) / 4) }
         /// How often the maintenance pass runs: every pass renews the leader's lease (15 s), so
         /// at least three times a lease. The upkeep itself (rescue, retention) comes every

@@ -230,7 +230,7 @@ struct StoreMachine: Sendable {
                         break
                     }
                 }
-                // Room again: claim if the last claim suggested there is more.
+                // Room again: `claimLimit` counts it at the next claim.
             case .projectPaused(let until, let reason):
                 projectPausedUntil = max(projectPausedUntil, until)
                 projectPauseReason = reason

@@ -57,8 +57,7 @@ final class Sender: @unchecked Sendable {
     private var limiter: InFlightLimit?
     private var lastPrune = 0.0
     private(set) var counters = Counters()
-    /// The send headers for the current access token: the same array (and so the same libcurl
-    /// header list) for every message until the token changes.
+    /// The send headers for the current access token (see `headers(_:)`).
     private var sendHeaders: (authorization: String, lines: [String]) = ("", [])
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
@@ -206,10 +205,18 @@ final class Sender: @unchecked Sendable {
             return
         }
         let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
-        client.submit(HTTPRequest(method: "POST", url: sendURL,
-                                  headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+        client.submit(HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization),
                                   body: FCMEndpoint.sendBody(messageJSON: message, validateOnly: true)),
                       tag: Self.probeTag)
+    }
+
+    /// The send headers for `authorization`: the same array (and so the same libcurl header
+    /// list) for every message until the access token changes.
+    private func headers(_ authorization: String) -> [String] {
+        if sendHeaders.authorization != authorization {
+            sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
+        }
+        return sendHeaders.lines
     }
 
     /// Whether an answer says FCM is failing for everyone, and how (for logs): nil for an HTTP
@@ -313,10 +320,7 @@ final class Sender: @unchecked Sendable {
         let request: HTTPRequest
         switch preparation {
         case .send(let body, _):
-            if sendHeaders.authorization != authorization {
-                sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
-            }
-            request = HTTPRequest(method: "POST", url: sendURL, headers: sendHeaders.lines, body: body)
+            request = HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization), body: body)
         case .group(let plan):
             do {
                 request = try groups.request(plan)

@@ -16,7 +16,7 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
-        .systemLibrary(name: "CEpoll"),  // epoll, eventfd, timerfd: not in Swift's Glibc module
+        .systemLibrary(name: "CEpoll"),  // epoll, eventfd, timerfd, spawn close-from: not in Swift's Glibc module
 
         // Pure Swift foundations
         .target(name: "JSON"),
@@ -31,7 +31,7 @@ let package = Package(
         // One module per concern
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // A private PostgreSQL cluster (initdb, pg_ctl) for the embedded default, the bench and the tests
-        .target(name: "LocalPostgres", dependencies: ["Postgres"]),
+        .target(name: "LocalPostgres", dependencies: ["Postgres", "CEpoll"]),
         .target(name: "HTTPClient", dependencies: ["CCurl"]),
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],

@@ -1,4 +1,5 @@
 import Foundation
+import CEpoll
 import Postgres
 
 /// A private PostgreSQL cluster under a local folder: the embedded default of `herald work` and
@@ -157,7 +158,8 @@ public final class LocalCluster: @unchecked Sendable {
 
     /// Runs a program to completion with posix_spawn and waitpid (not Foundation's Process, which
     /// relies on SIGCHLD delivery that a supervisor blocking signals would prevent). Output goes to
-    /// a file, never a pipe: pg_ctl's server inherits it and lives on.
+    /// a file, never a pipe, and no other descriptor is passed on: pg_ctl's server inherits what
+    /// it is given and lives on.
     @discardableResult
     static func run(_ arguments: [String], asPostgres: Bool, log: String? = nil) throws(PostgresError) -> String {
         let argv = asPostgres ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + arguments : arguments
@@ -169,6 +171,10 @@ public final class LocalCluster: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of ours is inherited: a server left running (herald work --keep) would
+        // otherwise hold whatever this process inherited, such as the end of a pipe or socket
+        // its own parent waits on to see it exit, and that parent would wait forever.
+        herald_spawn_close_from(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -65,12 +65,20 @@ public final class HeraldProcess: @unchecked Sendable {
         while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            Self.awaitExit(process)
             releaseMachine()
             return nil
         }
         releaseMachine()
         return process.terminationStatus
+    }
+
+    /// Waits up to 30 s for a killed process to be seen gone. Foundation sees a child's end only
+    /// when every holder of a descriptor it passed on has closed it; a test must not hang if a
+    /// grandchild kept one (the test then fails on the nil status instead).
+    static func awaitExit(_ process: Process) {
+        let deadline = Date().addingTimeInterval(30)
+        while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
     }
 
     public func signal(_ signal: Int32) { kill(process.processIdentifier, signal) }
@@ -86,7 +94,7 @@ public final class HeraldProcess: @unchecked Sendable {
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            Self.awaitExit(process)
         }
         releaseMachine()
         try? FileManager.default.removeItem(atPath: logPath)

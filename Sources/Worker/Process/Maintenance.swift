@@ -74,6 +74,7 @@ final class Maintenance {
     /// Seconds between two rounds of upkeep; the lease is renewed at every pass, more often.
     let upkeepInterval: Double
     private var lastUpkeep: Double?
+    private var lastAudience: Double?
     let clock: () -> Double
 
     init(grace: Double, ttl: Double = 15, upkeepInterval: Double = 0, purgeBatch: Int = 5_000, purgeStatements: Int = 10,
@@ -100,27 +101,26 @@ final class Maintenance {
             leadership.lost()
             throw error
         }
-        // The audience upkeep (token aging, dedupe keys, events) needs no grace: its first pass
-        // comes with the leader's first maintenance, seconds after a pool starts; after the
-        // grace it runs last, so a failure of it never holds back taking leases back.
-        guard leadership.mayRescue(now: now) else {
-            if leadership.isLeader, leadership.holds(now: clock()) {
-                report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
+        if leadership.mayRescue(now: now), lastUpkeep.map({ now - $0 >= upkeepInterval }) ?? true {
+            lastUpkeep = now
+            report.rescued = try store.rescueExpiredLeases()
+            if leadership.holds(now: clock()) {
+                report.finishedCampaigns = try store.finishCampaigns()
+                for _ in 0..<purgeStatements {
+                    guard leadership.holds(now: clock()) else { break }
+                    let deleted = try store.deleteFinished(batch: purgeBatch)
+                    report.purged += deleted
+                    if deleted < purgeBatch { break }
+                }
             }
-            return report
         }
-        if let lastUpkeep, now - lastUpkeep < upkeepInterval { return report }
-        lastUpkeep = now
-        report.rescued = try store.rescueExpiredLeases()
-        guard leadership.holds(now: clock()) else { return report }
-        report.finishedCampaigns = try store.finishCampaigns()
-        for _ in 0..<purgeStatements {
-            guard leadership.holds(now: clock()) else { break }
-            let deleted = try store.deleteFinished(batch: purgeBatch)
-            report.purged += deleted
-            if deleted < purgeBatch { break }
+        // The audience upkeep (token aging, dedupe keys, events) needs no grace: its first pass
+        // comes with the leader's first maintenance, seconds after a pool starts, then once an
+        // upkeep interval. It runs last, so a failure of it never holds back taking leases back.
+        if leadership.isLeader, leadership.holds(now: clock()), lastAudience.map({ now - $0 >= upkeepInterval }) ?? true {
+            lastAudience = now
+            report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
         }
-        report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
         return report
     }
 

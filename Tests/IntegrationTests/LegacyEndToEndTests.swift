@@ -130,6 +130,16 @@ import TestSupport
         // herald.legacy_multicast finds the whole request from any of its jobs.
         let siblings = try stack.connection.query("SELECT array_to_json(herald.legacy_multicast($1))::text", [.int(jobIDs[17])])
         #expect(try JSONValue.parse(siblings[0, 0]!).arrayValue?.compactMap(\.intValue) == jobIDs)
+        // It is a multicast like a v1 one: herald.multicast_result reads the same outcomes,
+        // index by index, in the Admin SDKs' shape.
+        let v1 = try JSONValue.parse(try stack.connection.query("""
+            SELECT herald.multicast_result(m.id)::text FROM herald.multicasts m WHERE m.job_ids @> ARRAY[$1::bigint]
+            """, [.int(jobIDs[0])])[0, 0]!)
+        let responses = try #require(v1["responses"]?.arrayValue)
+        #expect(responses.count == 50 && v1["failure_count"]?.intValue == expected.count, "\(v1)")
+        for (index, item) in responses.enumerated() {
+            #expect(item["success"]?.boolValue == (expected[index] == nil), "responses[\(index)]: \(item)")
+        }
     }
 
     @Test func legacyRowsWrittenByATriggerAreDelivered() throws {

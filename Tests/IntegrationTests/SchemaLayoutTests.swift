@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 import Testing
 import Postgres
 import Queue
@@ -10,13 +11,18 @@ import TestSupport
 @Suite struct SchemaLayoutTests {
     /// The functions and views whose definition this release changes on purpose (compared with
     /// the release only by their presence, and with a fresh database in full).
-    /// (claim_jobs became a wrapper of claim_batch; take_project_tokens gained p_now.)
-    static let changedSinceRelease: Set<String> = ["claim_jobs", "take_project_tokens", "is_legacy", "_legacy_row", "enqueue"]
+    /// (claim_jobs became a wrapper of claim_batch; take_project_tokens gained p_now; the legacy
+    /// multicast functions read and write herald.multicasts.)
+    static let changedSinceRelease: Set<String> = ["claim_jobs", "take_project_tokens", "is_legacy", "_legacy_row", "enqueue",
+                                                   "legacy_multicast", "legacy_result", "multicast_result", "_legacy_fan_out"]
     /// Triggers whose WHEN changed on purpose since the release (android_v2 is never legacy).
     static let triggersChangedSinceRelease: Set<String> = ["trigger jobs_legacy"]
     /// Tables renamed on purpose since the release (migration 140): the same columns, constraints
     /// and indexes under the new name.
     static let renamedSinceRelease: [(old: String, new: String)] = [("sender_pauses", "project_pauses")]
+    /// Tables dropped on purpose since the release (migration 160 moves the legacy multicasts into
+    /// herald.multicasts), with their columns, constraints and indexes.
+    static let droppedSinceRelease = ["legacy_multicasts"]
     static func renamed(_ text: String) -> String {
         renamedSinceRelease.reduce(text) { $0.replacingOccurrences(of: $1.old, with: $1.new) }
     }
@@ -103,8 +109,30 @@ import TestSupport
         for (key, definition) in before {
             if let name = Self.definitionName(key), Self.changedSinceRelease.contains(name) { continue }
             if Self.triggersChangedSinceRelease.contains(key) { continue }
+            if Self.droppedSinceRelease.contains(where: { key.contains($0) }) {
+                #expect(after[key] == nil, "\(key) is dropped on upgrade")
+                continue
+            }
             #expect(after[Self.renamed(key)] == Self.renamed(definition), "\(key) changed on upgrade")
         }
+    }
+
+    /// A legacy multicast enqueued before the upgrade is found whole after it (migration 160 moves
+    /// herald.legacy_multicasts into herald.multicasts).
+    @Test func legacyMulticastsOfTheLastReleaseSurviveTheUpgrade() throws {
+        let database = try TestDatabase.fresh(migrated: false)
+        defer { database.drop() }
+        let c = try database.connect()
+        try TestDatabase.migrateAsReleased(c)
+        let ids = try c.query("""
+            SELECT array_to_json(herald.enqueue_legacy('{"registration_ids": ["a", "b", "c"], "data": {"k": "v"}}'))::text
+            """)[0, 0]!
+        try Migrator.migrate(c)
+        let middle = try #require(try JSONValue.parse(ids).arrayValue?.compactMap(\.intValue)).dropFirst().first!
+        let found = try c.query("SELECT array_to_json(herald.legacy_multicast($1))::text", [.int(middle)])[0, 0]!
+        #expect(try JSONValue.parse(found) == JSONValue.parse(ids))
+        let tokens = try c.query("SELECT array_to_json(tokens)::text FROM herald.multicasts")[0, 0]!
+        #expect(tokens == #"["a","b","c"]"#)
     }
 
     @Test func aChangedDefinitionIsReplacedAndAnUnchangedOneIsLeftAlone() throws {

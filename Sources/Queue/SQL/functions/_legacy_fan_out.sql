@@ -30,10 +30,10 @@ BEGIN
     WHERE first_id IS NULL OR x.o > 1;
     PERFORM set_config('herald.legacy_fanning_out', '', true);
     IF targets > 1 THEN
-        INSERT INTO herald.legacy_multicasts (job_id, multicast_id, position)
-        SELECT ids[o], ids[1], o - 1 FROM generate_series(1, targets) AS o;
-        -- Memberships outlive their jobs only for a while: legacy_result takes job ids.
-        DELETE FROM herald.legacy_multicasts m WHERE m.created_at < now() - interval '7 days';
+        -- Recorded as herald.enqueue_multicast records its own (herald.multicasts, kept 7 days).
+        INSERT INTO herald.multicasts (job_ids, tokens)
+        VALUES (ids, ARRAY(SELECT t FROM jsonb_array_elements_text(tokens) WITH ORDINALITY AS e(t, o) ORDER BY e.o));
+        DELETE FROM herald.multicasts m WHERE m.created_at < now() - interval '7 days';
     END IF;
     RETURN ids;
 END

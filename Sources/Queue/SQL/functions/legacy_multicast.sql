@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION herald.legacy_multicast(job_id bigint) RETURNS bigint
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    SELECT coalesce((SELECT array_agg(m.job_id ORDER BY m.position) FROM herald.legacy_multicasts m
-                     WHERE m.multicast_id = (SELECT o.multicast_id FROM herald.legacy_multicasts o WHERE o.job_id = legacy_multicast.job_id)),
+    SELECT coalesce((SELECT m.job_ids FROM herald.multicasts m WHERE m.job_ids @> ARRAY[legacy_multicast.job_id]
+                     ORDER BY m.id DESC LIMIT 1),
                     ARRAY[legacy_multicast.job_id])
 $fn$;

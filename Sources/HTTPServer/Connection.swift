@@ -221,7 +221,8 @@ final class Connection {
                         case .closed, .failed: return -1
                         }
                     }
-                    let n = Glibc.write(fd, start, remaining)
+                    // MSG_NOSIGNAL: a client that hung up is a closed connection, not a SIGPIPE.
+                    let n = Glibc.send(fd, start, remaining, Int32(MSG_NOSIGNAL))
                     if n >= 0 { return n }
                     let code = errno
                     return code == EAGAIN || code == EWOULDBLOCK || code == EINTR ? 0 : -1

@@ -105,6 +105,10 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds, listens and starts the event-loop threads. Throws when the address cannot be
     /// used, the TLS files cannot be loaded, or the server was started before.
     public func start() throws(HTTPServerError) {
+        // OpenSSL writes a TLS connection's socket with write(2), which raises SIGPIPE when the
+        // client has hung up; left at its default, that signal ends the whole process (a test
+        // runner, or any program embedding the server). A closed peer is an error to handle.
+        _ = signal(SIGPIPE, SIG_IGN)
         try lifecycle.withLock { (state: inout Lifecycle) throws(HTTPServerError) in
             guard state == .idle else { throw HTTPServerError("the server was already started; create a new HTTPServer to serve again") }
             state = .running

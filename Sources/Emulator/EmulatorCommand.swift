@@ -1,6 +1,7 @@
 import CommandOptions
 import Glibc
 import HTTPServer
+import JSON
 
 /// `herald emulator`: parses its flags, runs an `EmulatorServer` until SIGINT or SIGTERM.
 public enum EmulatorCommand {
@@ -22,7 +23,7 @@ public enum EmulatorCommand {
                help: "Serve at most N sends a second; past that requests queue and their answers slow down, as an overloaded server's do."),
         Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
         Option(name: "write-service-account", value: "FILE",
-               help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600)."),
+               help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600). Without it (and without --service-account) one is written to a private temporary folder and removed when the emulator stops."),
         Option(name: "project-id", value: "ID", help: "Project of the written service account.", defaultText: "herald-emulator"),
         Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
@@ -115,6 +116,11 @@ public enum EmulatorCommand {
                 throw EmulatorError("--service-account \(path): \(error)")
             }
         }
+        // The service account a worker is told to use: the one asked for, else an existing one
+        // it trusts, else a fresh one in a private temporary folder (removed at the end).
+        var credentials: String
+        var temporaryFolder: String? = nil
+        var credentialsNote: String? = nil
         if let path = options.serviceAccountPath {
             do {
                 try emulator.writeServiceAccount(to: path, projectID: options.projectID)
@@ -123,16 +129,69 @@ public enum EmulatorCommand {
                 throw EmulatorError("--write-service-account: \(error)")
             }
             printError("herald emulator: service account for project \(options.projectID) written to \(path)")
+            credentials = absolutePath(path)
+        } else if let path = options.trustedAccounts.first {
+            credentials = absolutePath(path)
+            let tokenURI = (try? JSONValue.parse(readTextFile(path)))?["token_uri"]?.stringValue
+            if tokenURI != emulator.tokenURI {
+                credentialsNote = "# \(path) sends its token requests to \(tokenURI ?? "Google (no token_uri)"), not to this emulator (\(emulator.tokenURI)); use --write-service-account FILE for a service account that does"
+            }
+        } else {
+            do {
+                let folder = try makeTemporaryFolder()
+                temporaryFolder = folder
+                credentials = folder + "/service-account.json"
+                try emulator.writeServiceAccount(to: credentials, projectID: options.projectID)
+            } catch {
+                emulator.stop()
+                throw EmulatorError("herald emulator: writing a service account for workers: \(error) (give --write-service-account FILE)")
+            }
         }
         let protocols = options.configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
+        print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
+                             tlsCertificate: options.configuration.tls?.certificateFile, note: credentialsNote))
         fflush(nil)
 
         var received: Int32 = 0
         while sigwait(&signals, &received) != 0 {}
         emulator.stop()
+        if let temporaryFolder {
+            unlink(credentials)
+            rmdir(temporaryFolder)
+        }
         printError("herald emulator: stopped on \(received == SIGTERM ? "SIGTERM" : "SIGINT")")
         return 0
+    }
+
+    /// What a worker (`herald work`, `send`, `groups`, `bench`) must be given to use this emulator
+    /// instead of FCM, as lines a shell takes as they are. Without HERALD_FCM_URL a worker sends to
+    /// fcm.googleapis.com; without the credentials it refuses to start.
+    static func workerSettings(baseURL: String, credentials: String, temporary: Bool, tlsCertificate: String?, note: String?) -> String {
+        var lines = ["# For a worker to send to this emulator instead of FCM, set (no message reaches a device):"]
+        lines.append("export HERALD_FCM_URL=\(shellQuoted(baseURL))")
+        lines.append("export HERALD_IID_URL=\(shellQuoted(baseURL))")
+        lines.append("export GOOGLE_APPLICATION_CREDENTIALS=\(shellQuoted(credentials))")
+        if let tlsCertificate {
+            lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(tlsCertificate)))  # or the CA that signed it")
+        }
+        if let note { lines.append(note) }
+        if temporary {
+            lines.append("# (that service account is removed when this emulator stops; --write-service-account FILE keeps one)")
+        }
+        lines.append("# then, with DATABASE_URL set: herald work")
+        return lines.joined(separator: "\n")
+    }
+
+    /// `text` as one shell word: unchanged when it holds nothing a shell would read specially.
+    static func shellQuoted(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "/._-:@%+=,".unicodeScalars.contains($0)
+        }
+        if plain { return text }
+        var quoted = "'"
+        for character in text { quoted += character == "'" ? "'\\''" : String(character) }
+        return quoted + "'"
     }
 
     /// The parsed command line.
@@ -235,4 +294,26 @@ func printError(_ line: String) {
     var bytes = Array(line.utf8)
     bytes.append(0x0A)
     _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// `path` from the root: as given when it starts with /, else under the current directory.
+func absolutePath(_ path: String) -> String {
+    if path.hasPrefix("/") { return path }
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    guard getcwd(&buffer, buffer.count) != nil else { return path }
+    let directory = String(cString: buffer)
+    var relative = Substring(path)
+    while relative.hasPrefix("./") { relative = relative.dropFirst(2) }
+    return (directory == "/" ? "" : directory) + "/" + relative
+}
+
+/// A fresh folder only this user can read, under TMPDIR (or /tmp).
+func makeTemporaryFolder() throws(EmulatorError) -> String {
+    var base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+    if base.isEmpty { base = "/tmp" }
+    while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+    var template = Array((base + "/herald-emulator.XXXXXX").utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard made != nil else { throw EmulatorError("cannot create a folder under \(base): \(String(cString: strerror(errno)))") }
+    return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Postgres
 import Testing
 import TestSupport
@@ -74,5 +75,78 @@ import TestSupport
         #expect(run.output.contains("https://fcm.googleapis.com"), "says what to give: \(run.output)")
         let available = try database.connect().query("SELECT count(*) FROM herald.jobs WHERE state = 'available'")
         #expect(available[0, 0] == "1", "the job is untouched")
+    }
+}
+
+/// `herald emulator` started on its own: its start-up says what a worker must be given.
+@Suite struct StandaloneEmulatorTests {
+    /// The emulator's `export` lines, once it has printed them.
+    static func exportLines(_ emulator: HeraldProcess) -> [String]? {
+        let lines = emulator.output.split(separator: "\n").map(String.init)
+        guard lines.contains(where: { $0.hasPrefix("export GOOGLE_APPLICATION_CREDENTIALS=") }) else { return nil }
+        return lines.filter { $0.hasPrefix("export ") }
+    }
+
+    @Test func itsStartUpLinesPastedIntoAShellLetAWorkerDeliverToIt() throws {
+        let emulator = try HeraldProcess(["emulator", "--port", "0"], environment: [:])
+        try emulator.start()
+        defer { emulator.signal(SIGKILL) }
+        var exports: [String] = []
+        #expect(waitUntil(timeout: 30) { exports = Self.exportLines(emulator) ?? []; return !exports.isEmpty },
+                "the start-up names the settings: \(emulator.output)")
+        let names = exports.map { $0.dropFirst("export ".count).prefix { $0 != "=" } }
+        #expect(names == ["HERALD_FCM_URL", "HERALD_IID_URL", "GOOGLE_APPLICATION_CREDENTIALS"], "\(exports)")
+        let credentials = try #require(exports.last?.split(separator: "=", maxSplits: 1).last.map(String.init))
+        #expect(credentials.hasPrefix("/"), "an absolute path: \(credentials)")
+        #expect(FileManager.default.fileExists(atPath: credentials), "the service account is written: \(credentials)")
+
+        // A worker given nothing but DATABASE_URL and those lines, through a shell as a user pastes them.
+        let database = try TestDatabase.fresh(migrated: true)
+        defer { database.drop() }
+        try database.connect().query("SELECT herald.enqueue('{\"token\": \"standalone-emulator-1\", \"notification\": {\"title\": \"Hi\"}}')")
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+        shell.arguments = ["-c", (exports + ["exec \"$HERALD\" work --drain --processes 1"]).joined(separator: "\n")]
+        var env = ProcessInfo.processInfo.environment
+        for key in ["GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL"] { env[key] = nil }
+        env["DATABASE_URL"] = database.url
+        env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
+        env["HERALD"] = try HeraldProcess.binary()
+        shell.environment = env
+        let log = Pipe()
+        shell.standardOutput = log
+        shell.standardError = log
+        try shell.run()
+        let workerOutput = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        shell.waitUntilExit()
+        #expect(shell.terminationStatus == 0, "\(workerOutput)")
+        let state = try database.connect().query("SELECT state FROM herald.jobs")
+        #expect(state[0, 0] == "completed", "\(workerOutput)")
+        let baseURL = try #require(exports.first?.split(separator: "=", maxSplits: 1).last.map(String.init))
+        let received = try curl(baseURL + "/emulator/messages?token=standalone-emulator-1", over: .http1)
+        #expect(received.json?["messages"]?.arrayValue?.count == 1, "the emulator received it: \(received.body)")
+
+        // The service account it wrote for the purpose goes when it stops.
+        emulator.signal(SIGTERM)
+        #expect(emulator.wait(timeout: 30) == 0, "\(emulator.output)")
+        #expect(!FileManager.default.fileExists(atPath: credentials), "the temporary service account is removed")
+    }
+
+    @Test func aServiceAccountItWasAskedToWriteIsNamedByItsFullPathAndKept() throws {
+        let folder = NSTemporaryDirectory() + "herald-emulator-sa-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let emulator = try HeraldProcess(["emulator", "--port", "0", "--write-service-account", "sa.json"], environment: [:])
+        emulator.process.currentDirectoryURL = URL(fileURLWithPath: folder)
+        try emulator.start()
+        defer { emulator.signal(SIGKILL) }
+        var exports: [String] = []
+        #expect(waitUntil(timeout: 30) { exports = Self.exportLines(emulator) ?? []; return !exports.isEmpty }, "\(emulator.output)")
+        let real = URL(fileURLWithPath: folder).resolvingSymlinksInPath().path
+        #expect(exports.contains("export GOOGLE_APPLICATION_CREDENTIALS=\(real)/sa.json")
+                || exports.contains("export GOOGLE_APPLICATION_CREDENTIALS=\(folder)/sa.json"), "\(exports)")
+        emulator.signal(SIGTERM)
+        #expect(emulator.wait(timeout: 30) == 0, "\(emulator.output)")
+        #expect(FileManager.default.fileExists(atPath: folder + "/sa.json"), "a file it was asked to write stays")
     }
 }

@@ -145,7 +145,7 @@ enum Pages {
                 """
             body += """
                 <div class="letter" id="dead-letter-\(letter.id)">
-                <div class="meta">Dead letter \(letter.id) · job <a href="/jobs/\(letter.jobID)">\(letter.jobID)</a> · queue \(HTML.escape(letter.queue)) · \(letter.attempts) of \(letter.maxAttempts) attempts · dead at \(HTML.escape(letter.deadAt))</div>
+                <div class="meta">Dead letter \(letter.id) · job <a href="/jobs/\(letter.jobID)">\(letter.jobID)</a> · queue \(HTML.escape(letter.queue)) · for \(HTML.escape(letter.shortTarget(width: 48))) · \(letter.attempts) of \(letter.maxAttempts) attempts · dead at \(HTML.escape(letter.deadAt))</div>
                 <div class="reason">\(HTML.escape(letter.reason))</div>
                 <pre>\(HTML.escape(letter.message.serialized))</pre>\(history)
                 \(HTML.actionButton("Retry", action: "/dead-letters/\(letter.id)/retry", fields: filterFields, session: request.session, dashboard: dashboard))

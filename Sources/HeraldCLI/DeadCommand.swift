@@ -34,7 +34,7 @@ enum DeadCommand {
         Option(name: "queue", value: "QUEUE", help: "Only dead letters of this queue."),
         Option(name: "reason", value: "TEXT", help: "Only dead letters whose reason contains TEXT (literally; % and _ are not wildcards)."),
         Option(name: "limit", value: "N", help: "list: at most N, newest first.", defaultText: "50"),
-        Option(name: "json", help: "list: print a JSON array (the API's fields) instead of a table."),
+        Option(name: "json", help: "list: print a JSON array (the API's fields, target_type and target among them) instead of a table."),
         Option(name: "all", help: "retry/discard: every dead letter matching --queue, --reason (and --older-than) instead of ids."),
         Option(name: "older-than", value: "DURATION", help: "discard --all: only letters dead for longer than this (\"7d\", \"12h\")."),
     ] + databaseOptions
@@ -139,10 +139,10 @@ enum DeadCommand {
             print("no dead letters")
             return
         }
-        var rows = [["ID", "JOB", "QUEUE", "ATTEMPTS", "DEAD AT", "REASON"]]
+        var rows = [["ID", "JOB", "QUEUE", "TARGET", "ATTEMPTS", "DEAD AT", "REASON"]]
         for letter in letters {
             let reason = letter.reason.count > 80 ? String(letter.reason.prefix(79)) + "…" : letter.reason
-            rows.append([String(letter.id), String(letter.jobID), letter.queue, String(letter.attempts), letter.deadAt,
+            rows.append([String(letter.id), String(letter.jobID), letter.queue, letter.shortTarget(), String(letter.attempts), letter.deadAt,
                          reason.replacingOccurrences(of: "\n", with: " ")])
         }
         printColumns(rows)
@@ -152,6 +152,7 @@ enum DeadCommand {
         var lines = [
             "dead letter \(letter.id) (job \(letter.jobID), \(letter.kind))",
             "queue:      \(letter.queue)",
+            "target:     \(letter.target.map { "\($0.type) \($0.value)" } ?? "none in the message")",
             "reason:     \(letter.reason)",
             "attempts:   \(letter.attempts) of \(letter.maxAttempts)",
             "created at: \(letter.createdAt)",

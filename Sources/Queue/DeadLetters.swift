@@ -90,13 +90,39 @@ public struct DeadLetter: Sendable {
     public var message: JSONValue
     public var errors: JSONValue
 
-    /// The API's shape: `id`, `job_id`, `queue`, `reason`, `attempts`, `dead_at`, `message`, and
+    /// Whom the message was for, from the message itself: `token`, `topic` or `condition` for a
+    /// send, `group` (the notification_key_name) for a device-group operation; nil when the
+    /// message names none of them.
+    public var target: (type: String, value: String)? {
+        if kind == "group" {
+            return message["notification_key_name"]?.stringValue.map { ("group", $0) }
+        }
+        for type in ["token", "topic", "condition"] {
+            if let value = message[type]?.stringValue { return (type, value) }
+        }
+        return nil
+    }
+
+    /// `type:value` for a table, the value cut to about `width` characters (its start and its
+    /// end kept, an ellipsis between) so a 160-character token still tells tokens apart.
+    public func shortTarget(width: Int = 32) -> String {
+        guard let (type, value) = target else { return "-" }
+        let flat = value.replacingNewlines()
+        guard flat.count > width else { return "\(type):\(flat)" }
+        let tail = max(4, width / 4)
+        return "\(type):\(flat.prefix(width - tail - 1))…\(flat.suffix(tail))"
+    }
+
+    /// The API's shape: `id`, `job_id`, `queue`, `target_type` and `target` (whom it was for, in
+    /// full; null when the message names no target), `reason`, `attempts`, `dead_at`, `message`, and
     /// with `detail` also `kind`, `max_attempts`, `dedupe_key`, `created_at`, `errors`.
     public func json(detail: Bool = false) -> JSONValue {
         var object = JSONObject()
         object["id"] = JSONValue(id)
         object["job_id"] = JSONValue(jobID)
         object["queue"] = .string(queue)
+        object["target_type"] = target.map { .string($0.type) } ?? .null
+        object["target"] = target.map { .string($0.value) } ?? .null
         object["reason"] = .string(reason)
         object["attempts"] = JSONValue(attempts)
         object["dead_at"] = .string(deadAt)
@@ -109,6 +135,13 @@ public struct DeadLetter: Sendable {
             object["errors"] = errors
         }
         return .object(object)
+    }
+}
+
+extension String {
+    /// Line breaks as spaces, for one table cell.
+    func replacingNewlines() -> String {
+        String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
     }
 }
 

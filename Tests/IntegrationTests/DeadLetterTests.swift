@@ -131,6 +131,45 @@ struct DeadLetterFixture {
         try HeraldProcess.run(arguments, environment: ["DATABASE_URL": f.database.url], timeout: 60)
     }
 
+    @Test func listShowsWhomEachDeadLetterWasForAndJSONCarriesItWhole() throws {
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        let token = "dXk2" + String(repeating: "Qm9v", count: 38) + "END9"
+        let condition = "'sports' in topics && ('scores' in topics || 'news' in topics)"
+        func add(_ kind: String, _ message: String) throws {
+            try f.connection.query("""
+                INSERT INTO herald.dead_letters (job_id, queue, kind, message, attempts, max_attempts, reason, errors, created_at)
+                VALUES (2000 + (SELECT count(*) FROM herald.dead_letters), 'default', $1, $2::jsonb, 1, 25, 'INVALID_ARGUMENT: test', '[]', now())
+                """, [.text(kind), .text(message)])
+        }
+        let tokenMessage: JSONValue = ["token": .string(token), "data": ["k": "v"]]
+        let conditionMessage: JSONValue = ["condition": .string(condition)]
+        try add("send", tokenMessage.serialized)
+        try add("send", #"{"topic": "breaking-news", "notification": {"title": "t"}}"#)
+        try add("send", conditionMessage.serialized)
+        try add("group", #"{"operation": "add", "notification_key_name": "family-42", "registration_ids": ["a"]}"#)
+
+        let table = try herald(["dead", "list"], f)
+        #expect(table.status == 0, "\(table.output)")
+        let lines = table.output.split(separator: "\n").map(String.init)
+        #expect(lines.first?.contains("TARGET") == true, "a TARGET column: \(table.output)")
+        let tokenLine = try #require(lines.first { $0.contains("token:dXk2") }, "the token's row: \(table.output)")
+        #expect(tokenLine.contains("END9") && !tokenLine.contains(token), "a long token is shortened, its start and end kept: \(tokenLine)")
+        #expect(table.output.contains("topic:breaking-news"), "\(table.output)")
+        #expect(table.output.contains("condition:'sports' in topics"), "\(table.output)")
+        #expect(table.output.contains("group:family-42"), "\(table.output)")
+
+        let json = try herald(["dead", "list", "--json"], f)
+        #expect(json.status == 0, "\(json.output)")
+        let listed = try JSONValue.parse(json.output).arrayValue ?? []
+        let targets = listed.map { "\($0["target_type"]?.stringValue ?? "nil")=\($0["target"]?.stringValue ?? "nil")" }
+        #expect(targets == ["group=family-42", "condition=\(condition)", "topic=breaking-news", "token=\(token)"],
+                "newest first, each target in full: \(targets)")
+
+        let shown = try herald(["dead", "show", String(listed.last?["id"]?.intValue ?? 0)], f)
+        #expect(shown.status == 0 && shown.output.contains("target:     token \(token)"), "\(shown.output)")
+    }
+
     @Test func listShowRetryDiscardFromTheShell() throws {
         let f = try DeadLetterFixture()
         defer { f.close() }

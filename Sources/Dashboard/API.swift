@@ -6,7 +6,9 @@ import Queue
 /// The JSON API for scripts: queues, dead letters, jobs, and the retry and discard actions.
 enum API {
     static func queues(_ request: DashboardRequest) throws -> HTTPServerResponse {
-        let snapshot = try request.database { try request.dashboard.statistics.snapshot($0) }
+        let (snapshot, throughput) = try request.database {
+            (try request.dashboard.statistics.snapshot($0), try request.dashboard.statistics.throughput($0))
+        }
         let queues: [JSONValue] = snapshot.queues.map { queue in
             var object = JSONObject()
             object["queue"] = .string(queue.name)
@@ -15,7 +17,12 @@ enum API {
             object["oldest_available_age_seconds"] = queue.oldestAvailableAge.map { .number(String(format: "%.3f", $0)) } ?? .null
             return .object(object)
         }
-        return .json(200, ["queues": .array(queues), "estimated_states": .array(snapshot.estimatedStates.sorted().map { .string($0) })])
+        // The overview's hour chart in numbers: jobs finished in the last hour, by how.
+        let hour = throughput.total
+        let lastHour: JSONValue = ["completed": JSONValue(hour.completed), "discarded": JSONValue(hour.discarded),
+                                   "cancelled": JSONValue(hour.cancelled), "dead": JSONValue(hour.dead)]
+        return .json(200, ["queues": .array(queues), "estimated_states": .array(snapshot.estimatedStates.sorted().map { .string($0) }),
+                           "last_hour": lastHour])
     }
 
     /// Topic subscriptions per topic (herald.topic_stats): subscribed, pending, removing, failed.

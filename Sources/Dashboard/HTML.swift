@@ -70,23 +70,23 @@ enum HTML {
         return "<form method=\"post\" action=\"\(escape(action))\" class=\"inline\">\(csrfField(session))\(hidden)<button class=\"\(danger ? "danger" : "primary")\"\(disabled)>\(escape(label))</button></form>"
     }
 
-    /// Completed (blue) and errors (red: discarded and dead) per minute over the last hour, as
-    /// an inline SVG: no script, no image request.
+    /// Completed (blue), errors (red: discarded and dead) and cancelled (grey: withdrawn, not an
+    /// error) per minute over the last hour, as an inline SVG: no script, no image request.
     static func throughputChart(_ throughput: Throughput) -> String {
         let width = 720.0, height = 140.0, bottom = 120.0, left = 40.0
-        let highest = max(1, throughput.minutes.map { max($0.completed, $0.discarded + $0.dead) }.max() ?? 1)
+        let highest = max(1, throughput.minutes.map { max($0.completed, $0.discarded + $0.dead, $0.cancelled) }.max() ?? 1)
         let slot = (width - left) / Double(max(1, throughput.minutes.count))
         var bars = ""
+        func bar(_ x: Double, _ share: Double, _ count: Int, _ colour: String, _ title: String) {
+            guard count > 0 else { return }
+            let tall = Double(count) / Double(highest) * (bottom - 10)
+            bars += "<rect x=\"\(fmt(x))\" y=\"\(fmt(bottom - tall))\" width=\"\(fmt(slot * share))\" height=\"\(fmt(tall))\" fill=\"\(colour)\"><title>\(title)</title></rect>"
+        }
         for (index, minute) in throughput.minutes.enumerated() {
             let x = left + Double(index) * slot
-            let completed = Double(minute.completed) / Double(highest) * (bottom - 10)
-            let errors = Double(minute.discarded + minute.dead) / Double(highest) * (bottom - 10)
-            if minute.completed > 0 {
-                bars += "<rect x=\"\(fmt(x + 1))\" y=\"\(fmt(bottom - completed))\" width=\"\(fmt(slot * 0.55))\" height=\"\(fmt(completed))\" fill=\"#3b6fd8\"><title>\(minute.completed) completed</title></rect>"
-            }
-            if minute.discarded + minute.dead > 0 {
-                bars += "<rect x=\"\(fmt(x + 1 + slot * 0.55))\" y=\"\(fmt(bottom - errors))\" width=\"\(fmt(slot * 0.35))\" height=\"\(fmt(errors))\" fill=\"#d8453b\"><title>\(minute.discarded) discarded, \(minute.dead) dead</title></rect>"
-            }
+            bar(x + 1, 0.45, minute.completed, "#3b6fd8", "\(minute.completed) completed")
+            bar(x + 1 + slot * 0.45, 0.25, minute.discarded + minute.dead, "#d8453b", "\(minute.discarded) discarded, \(minute.dead) dead")
+            bar(x + 1 + slot * 0.7, 0.2, minute.cancelled, "#a9b0bf", "\(minute.cancelled) cancelled")
         }
         let total = throughput.total
         return """
@@ -98,7 +98,8 @@ enum HTML {
             <text x="\(Int(width))" y="\(Int(bottom) + 16)" text-anchor="end" font-size="11">now</text>
             \(bars)</svg>
             <p class="legend"><span class="swatch blue"></span> completed (\(total.completed) in the hour)
-            <span class="swatch red"></span> errors: discarded \(total.discarded), dead \(total.dead)</p>
+            <span class="swatch red"></span> errors: discarded \(total.discarded), dead \(total.dead)
+            <span class="swatch grey"></span> cancelled \(total.cancelled)</p>
             """
     }
 
@@ -134,7 +135,7 @@ enum HTML {
         .filters{background:#fff;padding:10px 14px;border:1px solid #e3e6eb;border-radius:4px;margin-bottom:12px}
         .filters label{margin-right:12px}.chart{width:100%;max-width:720px;background:#fff;border:1px solid #e3e6eb}
         .legend{font-size:13px;color:#5a6275}.swatch{display:inline-block;width:10px;height:10px;margin:0 4px 0 10px}
-        .swatch.blue{background:#3b6fd8}.swatch.red{background:#d8453b}.est{color:#8a93a6}
+        .swatch.blue{background:#3b6fd8}.swatch.red{background:#d8453b}.swatch.grey{background:#a9b0bf}.est{color:#8a93a6}
         details summary{cursor:pointer;color:#3b6fd8}a{color:#3b6fd8}#job th{width:180px}
         .bar{display:flex;height:14px;background:#eef0f4;border:1px solid #d5d9e0;border-radius:3px;overflow:hidden;margin:6px 0}
         .bar .seg{display:block;height:100%}

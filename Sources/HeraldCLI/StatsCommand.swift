@@ -62,11 +62,10 @@ enum StatsCommand {
         var lines = ["herald stats  \(timestamp())", ""]
         lines += snapshot.queues.isEmpty ? ["no jobs and no dead letters"] : formatColumns(rows)
         let hour = throughput.total
-        let minute = (completed: throughput.minutes.last?.completed ?? 0, discarded: throughput.minutes.last?.discarded ?? 0,
-                      dead: throughput.minutes.last?.dead ?? 0)
+        let minute = throughput.minutes.last ?? Throughput.Minute(start: 0)
         lines += ["",
-                  "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.dead) dead",
-                  "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.dead) dead"]
+                  "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.cancelled) cancelled, \(minute.dead) dead",
+                  "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
         lines += projectLines(try ProjectRate.all(connection))
         return lines
     }

@@ -32,19 +32,29 @@ public struct QueueSnapshot: Sendable {
     }
 }
 
-/// Finished work per minute over the last hour (completed, discarded, dead), oldest first.
+/// Finished work per minute over the last hour (completed, discarded, cancelled, dead), oldest first.
 public struct Throughput: Sendable {
     public struct Minute: Sendable, Equatable {
         /// Start of the minute, seconds since 1970.
         public var start: Int
         public var completed: Int
+        /// Finished without being sent: a pruned token, FCM's answer that it is gone.
         public var discarded: Int
+        /// Withdrawn before sending (herald.cancel, a cancelled campaign): not an error.
+        public var cancelled: Int
         public var dead: Int
+        public init(start: Int, completed: Int = 0, discarded: Int = 0, cancelled: Int = 0, dead: Int = 0) {
+            self.start = start
+            self.completed = completed
+            self.discarded = discarded
+            self.cancelled = cancelled
+            self.dead = dead
+        }
     }
     public var minutes: [Minute]
     public var completedLastMinute: Int { minutes.last?.completed ?? 0 }
-    public var total: (completed: Int, discarded: Int, dead: Int) {
-        minutes.reduce((0, 0, 0)) { ($0.0 + $1.completed, $0.1 + $1.discarded, $0.2 + $1.dead) }
+    public var total: (completed: Int, discarded: Int, cancelled: Int, dead: Int) {
+        minutes.reduce((0, 0, 0, 0)) { ($0.0 + $1.completed, $0.1 + $1.discarded, $0.2 + $1.cancelled, $0.3 + $1.dead) }
     }
 }
 
@@ -192,7 +202,7 @@ public final class QueueStatistics: Sendable {
         return (counts, true)
     }
 
-    /// Completed, discarded and dead per minute over the last hour.
+    /// Completed, discarded, cancelled and dead per minute over the last hour.
     ///
     /// Counting the whole hour reads every job finished in it: on a table of ten million rows
     /// kept for a day that is about 400,000 rows and seconds (measured: a parallel sequential scan,
@@ -209,7 +219,7 @@ public final class QueueStatistics: Sendable {
         let from = known.1 == nil ? thisMinute - 59 * 60 : thisMinute - (Self.recountMinutes - 1) * 60
         let rows = try connection.query(SQL.finishedPerMinute, [.double(Double(from))])
         for start in stride(from: from, through: thisMinute, by: 60) {
-            buckets[start] = Throughput.Minute(start: start, completed: 0, discarded: 0, dead: 0)
+            buckets[start] = Throughput.Minute(start: start)
         }
         for row in 0..<rows.rowCount {
             guard let start = rows.int(row, 0), start >= from, start <= thisMinute else { continue }
@@ -217,12 +227,13 @@ public final class QueueStatistics: Sendable {
             switch rows[row, 1] {
             case "completed": buckets[start]?.completed += count
             case "dead": buckets[start]?.dead += count
+            case "cancelled": buckets[start]?.cancelled += count
             default: buckets[start]?.discarded += count
             }
         }
         let minutes = (0..<60).map { index -> Throughput.Minute in
             let start = thisMinute - (59 - index) * 60
-            return buckets[start] ?? Throughput.Minute(start: start, completed: 0, discarded: 0, dead: 0)
+            return buckets[start] ?? Throughput.Minute(start: start)
         }
         let kept = Dictionary(uniqueKeysWithValues: minutes.map { ($0.start, $0) })
         let value = Throughput(minutes: minutes)

@@ -424,6 +424,46 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
 
 /// `herald dashboard` refuses what it must not do, before it listens, saying what to set.
 @Suite struct DashboardCommandTests {
+    @Test func cancelledJobsAreCountedAsCancelledByStatsTheHourChartAndTheAPI() throws {
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        func finish(_ count: Int, state: String) throws {
+            try f.connection.query("""
+                INSERT INTO herald.jobs (message, state, finished_at, last_error)
+                SELECT jsonb_build_object('token', 'hour-' || g), $1, now(), CASE WHEN $1 = 'cancelled' THEN 'campaign cancelled' END
+                FROM generate_series(1, $2::int) AS g
+                """, [.text(state), .int(count)])
+        }
+        try finish(7, state: "cancelled")
+        try finish(2, state: "discarded")
+        try finish(4, state: "completed")
+
+        let stats = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": f.database.url], timeout: 60)
+        #expect(stats.status == 0, "\(stats.output)")
+        #expect(stats.output.contains("4 completed, 2 discarded, 7 cancelled, 0 dead"), "the last hour: \(stats.output)")
+
+        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": f.database.url])
+        try dashboard.start()
+        defer { dashboard.signal(SIGTERM); dashboard.wait(timeout: 30) }
+        var base = ""
+        #expect(waitUntil(timeout: 30) {
+            guard let range = dashboard.output.range(of: #"serving http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { return false }
+            base = String(dashboard.output[range].dropFirst("serving ".count))
+            return true
+        }, "\(dashboard.output)")
+        let page = try curl(base + "/", over: .http1)
+        #expect(page.status == 200)
+        #expect(page.body.contains("errors: discarded 2, dead 0"), "cancelled jobs are not errors: \(page.body)")
+        #expect(page.body.contains("cancelled 7</p>"), "the chart's legend counts them as cancelled")
+        #expect(page.body.contains("<title>7 cancelled</title>"), "and draws them as such")
+        let api = try curl(base + "/api/queues", over: .http1)
+        #expect(api.status == 200, "\(api.body)")
+        let hour = api.json?["last_hour"]
+        #expect(hour?["cancelled"]?.intValue == 7 && hour?["discarded"]?.intValue == 2 && hour?["completed"]?.intValue == 4, "\(api.body)")
+        let queue = api.json?["queues"]?.arrayValue?.first
+        #expect(queue?["cancelled"]?.intValue == 7 && queue?["discarded"]?.intValue == 2, "\(api.body)")
+    }
+
     @Test func refusesUnsafeOrIncompleteSettings() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

@@ -100,10 +100,10 @@ enum QueuesCommand {
             print("no queues yet: no jobs, dead letters or settings")
             return
         }
-        var rows = [["QUEUE", "PAUSED", "MAX/S", "MAX IN FLIGHT", "AVAILABLE", "RUNNING", "DEAD"]]
+        var rows = [["QUEUE", "PAUSED", "MAX/S", "MAX IN FLIGHT", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD"]]
         for q in queues {
             rows.append([q.name, q.paused ? "yes" : "no", q.maxPerSecond.map(CampaignsCommand.formatRate) ?? "-",
-                         q.maxInFlight.map(String.init) ?? "-", String(q.available), String(q.running), String(q.deadLetters)])
+                         q.maxInFlight.map(String.init) ?? "-", String(q.available), String(q.scheduled), String(q.running), String(q.deadLetters)])
         }
         printColumns(rows)
     }

@@ -12,6 +12,8 @@ public struct QueueSettings: Sendable, Equatable {
     public var available: Int
     public var running: Int
     public var deadLetters: Int
+    /// Jobs waiting for their run_at (send_at, a campaign's start, a quiet hour).
+    public var scheduled: Int = 0
 
     public var json: JSONValue {
         var object = JSONObject()
@@ -20,6 +22,7 @@ public struct QueueSettings: Sendable, Equatable {
         object["max_per_second"] = maxPerSecond.map { .number(CampaignProgress.number($0)) } ?? .null
         object["max_in_flight"] = maxInFlight.map { JSONValue($0) } ?? .null
         object["available"] = JSONValue(available)
+        object["scheduled"] = JSONValue(scheduled)
         object["running"] = JSONValue(running)
         object["dead"] = JSONValue(deadLetters)
         return .object(object)
@@ -38,14 +41,14 @@ public enum LimitChange<Value: Sendable & Equatable>: Sendable, Equatable {
 /// The SQL of steering queues (herald.pause_queue, resume_queue, set_queue_limits). Every
 /// action that changed something is recorded in herald.admin_log with the queue's name.
 public enum Queues {
-    /// Queues with settings, available or running jobs, or dead letters, by name. The counts come
+    /// Queues with settings, available, scheduled or running jobs, or dead letters, by name. The counts come
     /// from the partial indexes of pending jobs, so finished history costs nothing.
     public static func list(_ connection: PGConnection) throws(PostgresError) -> [QueueSettings] {
         let rows = try connection.query(SQL.queuesList)
         return (0..<rows.rowCount).map { row in
             QueueSettings(name: rows[row, 0] ?? "", paused: rows.bool(row, 1) ?? false, maxPerSecond: rows.double(row, 2),
                           maxInFlight: rows.int(row, 3), available: rows.int(row, 4) ?? 0, running: rows.int(row, 5) ?? 0,
-                          deadLetters: rows.int(row, 6) ?? 0)
+                          deadLetters: rows.int(row, 6) ?? 0, scheduled: rows.int(row, 7) ?? 0)
         }
     }
 

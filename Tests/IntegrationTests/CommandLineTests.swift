@@ -62,6 +62,28 @@ import TestSupport
         #expect(env.output.contains("give e.g. HERALD_CONCURRENCY=256"), "\(env.output)")
     }
 
+    @Test func queuesListShowsAQueueThatHoldsOnlyScheduledJobs() throws {
+        let database = try TestDatabase.fresh(migrated: true)
+        defer { database.drop() }
+        let connection = try database.connect()
+        for n in 1...2 {
+            try connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'later-' || $1::int), run_at => now() + interval '1 hour', queue => 'tomorrow')",
+                                 [.int(n)])
+        }
+        #expect(try connection.query("SELECT count(*) FROM herald.jobs WHERE queue = 'tomorrow' AND state = 'scheduled'").int(0, 0) == 2)
+        let table = try HeraldProcess.run(["queues", "list"], environment: ["DATABASE_URL": database.url], timeout: 60)
+        #expect(table.status == 0, "\(table.output)")
+        let lines = table.output.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        let header = try #require(lines.first { $0.first == "QUEUE" }, "\(table.output)")
+        let row = try #require(lines.first { $0.first == "tomorrow" }, "the queue is listed: \(table.output)")
+        // Column by column ("MAX IN FLIGHT" is three words of the header, one cell of a row).
+        let cells = Dictionary(uniqueKeysWithValues: zip(header.filter { !["MAX", "IN"].contains($0) }, row))
+        #expect(cells["SCHEDULED"] == "2" && cells["AVAILABLE"] == "0", "\(table.output)")
+        let json = try HeraldProcess.run(["queues", "list", "--json"], environment: ["DATABASE_URL": database.url], timeout: 60)
+        let queue = try JSONValue.parse(json.output.trimmingCharacters(in: .whitespacesAndNewlines)).arrayValue?.first
+        #expect(queue?["queue"]?.stringValue == "tomorrow" && queue?["scheduled"]?.intValue == 2, "\(json.output)")
+    }
+
     @Test(arguments: ["ftp://fcm.example", "not a url", "https://", "http//127.0.0.1:1"])
     func anFCMURLThatIsNotHTTPIsRefusedBeforeAnythingIsTouched(_ url: String) throws {
         let database = try TestDatabase.fresh(migrated: true)

@@ -26,6 +26,17 @@ let connectionOptions: [Option] = [
            help: "text, or json: one object per line with time, level, msg, pid and the job's fields.", defaultText: "text"),
 ]
 
+/// `options` with the help of some reworded for one command, by name: what a shared option does
+/// differs between the commands that take it (only `work` and `bench` start a private PostgreSQL).
+func withHelp(_ options: [Option], _ helps: [String: String]) -> [Option] {
+    options.map { option in
+        guard let help = helps[option.name] else { return option }
+        var changed = option
+        changed.help = help
+        return changed
+    }
+}
+
 /// `--emulator`: the explicit way to send to the local emulator (`work`, `send`, `groups`).
 let emulatorOption = Option(name: "emulator",
     help: "Send to a local FCM emulator started in this process instead of FCM (for local testing: no message reaches a device). Cannot be combined with credentials.")

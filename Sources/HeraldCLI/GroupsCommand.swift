@@ -13,7 +13,11 @@ enum GroupsCommand {
         Option(name: "token", value: "TOKEN", repeatable: true, help: "A member registration token."),
         Option(name: "key", value: "KEY", help: "The group's notification_key (add/remove; looked up when not given)."),
         emulatorOption,
-    ] + connectionOptions
+    ] + withHelp(connectionOptions, [
+        "database-url": "The PostgreSQL whose herald.device_groups is kept in step. Unset: only FCM is changed; no PostgreSQL is started.",
+        "credentials": "Service-account JSON (project_id, client_email, private_key, token_uri). Required, except with --emulator.",
+        "data-dir": "With --emulator: where the emulator's service account is written.",
+    ])
 
     static let help = helpText(
         command: "groups", summary: "Manage FCM device groups and keep herald.device_groups in step.",
@@ -22,7 +26,8 @@ enum GroupsCommand {
         footer: """
         create/add/remove/get print the group as JSON: {"name", "notification_key", "members"}.
         A group has at most 20 members; Herald refuses more before calling FCM. Removing every member
-        deletes the group. With DATABASE_URL set, herald.device_groups is updated; from SQL, use
+        deletes the group. With DATABASE_URL set, herald.device_groups is updated too; without it only
+        FCM is changed (no private PostgreSQL is started). From SQL, use
         herald.enqueue_group_op(operation, name, tokens) and the worker runs it with retries.
         Send to a group by putting its notification_key in a message's token.
         Needs GOOGLE_APPLICATION_CREDENTIALS (or --credentials); --emulator talks to a local FCM

@@ -5,11 +5,16 @@ import Queue
 import Worker
 
 enum MigrateCommand {
-    static let options: [Option] = connectionOptions.filter { ["database-url", "data-dir", "log-level", "log-format"].contains($0.name) }
+    /// No private PostgreSQL here: migrating one that stops when the command ends would do nothing
+    /// useful (`herald work` on the embedded default migrates its own).
+    static let options: [Option] = withHelp(connectionOptions.filter { ["database-url", "log-level", "log-format"].contains($0.name) },
+                                            ["database-url": "The PostgreSQL to migrate (required)."])
     static let help = helpText(
         command: "migrate", summary: "Create or update the herald schema (migrations compiled into this binary).",
         usage: "[options]", options: options,
         footer: """
+        Needs DATABASE_URL (or --database-url): it starts no PostgreSQL of its own (herald work with
+        nothing set migrates the one it starts).
         Each numbered migration runs once, in order, in its own transaction, recorded in
         herald.schema_migrations; then every herald.* function and view whose definition changed is
         replaced (one transaction, recorded in herald.schema_definitions). All under an advisory lock
@@ -20,7 +25,11 @@ enum MigrateCommand {
         let parsed = try parse(command: "migrate", arguments: arguments, options: options)
         let log = try RunEnvironment.logger(parsed, prefix: "herald migrate")
         guard let url = parsed.string("database-url") else {
-            throw UsageError("herald migrate: set DATABASE_URL (or --database-url) to the PostgreSQL to migrate; `herald work` with nothing set migrates its private one")
+            throw UsageError("""
+                herald migrate: DATABASE_URL is not set; set it (or --database-url) to the PostgreSQL to migrate, e.g.
+                  DATABASE_URL=postgres://herald@db.example.com/herald herald migrate
+                (herald work with nothing set starts a private PostgreSQL and migrates it itself; herald migrate starts none)
+                """)
         }
         let connection: PGConnection
         do { connection = try PGConnection(url: url) } catch { throw UsageError("herald migrate: DATABASE_URL: \(error)") }

@@ -62,6 +62,32 @@ import TestSupport
         #expect(env.output.contains("give e.g. HERALD_CONCURRENCY=256"), "\(env.output)")
     }
 
+    @Test func migrateAndGroupsHelpSayWhatTheyDoWithoutDATABASE_URL() throws {
+        let home = NSTemporaryDirectory() + "herald-first-day-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        for command in ["migrate", "groups"] {
+            let help = try HeraldProcess.run([command, "--help"], environment: [:], timeout: 30)
+            #expect(help.status == 0)
+            #expect(!help.output.contains("private PostgreSQL under"), "herald \(command) --help promises no private PostgreSQL: \(help.output)")
+            #expect(!help.output.contains("embedded default"), "herald \(command) --help: \(help.output)")
+        }
+        // migrate: refuses, naming the setting and what to do, and starts nothing.
+        let help = try HeraldProcess.run(["migrate", "--help"], environment: [:], timeout: 30)
+        #expect(help.output.contains("The PostgreSQL to migrate (required)"), "\(help.output)")
+        let migrate = try HeraldProcess.run(["migrate"], environment: ["HERALD_HOME": home], timeout: 30)
+        #expect(migrate.status == 2, "\(migrate.output)")
+        #expect(migrate.output.contains("DATABASE_URL is not set; set it (or --database-url) to the PostgreSQL to migrate"), "\(migrate.output)")
+        #expect(!FileManager.default.fileExists(atPath: home + "/postgres"), "no PostgreSQL was started")
+        // groups: works on FCM alone, as its help says, and starts no PostgreSQL either.
+        let groupsHelp = try HeraldProcess.run(["groups", "--help"], environment: [:], timeout: 30)
+        #expect(groupsHelp.output.contains("Unset: only FCM is changed; no PostgreSQL is started"), "\(groupsHelp.output)")
+        let created = try HeraldProcess.run(["groups", "create", "--name", "first-day-family", "--token", "phone-1", "--emulator"],
+                                            environment: ["HERALD_HOME": home], timeout: 60)
+        #expect(created.status == 0, "\(created.output)")
+        #expect(created.output.contains("\"name\":\"first-day-family\""), "\(created.output)")
+        #expect(!FileManager.default.fileExists(atPath: home + "/postgres"), "no PostgreSQL was started: \(created.output)")
+    }
+
     @Test func queuesListShowsAQueueThatHoldsOnlyScheduledJobs() throws {
         let database = try TestDatabase.fresh(migrated: true)
         defer { database.drop() }

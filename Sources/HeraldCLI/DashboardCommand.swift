@@ -12,19 +12,25 @@ enum DashboardCommand {
     ] + DeadCommand.databaseOptions + connectionOptions.filter { ["log-level", "log-format"].contains($0.name) }
 
     static let help = helpText(
-        command: "dashboard", summary: "Web pages, a JSON API and /metrics for queues and dead letters.",
+        command: "dashboard", summary: "Web pages, a JSON API and /metrics for queues, dead letters and campaigns.",
         usage: "[--address HOST:PORT]", options: options,
         footer: """
         Access: set HERALD_DASHBOARD_TOKEN (at least 16 characters; e.g. `openssl rand -hex 32`) to require
         it everywhere: the API and /metrics as `Authorization: Bearer TOKEN`, the pages through /login. Only
-        then can pages and the API retry and discard; each action is recorded in herald.admin_log. Without
-        a token the dashboard is read-only and listens on a loopback address only.
-        Pages: / (queues, last hour), /dead-letters (filter, retry, discard), /jobs/ID, /admin-log, /login.
-        API: GET /api/queues, GET /api/dead-letters?queue=&reason=&limit=&before=, GET /api/dead-letters/ID,
-        POST /api/dead-letters/ID/retry, POST /api/dead-letters/ID/discard,
+        then can pages and the API retry, discard, pause, resume and cancel; each action is recorded in
+        herald.admin_log. Without a token the dashboard is read-only and listens on a loopback address only.
+        Pages (tabs): / (queues; the last hour's completed, errors and cancelled per minute),
+        /campaigns (each campaign's progress: a bar of completed, dead, discarded, cancelled and running
+        jobs, the last minute's sends and an estimated end; Pause holds a campaign back on every pool, Resume lets it go on,
+        Cancel turns its pending jobs into cancelled ones and cannot be undone), /dead-letters (whom each
+        was for, filter, retry, discard), /jobs/ID, /admin-log, /login.
+        API: GET /api/queues (per queue and state, and last_hour), GET /api/dead-letters?queue=&reason=&limit=&before=,
+        GET /api/dead-letters/ID, POST /api/dead-letters/ID/retry, POST /api/dead-letters/ID/discard,
         POST /api/dead-letters/retry and /discard with {"queue": ..., "reason": ...} (or {"all": true}),
-        GET /api/jobs/ID. Metrics: GET /metrics (herald_jobs, herald_oldest_available_age_seconds,
-        herald_dead_letters).
+        GET /api/jobs/ID, GET /api/campaigns?limit=, GET /api/campaigns/ID,
+        POST /api/campaigns/ID/pause, /resume and /cancel.
+        Metrics: GET /metrics (herald_jobs, herald_oldest_available_age_seconds, herald_dead_letters,
+        herald_campaign_jobs, herald_campaign_sent_last_minute, herald_campaign_state).
         """)
 
     static let minimumTokenLength = 16

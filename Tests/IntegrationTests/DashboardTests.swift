@@ -424,6 +424,32 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
 
 /// `herald dashboard` refuses what it must not do, before it listens, saying what to set.
 @Suite struct DashboardCommandTests {
+    @Test func itsHelpNamesTheCampaignsTabAndWhatItCanDo() throws {
+        let help = try HeraldProcess.run(["dashboard", "--help"], environment: [:], timeout: 30)
+        #expect(help.status == 0)
+        for words in ["/campaigns (each campaign's progress", "Pause holds a campaign back", "Cancel turns its pending jobs into cancelled ones",
+                      "GET /api/campaigns", "POST /api/campaigns/ID/pause", "herald_campaign_jobs"] {
+            #expect(help.output.contains(words), "herald dashboard --help: \(words)")
+        }
+        // What it names is served: the Campaigns tab and its API answer (read-only, no token).
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        let campaign = try f.connection.query("SELECT herald.create_campaign('first-day-tab')").int(0, 0)!
+        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": f.database.url])
+        try dashboard.start()
+        defer { dashboard.signal(SIGTERM); dashboard.wait(timeout: 30) }
+        var base = ""
+        #expect(waitUntil(timeout: 30) {
+            guard let range = dashboard.output.range(of: #"serving http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { return false }
+            base = String(dashboard.output[range].dropFirst("serving ".count))
+            return true
+        }, "\(dashboard.output)")
+        let page = try curl(base + "/campaigns", over: .http1)
+        #expect(page.status == 200 && page.body.contains("first-day-tab"), "\(page.body)")
+        let api = try curl(base + "/api/campaigns/\(campaign)", over: .http1)
+        #expect(api.status == 200, "\(api.body)")
+    }
+
     @Test func cancelledJobsAreCountedAsCancelledByStatsTheHourChartAndTheAPI() throws {
         let f = try DeadLetterFixture()
         defer { f.close() }

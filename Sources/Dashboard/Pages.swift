@@ -16,7 +16,7 @@ enum Pages {
              try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
         let tokens = try request.database { connection in try TokenCounts.read(connection) }
-        let shown = ["available", "scheduled", "running", "completed", "discarded"]
+        let shown = ["available", "scheduled", "running", "completed", "discarded", "cancelled"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
         var rows = ""
         for queue in snapshot.queues {

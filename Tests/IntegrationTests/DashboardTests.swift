@@ -482,6 +482,14 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         #expect(page.body.contains("errors: discarded 2, dead 0"), "cancelled jobs are not errors: \(page.body)")
         #expect(page.body.contains("cancelled 7</p>"), "the chart's legend counts them as cancelled")
         #expect(page.body.contains("<title>7 cancelled</title>"), "and draws them as such")
+        let table = try #require(page.body.range(of: "<table id=\"queues\">.*?</table>", options: .regularExpression).map { String(page.body[$0]) })
+        let header = table.components(separatedBy: "</tr>")[0]
+        let row = table.components(separatedBy: "</tr>")[1]
+        let columns = header.components(separatedBy: "<th").dropFirst().map { $0.replacingOccurrences(of: #"^[^>]*>|</th>$"#, with: "", options: .regularExpression) }
+        let cells = row.components(separatedBy: "<td").dropFirst().map { $0.replacingOccurrences(of: #"<[^>]*>"#, with: "", options: .regularExpression)
+            .replacingOccurrences(of: #"^[^>]*>"#, with: "", options: .regularExpression) }
+        let byColumn = Dictionary(uniqueKeysWithValues: zip(columns, cells))
+        #expect(byColumn["cancelled"] == "7" && byColumn["discarded"] == "2", "the queue table has a cancelled column: \(table)")
         let api = try curl(base + "/api/queues", over: .http1)
         #expect(api.status == 200, "\(api.body)")
         let hour = api.json?["last_hour"]

@@ -161,13 +161,18 @@ import TestSupport
         env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
         env["HERALD"] = try HeraldProcess.binary()
         shell.environment = env
-        let log = Pipe()
+        let logPath = NSTemporaryDirectory() + "herald-pasted-\(UUID().uuidString).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        defer { try? FileManager.default.removeItem(atPath: logPath) }
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         shell.standardOutput = log
         shell.standardError = log
+        shell.standardInput = FileHandle.nullDevice
         try shell.run()
-        let workerOutput = String(decoding: log.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        shell.waitUntilExit()
-        #expect(shell.terminationStatus == 0, "\(workerOutput)")
+        let exited = waitUntil(timeout: 120, interval: 0.05) { !shell.isRunning }
+        if !exited { kill(shell.processIdentifier, SIGKILL) }
+        let workerOutput = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        #expect(exited && shell.terminationStatus == 0, "\(workerOutput)")
         let state = try database.connect().query("SELECT state FROM herald.jobs")
         #expect(state[0, 0] == "completed", "\(workerOutput)")
         let baseURL = try #require(exports.first?.split(separator: "=", maxSplits: 1).last.map(String.init))

@@ -1,6 +1,6 @@
 import Postgres
 
-/// The upkeep of issue 23's tables (idempotency by period, delivery events), run by the
+/// The upkeep of the audience tables (docs/audience.md: idempotency by period, delivery events), run by the
 /// maintenance leader beside the retention of finished jobs.
 extension JobStore {
     /// Deletes up to `batch` dedupe keys whose period is over; returns how many.

@@ -23,7 +23,7 @@ import TestSupport
     static let sketches: Set<String> = ["docs/audience.md"]
 
     /// The ```sql blocks of a Markdown text, in order.
-    static func sqlBlocks<S: StringProtocol>(of text: S) -> [String] {
+    static func sqlBlocks<S: StringProtocol>(inMarkdown text: S) -> [String] {
         var blocks: [String] = []
         var current: [String]? = nil
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -35,7 +35,7 @@ import TestSupport
     }
 
     static func sqlBlocks(of path: String) throws -> [String] {
-        sqlBlocks(of: try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8))
+        sqlBlocks(inMarkdown: try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8))
     }
 
     /// Every block of `documents`, in their order.

@@ -15,6 +15,7 @@ enum Pages {
             (try dashboard.statistics.snapshot(connection), try dashboard.statistics.throughput(connection),
              try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
+        let tokens = try request.database { connection in try TokenCounts.read(connection) }
         let shown = ["available", "scheduled", "running", "completed", "discarded"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
         var rows = ""
@@ -50,8 +51,21 @@ enum Pages {
             }
             body += "<h2>Topics</h2><table id=\"topics\">\(rows)</table>"
         }
+        body += tokenTable(tokens)
         body += "<h2>Recent actions</h2>" + logTable(log) + "<p><a href=\"/admin-log\">All actions</a></p>"
         return .html(200, HTML.layout(title: "Overview", current: "/", body: body, dashboard: dashboard, session: request.session))
+    }
+
+    /// The token registry (herald.touch_token and the aging rule): fresh and stale tokens, pruned
+    /// ones by why. Nothing while the registry is empty.
+    static func tokenTable(_ tokens: TokenCounts) -> String {
+        guard tokens != TokenCounts() else { return "" }
+        return "<h2>Device tokens</h2><table id=\"tokens\"><tr><th class=\"n\">fresh</th><th class=\"n\">stale</th>"
+            + "<th class=\"n\">pruned: unregistered</th><th class=\"n\">pruned: idle</th></tr>"
+            + "<tr><td class=\"n\">\(tokens.fresh)</td><td class=\"n\">\(tokens.stale)</td>"
+            + "<td class=\"n\">\(tokens.prunedUnregistered)</td><td class=\"n\">\(tokens.prunedIdle)</td></tr></table>"
+            + "<p class=\"legend\">Stale: not reported through herald.touch_token for the aging rule's stale_after; campaigns can skip them. "
+            + "Idle tokens are pruned after prune_after (herald.set_token_aging).</p>"
     }
 
     /// The FCM projects whose rate FCM's quota answers lowered, or that are paused: the rate in

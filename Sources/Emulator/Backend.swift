@@ -196,24 +196,20 @@ final class Backend: Sendable {
         var limitWait: Int? = nil
         if needsLock {
             faults.withLock { state in
-                if let deadline = state.projectNotBefore[project] {
-                    if now < deadline.deadline {
-                        violations.append(RetryAfterViolation(scope: "project", subject: project, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
-                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
-                    } else {
-                        state.projectNotBefore[project] = nil
+                // A send before a Retry-After deadline of its project or token breaks it; a
+                // deadline passed is forgotten.
+                func check(_ notBefore: inout [String: (deadline: UInt64, code: String, answered: UInt64)], _ subject: String, scope: String) {
+                    guard let deadline = notBefore[subject] else { return }
+                    guard now < deadline.deadline else {
+                        notBefore[subject] = nil
+                        return
                     }
+                    violations.append(RetryAfterViolation(scope: scope, subject: subject, errorCode: deadline.code,
+                                                          earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
+                                                          afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
                 }
-                if let key, let deadline = state.tokenNotBefore[key] {
-                    if now < deadline.deadline {
-                        violations.append(RetryAfterViolation(scope: "token", subject: key, errorCode: deadline.code,
-                                                              earlyByMilliseconds: Int((deadline.deadline - now) / 1_000_000),
-                                                              afterAnswerMilliseconds: Int(now > deadline.answered ? (now - deadline.answered) / 1_000_000 : 0)))
-                    } else {
-                        state.tokenNotBefore[key] = nil
-                    }
-                }
+                check(&state.projectNotBefore, project, scope: "project")
+                if let key { check(&state.tokenNotBefore, key, scope: "token") }
                 if let target = limitTarget {
                     limitWait = Self.takeLimits(limits, target: target, state: &state, now: now)
                 }

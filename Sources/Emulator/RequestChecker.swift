@@ -223,33 +223,47 @@ public enum RequestChecker {
     ]
 
     private static func checkAndroid(_ value: JSONValue) throws(FieldViolation) {
-        let path = "message.android"
-        if value.isNull { return }
-        guard let android = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.AndroidConfig", value) }
-        for member in android {
-            let key = snakeCase(member.key)
-            let field = "\(path).\(key)"
-            guard androidFields.contains(key) else { throw unknownName(member.key, at: path) }
-            // proto JSON: null means "not set", for a known name.
-            if member.value.isNull { continue }
+        try checkAndroidConfig(value, "message.android", type: "AndroidConfig", fields: androidFields) { key, value, field throws(FieldViolation) in
             switch key {
             case "priority":
                 // FCM takes the enum names in any case; the Python Admin SDK sends "high".
-                let priority = try string(member.value, field)
+                let priority = try string(value, field)
                 guard priority.uppercased() == "NORMAL" || priority.uppercased() == "HIGH" else {
                     throw FieldViolation(field: field,
                                          message: "Invalid value at '\(field)' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), \"\(priority)\"",
                                          detail: "Invalid value \"\(priority)\": priority must be NORMAL or HIGH.")
                 }
-            case "ttl": try checkTTL(member.value, field)
-            case "data": try checkData(member.value, field)
-            case "notification": try checkAndroidNotification(member.value, field)
-            case "fcm_options": try checkFCMOptions(member.value, field, allowed: ["analytics_label"])
-            case "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok":
-                guard member.value.boolValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_BOOL", member.value) }
-            default:
-                _ = try string(member.value, field)
+            case "notification": try checkAndroidNotification(value, field)
+            default: try checkAndroidShared(key, value, field)
             }
+        }
+    }
+
+    /// An `android` or `android_v2` object: every name must be one of `fields` (in either
+    /// spelling); `check` sees each member that is set (proto JSON: null means "not set", for a
+    /// known name) with its snake_case key and its field path.
+    private static func checkAndroidConfig(_ value: JSONValue, _ path: String, type: String, fields: Set<String>,
+                                           _ check: (String, JSONValue, String) throws(FieldViolation) -> Void) throws(FieldViolation) {
+        if value.isNull { return }
+        guard let config = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.\(type)", value) }
+        for member in config {
+            let key = snakeCase(member.key)
+            guard fields.contains(key) else { throw unknownName(member.key, at: path) }
+            if member.value.isNull { continue }
+            try check(key, member.value, "\(path).\(key)")
+        }
+    }
+
+    /// The members `android` and `android_v2` have in common (the rest are strings).
+    private static func checkAndroidShared(_ key: String, _ value: JSONValue, _ field: String) throws(FieldViolation) {
+        switch key {
+        case "ttl": try checkTTL(value, field)
+        case "data": try checkData(value, field)
+        case "fcm_options": try checkFCMOptions(value, field, allowed: ["analytics_label"])
+        case "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok":
+            guard value.boolValue != nil else { throw invalidValue(field, "TYPE_BOOL", value) }
+        default:
+            _ = try string(value, field)
         }
     }
 
@@ -265,28 +279,16 @@ public enum RequestChecker {
         androidNotificationFields.subtracting(["bypass_proxy_notification", "proxy"]).union(["id"])
 
     private static func checkAndroidV2(_ value: JSONValue) throws(FieldViolation) {
-        let path = "message.android_v2"
-        if value.isNull { return }
-        guard let android = value.objectValue else { throw invalidValue(path, "type.googleapis.com/google.firebase.fcm.v1.AndroidConfigV2", value) }
-        for member in android {
-            let key = snakeCase(member.key)
-            let field = "\(path).\(key)"
-            guard androidV2Fields.contains(key) else { throw unknownName(member.key, at: path) }
-            if member.value.isNull { continue }
+        try checkAndroidConfig(value, "message.android_v2", type: "AndroidConfigV2", fields: androidV2Fields) { key, value, field throws(FieldViolation) in
             switch key {
-            case "ttl": try checkTTL(member.value, field)
-            case "data": try checkData(member.value, field)
-            case "fcm_options": try checkFCMOptions(member.value, field, allowed: ["analytics_label"])
-            case "direct_boot_ok", "bandwidth_constrained_ok", "restricted_satellite_ok":
-                guard member.value.boolValue != nil else { throw invalidValue(field, "TYPE_BOOL", member.value) }
             case "background_sync":
-                guard let sync = member.value.objectValue else {
-                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidBackgroundSyncMessage", member.value)
+                guard let sync = value.objectValue else {
+                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidBackgroundSyncMessage", value)
                 }
                 if let first = sync.members.first { throw unknownName(first.key, at: field) }
             case "remote_notification":
-                guard let remote = member.value.objectValue else {
-                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidRemoteNotification", member.value)
+                guard let remote = value.objectValue else {
+                    throw invalidValue(field, "type.googleapis.com/google.firebase.fcm.v1.AndroidRemoteNotification", value)
                 }
                 for option in remote {
                     let name = snakeCase(option.key)
@@ -301,8 +303,7 @@ public enum RequestChecker {
                         throw unknownName(option.key, at: field)
                     }
                 }
-            default:
-                _ = try string(member.value, field)
+            default: try checkAndroidShared(key, value, field)
             }
         }
     }
@@ -365,15 +366,14 @@ public enum RequestChecker {
                                          detail: "Invalid color \"\(color)\": expected #rrggbb.")
                 }
             case "body_loc_args", "title_loc_args":
-                if member.value.isNull { continue }
                 guard let items = member.value.arrayValue else { throw invalidValue(field, "TYPE_STRING (repeated)", member.value) }
                 for (index, item) in items.enumerated() {
                     guard case .string = item else { throw invalidValue("\(field)[\(index)]", "TYPE_STRING", item) }
                 }
             case "sticky", "local_only", "default_sound", "default_vibrate_timings", "default_light_settings", "bypass_proxy_notification":
-                guard member.value.boolValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_BOOL", member.value) }
+                guard member.value.boolValue != nil else { throw invalidValue(field, "TYPE_BOOL", member.value) }
             case "notification_count", "id":
-                guard member.value.intValue != nil || member.value.isNull else { throw invalidValue(field, "TYPE_INT32", member.value) }
+                guard member.value.intValue != nil else { throw invalidValue(field, "TYPE_INT32", member.value) }
             case "notification_priority":
                 try checkEnum(member.value, field, ["PRIORITY_UNSPECIFIED", "PRIORITY_MIN", "PRIORITY_LOW", "PRIORITY_DEFAULT", "PRIORITY_HIGH", "PRIORITY_MAX"])
             case "visibility":
@@ -381,7 +381,6 @@ public enum RequestChecker {
             case "proxy":
                 try checkEnum(member.value, field, ["PROXY_UNSPECIFIED", "ALLOW", "DENY", "IF_PRIORITY_LOWERED"])
             case "vibrate_timings":
-                if member.value.isNull { continue }
                 guard let items = member.value.arrayValue else { throw invalidValue(field, "type.googleapis.com/google.protobuf.Duration (repeated)", member.value) }
                 for (index, item) in items.enumerated() {
                     guard let text = item.stringValue, parseDuration(text) != nil else {

@@ -90,8 +90,10 @@ public struct Logger: Sendable {
         }
     }
 
-    public func debug(_ message: @autoclosure () -> String, _ fields: KeyValuePairs<String, LogValue> = [:]) {
-        if level <= .debug { log(.debug, message(), fields) }
+    /// Neither the message nor its fields are built unless debug lines are logged: the sender
+    /// logs one for every retry.
+    public func debug(_ message: @autoclosure () -> String, _ fields: @autoclosure () -> KeyValuePairs<String, LogValue> = [:]) {
+        if level <= .debug { log(.debug, message(), fields()) }
     }
     public func info(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.info, message, fields) }
     public func warning(_ message: String, _ fields: KeyValuePairs<String, LogValue> = [:]) { log(.warning, message, fields) }

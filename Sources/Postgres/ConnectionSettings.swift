@@ -45,18 +45,15 @@ public enum ConnectionSecrets {
     /// - after `password` and `=` (a URL's query or the keyword form, spaces allowed around
     ///   `=`), a single-quoted value (with `\'` escapes) or anything up to a space, `&` or quote.
     public static func mask(_ text: String) -> String {
-        maskKeywordPasswords(maskURLPasswords(text))
+        masking(masking(text, urlPasswordRanges), keywordPasswordRanges)
     }
 
     /// Every password `connectionString` holds, as written and percent-decoded (so a message
     /// that quotes one in either form can be masked).
     public static func passwords(in connectionString: String) -> [String] {
-        var found: [String] = []
-        for range in urlPasswordRanges(Array(connectionString.unicodeScalars)) {
-            let scalars = Array(connectionString.unicodeScalars)[range]
-            found.append(String(String.UnicodeScalarView(scalars)))
-        }
-        for value in keywordPasswordValues(connectionString) { found.append(value) }
+        let scalars = Array(connectionString.unicodeScalars)
+        let found = urlPasswordRanges(scalars).map { String(String.UnicodeScalarView(scalars[$0])) }
+            + keywordPasswordValues(connectionString)
         var result: [String] = []
         for secret in found where !secret.isEmpty {
             result.append(secret)
@@ -93,21 +90,6 @@ public enum ConnectionSecrets {
         return ranges
     }
 
-    private static func maskURLPasswords(_ text: String) -> String {
-        let scalars = Array(text.unicodeScalars)
-        let ranges = urlPasswordRanges(scalars)
-        guard !ranges.isEmpty else { return text }
-        var result = String.UnicodeScalarView()
-        var position = 0
-        for range in ranges {
-            result.append(contentsOf: scalars[position..<range.lowerBound])
-            result.append(contentsOf: mask.unicodeScalars)
-            position = range.upperBound
-        }
-        result.append(contentsOf: scalars[position...])
-        return String(result)
-    }
-
     // MARK: password= values
 
     /// For every `password` followed by `=` (spaces allowed around it): the range of its value.
@@ -116,7 +98,11 @@ public enum ConnectionSecrets {
         var ranges: [Range<Int>] = []
         var index = 0
         while index + word.count <= scalars.count {
-            let matches = (0..<word.count).allSatisfy { String(scalars[index + $0]).lowercased() == String(word[$0]) }
+            // In any case: an ASCII capital compared as its small letter (no String per scalar).
+            let matches = (0..<word.count).allSatisfy {
+                let value = scalars[index + $0].value
+                return (value >= 0x41 && value <= 0x5A ? value + 0x20 : value) == word[$0].value
+            }
             guard matches else {
                 index += 1
                 continue
@@ -158,9 +144,10 @@ public enum ConnectionSecrets {
         }
     }
 
-    private static func maskKeywordPasswords(_ text: String) -> String {
+    /// `text` with every range `find` reports in its scalars replaced by `***`.
+    private static func masking(_ text: String, _ find: ([Unicode.Scalar]) -> [Range<Int>]) -> String {
         let scalars = Array(text.unicodeScalars)
-        let ranges = keywordPasswordRanges(scalars)
+        let ranges = find(scalars)
         guard !ranges.isEmpty else { return text }
         var result = String.UnicodeScalarView()
         var position = 0

@@ -6,7 +6,7 @@
 /// the rate set at the last lowering (`adapted`) and when (`at`). The rate in force at any
 /// moment follows from them, so raising it needs no writes:
 ///
-///     rate(now) = min(ceiling, adapted + increase * adapted * (now - at))     (increase: 2 % a second)     (ceiling when never lowered)
+///     rate(now) = min(ceiling, adapted + max(1, increase * adapted) * (now - at))     (increase: 2 % a second, at least 1/s)
 ///
 /// Until the project's first quota answer (nothing lowered yet) a process does not open at the
 /// ceiling: it starts at `startRate` (1,000 a second, or the ceiling if lower) and doubles every

@@ -29,7 +29,11 @@ import TestSupport
             let deadline = Date().addingTimeInterval(420)
             while process.isRunning && Date() < deadline { Thread.sleep(forTimeInterval: 0.5) }
             if process.isRunning {
+                // Interrupted, the script stops its pools and clusters; killed if that hangs too.
                 process.interrupt()
+                let grace = Date().addingTimeInterval(60)
+                while process.isRunning && Date() < grace { Thread.sleep(forTimeInterval: 0.5) }
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
                 process.waitUntilExit()
                 return nil
             }

@@ -11,7 +11,6 @@ import TestSupport
     @Test func anFCMOutageDelaysButLosesNothing() throws {
         let stack = try WorkerStack()
         defer { stack.close() }
-        let port = stack.emulator.port
         try stack.enqueue(200, prefix: "before-")
         let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "64", "--poll-interval", "0.2"],
                                        environment: stack.environment)
@@ -28,11 +27,7 @@ import TestSupport
 
         // FCM comes back on the same address. It knows the service account but none of the
         // access tokens the first one issued: the worker gets 401, renews once and sends again.
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1)
-        configuration.tokenLifetimeSeconds = 3600
-        let revived = EmulatorServer(configuration: configuration)
-        try revived.trustServiceAccount(json: String(contentsOfFile: stack.credentials, encoding: .utf8))
-        try revived.start()
+        let revived = try stack.revivedEmulator()
         defer { revived.stop() }
         #expect(waitUntil(timeout: 120) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 500 },
                 "\(worker.output)")
@@ -50,7 +45,6 @@ import TestSupport
         try MachineLock.alone {
             let stack = try WorkerStack()
             defer { stack.close() }
-            let port = stack.emulator.port
             let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "64", "--poll-interval", "0.2"],
                                            environment: stack.environment)
             try worker.start()
@@ -68,11 +62,7 @@ import TestSupport
             #expect(worker.output.contains("FCM unreachable or failing for every message"), "\(worker.output)")
             while Date().timeIntervalSince(outageStarted) < 30 { Thread.sleep(forTimeInterval: 0.2) }  // the outage's length, not a wait for a condition
 
-            var configuration = EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1)
-            configuration.tokenLifetimeSeconds = 3600
-            let revived = EmulatorServer(configuration: configuration)
-            try revived.trustServiceAccount(json: String(contentsOfFile: stack.credentials, encoding: .utf8))
-            try revived.start()
+            let revived = try stack.revivedEmulator()
             defer { revived.stop() }
             let returned = Date()
             #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 2200 },

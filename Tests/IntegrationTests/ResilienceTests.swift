@@ -74,7 +74,6 @@ import TestSupport
     @Test func aTokenEndpointDownAtStartIsWaitedForNotFatal() throws {
         let stack = try WorkerStack()
         defer { stack.close() }
-        let port = stack.emulator.port
         // The token endpoint (and FCM) are gone as the pool starts.
         stack.emulator.stop()
         try stack.enqueue(50, prefix: "blip-")
@@ -90,11 +89,7 @@ import TestSupport
                 "nothing was claimed while there was no token")
 
         // The endpoint comes back: the worker gets its token, becomes ready and delivers.
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1)
-        configuration.tokenLifetimeSeconds = 3600
-        let revived = EmulatorServer(configuration: configuration)
-        try revived.trustServiceAccount(json: String(contentsOfFile: stack.credentials, encoding: .utf8))
-        try revived.start()
+        let revived = try stack.revivedEmulator()
         defer { revived.stop() }
         #expect(waitUntil(timeout: 60) { (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 50 },
                 "\(pool.process.output)")

@@ -21,6 +21,33 @@ import TestSupport
         return row[0, 0]!
     }
 
+    /// An operator sees the registry's counts on the dashboard's overview and on its /metrics.
+    @Test func theDashboardShowsTheRegistrysCounts() throws {
+        let stack = try DashboardStack(token: nil)
+        defer { stack.close() }
+        let c = stack.fixture.connection
+        #expect(try !stack.get("/").body.contains("<table id=\"tokens\">"), "no registry, no section")
+        for token in ["phone-1", "phone-2", "phone-3", "phone-4"] {
+            try c.query("SELECT herald.touch_token($1)", [.text(token)])
+        }
+        let now = Date().timeIntervalSince1970
+        // phone-1 idle for 31 days (stale), phone-2 for 271 (pruned as idle), phone-3 unregistered.
+        try c.query("UPDATE herald.device_tokens SET last_seen_at = now() - interval '31 days' WHERE token = 'phone-1'")
+        try c.query("UPDATE herald.device_tokens SET last_seen_at = now() - interval '271 days' WHERE token = 'phone-2'")
+        _ = try JobStore(connection: c).ageTokens(now: now)
+        try c.query("SELECT herald.prune_token('phone-3', 'UNREGISTERED: the app was removed', NULL)")
+        let page = try stack.get("/")
+        #expect(page.status == 200)
+        #expect(page.body.contains("<h2>Device tokens</h2>"), "\(page.body)")
+        #expect(page.body.contains(#"<tr><td class="n">1</td><td class="n">1</td><td class="n">1</td><td class="n">1</td></tr></table>"#),
+                "fresh 1 (phone-4), stale 1, pruned unregistered 1, pruned idle 1: \(page.body)")
+        let metrics = try stack.get("/metrics").body
+        for line in ["herald_device_tokens{state=\"fresh\"} 1", "herald_device_tokens{state=\"stale\"} 1",
+                     "herald_pruned_tokens{reason=\"unregistered\"} 1", "herald_pruned_tokens{reason=\"idle\"} 1"] {
+            #expect(metrics.contains(line + "\n"), "\(line) in: \(metrics)")
+        }
+    }
+
     @Test func tokensIdlePastTheLimitsAreMarkedStaleThenPruned() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

@@ -34,6 +34,18 @@ public struct WorkerStack {
         try? FileManager.default.removeItem(atPath: credentials)
     }
 
+    /// FCM back on the stack's address after `emulator.stop()`: a new emulator that knows the
+    /// stack's service account but none of the access tokens the first one issued (a worker gets
+    /// a 401 and renews its token). Stop it when done.
+    public func revivedEmulator() throws -> EmulatorServer {
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: emulator.port, threads: 1)
+        configuration.tokenLifetimeSeconds = 3600
+        let revived = EmulatorServer(configuration: configuration)
+        try revived.trustServiceAccount(json: String(contentsOfFile: credentials, encoding: .utf8))
+        try revived.start()
+        return revived
+    }
+
     public func count(_ sql: String, _ parameters: [PGValue?] = []) throws -> Int {
         try connection.query(sql, parameters).int(0, 0) ?? -1
     }

@@ -35,8 +35,8 @@ public struct JobsVacuumPolicy: Sendable, Equatable {
 
 /// A thread that VACUUMs herald.jobs when `JobsVacuumPolicy` says so, on a connection of its own
 /// so that claims and records never wait behind it. Every worker process runs one; only the one
-/// that holds the vacuum lease (a row of herald.leaders it renews before every look, so a process
-/// cut off from PostgreSQL loses it) keeps its connection and does the work, so the pools vacuum
+/// that holds the vacuum lease (a row of herald.leaders it renews every quarter of its length, so
+/// a process cut off from PostgreSQL loses it) keeps its connection and does the work, so the pools vacuum
 /// once, not once per process. A role that may not VACUUM herald.jobs (it does
 /// not own it) reports it once and stops, leaving the table to autovacuum.
 ///

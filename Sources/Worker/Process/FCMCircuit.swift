@@ -7,7 +7,7 @@
 /// on the outage and bring the jobs back spread over minutes after it. So the circuit opens:
 /// the sender holds back (a pause shared with every pool through herald.project_pauses, like a
 /// quota answer), puts what it holds back as `released` (no attempt used), and sends one probe
-/// now and then. The first HTTP answer below 500, a probe's or a late one's, closes it.
+/// now and then. The first HTTP answer (any status), a probe's or a late one's, closes it.
 struct FCMCircuit: Sendable, Equatable {
     struct Settings: Sendable, Equatable {
         /// Failures in a row, with no answer between them, that open the circuit.
@@ -55,7 +55,8 @@ struct FCMCircuit: Sendable, Equatable {
 
     var isOpen: Bool { state != .closed }
 
-    /// FCM gave an HTTP answer below 500 (a delivery, or any 4xx, 429 included): it is reachable.
+    /// FCM gave an HTTP answer (a delivery, any 4xx, 429 included, or a 5xx, which is the
+    /// message's own trouble): it is reachable.
     mutating func answered() -> Change? {
         streak = 0
         guard isOpen else { return nil }
@@ -63,7 +64,7 @@ struct FCMCircuit: Sendable, Equatable {
         return .closed
     }
 
-    /// A request got no HTTP answer (refused, reset, timed out) (an HTTP answer, 5xx included, is a message's own).
+    /// A request got no HTTP answer (refused, reset, timed out).
     mutating func failed(now: Double) -> Change? {
         guard case .closed = state else { return nil }  // in flight before the circuit opened
         if streak == 0 || now - streakStarted > settings.window {
@@ -88,7 +89,7 @@ struct FCMCircuit: Sendable, Equatable {
         if case .open(_, let interval) = state { state = .probing(interval: interval) }
     }
 
-    /// The probe got no answer, or a 5xx: wait twice as long before the next one.
+    /// The probe got no HTTP answer: wait twice as long before the next one.
     mutating func probeFailed(now: Double) -> Change? {
         guard case .probing(let interval) = state else { return nil }
         let wait = min(interval * 2, settings.maxProbeInterval)

@@ -34,8 +34,10 @@ public final class Mailbox<Item: Sendable>: @unchecked Sendable {
         _ = read(fileDescriptor, &counter, 8)
         lock.lock()
         defer { lock.unlock() }
+        // The taken array keeps the buffer: keeping its capacity here would only allocate a copy
+        // of it, on every take, an empty one included.
         let taken = items
-        items.removeAll(keepingCapacity: true)
+        items = []
         return taken
     }
 

@@ -57,8 +57,7 @@ final class Sender: @unchecked Sendable {
     private var limiter: InFlightLimit?
     private var lastPrune = 0.0
     private(set) var counters = Counters()
-    /// The send headers for the current access token: the same array (and so the same libcurl
-    /// header list) for every message until the token changes.
+    /// The send headers for the current access token (see `headers(_:)`).
     private var sendHeaders: (authorization: String, lines: [String]) = ("", [])
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
@@ -95,14 +94,13 @@ final class Sender: @unchecked Sendable {
             outbox.put(.outcomes(outcomes))
             return
         }
-        let window = max(1, pauseLength * configuration.retryPolicy.jitter)
         let spread = outcomes.map { outcome -> JobOutcome in
             var outcome = outcome
             switch outcome.action {
             case .retry(let error, let delay) where now + delay < projectPausedUntil:
-                outcome.action = .retry(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random))
+                outcome.action = .retry(error: error, delay: releaseDelay(now: now))
             case .snoozed(let error, let delay, let cap) where now + delay < projectPausedUntil:
-                outcome.action = .snoozed(error: error, delay: projectPausedUntil - now + window * Double.random(in: 0..<1, using: &random), cap: cap)
+                outcome.action = .snoozed(error: error, delay: releaseDelay(now: now), cap: cap)
             default:
                 break
             }
@@ -142,7 +140,8 @@ final class Sender: @unchecked Sendable {
                         outcomes.append(job.outcome(.released(delay: releaseDelay(now: now))))
                         continue
                     }
-                    let preparation = Planning.prepare(job, rules: rules)
+                    // The loop's clock: a legacy payload's apns-expiration counts from it.
+                    let preparation = Planning.prepare(job, rules: rules, now: now)
                     if case .settled(let outcome) = preparation {
                         outcomes.append(outcome)
                     } else if let held = heldBack(job, preparation, now: now) {
@@ -206,28 +205,28 @@ final class Sender: @unchecked Sendable {
             return
         }
         let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
-        client.submit(HTTPRequest(method: "POST", url: sendURL,
-                                  headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+        client.submit(HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization),
                                   body: FCMEndpoint.sendBody(messageJSON: message, validateOnly: true)),
                       tag: Self.probeTag)
     }
 
-    /// Whether an answer says FCM is failing for everyone: no HTTP answer at all (refused, reset,
-    /// timed out). An HTTP answer, a 5xx included, means FCM is there: a 500 or 503 for a message
-    /// is that message's, retried with its own jittered backoff (many at once must not turn into
-    /// one released batch). TLS failures are left out: they are a setting to fix, not an outage.
-    private static func isOutage(_ result: Result<HTTPResponse, HTTPClientError>) -> Bool {
-        switch result {
-        case .success: return false
-        case .failure(let error): return error.kind != .tls
+    /// The send headers for `authorization`: the same array (and so the same libcurl header
+    /// list) for every message until the access token changes.
+    private func headers(_ authorization: String) -> [String] {
+        if sendHeaders.authorization != authorization {
+            sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
         }
+        return sendHeaders.lines
     }
 
-    private static func outageDetail(_ result: Result<HTTPResponse, HTTPClientError>) -> String {
-        switch result {
-        case .success(let response): return "HTTP \(response.status)"
-        case .failure(let error): return TransportFailure(error).kind.rawValue
-        }
+    /// Whether an answer says FCM is failing for everyone, and how (for logs): nil for an HTTP
+    /// answer, else the kind of failure. An HTTP answer, a 5xx included, means FCM is there: a 500
+    /// or 503 for a message is that message's, retried with its own jittered backoff (many at once
+    /// must not turn into one released batch). No HTTP answer at all (refused, reset, timed out)
+    /// is an outage. TLS failures are left out: they are a setting to fix, not an outage.
+    private static func outage(_ result: Result<HTTPResponse, HTTPClientError>) -> String? {
+        guard case .failure(let error) = result, error.kind != .tls else { return nil }
+        return TransportFailure(error).kind.rawValue
     }
 
     private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
@@ -311,7 +310,6 @@ final class Sender: @unchecked Sendable {
         } catch {
             if holdsToken { holdsToken = false; metrics.tokenHeld(false) }
             // The token endpoint is down or refuses us: nothing was sent; retry with backoff.
-            let job = job
             if case .outcome(let outcome) = Planning.retry(job: job, reason: "OAUTH2: \(error)", retryAfter: nil, quota: false,
                                                            policy: configuration.retryPolicy,
                                                            random: Double.random(in: 0..<1, using: &random)) {
@@ -322,10 +320,7 @@ final class Sender: @unchecked Sendable {
         let request: HTTPRequest
         switch preparation {
         case .send(let body, _):
-            if sendHeaders.authorization != authorization {
-                sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
-            }
-            request = HTTPRequest(method: "POST", url: sendURL, headers: sendHeaders.lines, body: body)
+            request = HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization), body: body)
         case .group(let plan):
             do {
                 request = try groups.request(plan)
@@ -362,19 +357,18 @@ final class Sender: @unchecked Sendable {
         }
         tracker.countDeliveries(accepted, now: now.timeIntervalSince1970)
         for completion in completions {
-            let outage = Self.isOutage(completion.result)
+            let outage = Self.outage(completion.result)
             if completion.tag == Self.probeTag {
-                if outage {
-                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970),
-                                   detail: "probe: " + Self.outageDetail(completion.result))
+                if let outage {
+                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970), detail: "probe: " + outage)
                 } else {
                     circuitChanged(circuit.answered(), detail: "probe")
                 }
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
-            if outage {
-                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: Self.outageDetail(completion.result))
+            if let outage {
+                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: outage)
             } else {
                 circuitChanged(circuit.answered(), detail: "answer")
             }
@@ -395,7 +389,7 @@ final class Sender: @unchecked Sendable {
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
-            if outage && circuit.isOpen {
+            if outage != nil && circuit.isOpen {
                 // FCM is down for everyone: this job goes back unsent, its attempt not counted.
                 counters.retried += 1
                 outcomes.append(entry.job.outcome(.released(delay: releaseDelay(now: answered))))

@@ -243,10 +243,10 @@ final class StoreLoop: @unchecked Sendable {
     /// a quarter second, so a stop request is seen promptly).
     private func waitForEvents(until: Double) {
         let milliseconds = Int32(max(0, min(250, ((until - Self.clock()) * 1000).rounded(.up))))
+        guard milliseconds > 0 else { return }
         var descriptors = [pollfd(fd: outbox.fileDescriptor, events: Int16(POLLIN), revents: 0),
                            pollfd(fd: connection.socket, events: Int16(POLLIN), revents: 0)]
         let count = descriptors[1].fd >= 0 ? 2 : 1
-        guard milliseconds > 0 else { return }
         _ = poll(&descriptors, nfds_t(count), milliseconds)
         if count == 2 && descriptors[1].revents != 0 {
             do {

@@ -45,9 +45,8 @@ struct StoreMachine: Sendable {
         /// After a statement fails on a healthy connection, wait this long before claiming again.
         var errorPause = 0.2
 
-        /// Claim when at least this much room is free (or when nothing is in flight at all), so
-        /// claims come in batches rather than one job at a time.
-        var claimThreshold: Int { threshold(window: concurrency) }
+        /// Claim when at least this much room is free in the sender's `window` (or when nothing
+        /// is in flight at all), so claims come in batches rather than one job at a time.
         func threshold(window: Int) -> Int { max(1, min(batch, window) / 4) }
         /// How often the maintenance pass runs: every pass renews the leader's lease (15 s), so
         /// at least three times a lease. The upkeep itself (rescue, retention) comes every
@@ -101,7 +100,9 @@ struct StoreMachine: Sendable {
     private(set) var singlesLeft = 0
     /// Retries standing in for outcomes PostgreSQL refused (job id and attempt): if one of them is
     /// refused too, the job is left to come back when its lease runs out.
-    private var standIns: Set<[Int]> = []
+    private var standIns: Set<Attempt> = []
+    /// A job's attempt, as a stand-in is known by (a value: no array allocated per outcome).
+    private struct Attempt: Hashable, Sendable { var id: Int; var attempt: Int }
     /// Jobs handed to the sender whose outcome has not come back.
     private(set) var outstanding = 0
     private(set) var leases: LeaseHeartbeat
@@ -231,7 +232,7 @@ struct StoreMachine: Sendable {
                         break
                     }
                 }
-                // Room again: claim if the last claim suggested there is more.
+                // Room again: `claimLimit` counts it at the next claim.
             case .projectPaused(let until, let reason):
                 projectPausedUntil = max(projectPausedUntil, until)
                 projectPauseReason = reason
@@ -298,7 +299,9 @@ struct StoreMachine: Sendable {
     mutating func recorded(count: Int) {
         let done = pending.prefix(count)
         leases.settled(done.map(\.id))
-        for outcome in done { standIns.remove([outcome.id, outcome.attempt]) }
+        if !standIns.isEmpty {
+            for outcome in done { standIns.remove(Attempt(id: outcome.id, attempt: outcome.attempt)) }
+        }
         pending.removeFirst(min(count, pending.count))
         singlesLeft = max(0, singlesLeft - count)
     }
@@ -324,7 +327,7 @@ struct StoreMachine: Sendable {
             singlesLeft = outcomes.count
             return .oneByOne(count: outcomes.count)
         }
-        if standIns.remove([refused.id, refused.attempt]) != nil {
+        if standIns.remove(Attempt(id: refused.id, attempt: refused.attempt)) != nil {
             pending.removeFirst()
             singlesLeft = max(0, singlesLeft - 1)
             // No heartbeat for it any more: its lease runs out and the job comes back.
@@ -334,7 +337,7 @@ struct StoreMachine: Sendable {
         let standIn = JobOutcome(id: refused.id, attempt: refused.attempt, .retry(
             error: "herald could not record this job's outcome (\(code ?? "error")); sending it again", delay: Self.standInDelay))
         pending[0] = standIn
-        standIns.insert([refused.id, refused.attempt])
+        standIns.insert(Attempt(id: refused.id, attempt: refused.attempt))
         if singlesLeft == 0 { singlesLeft = 1 }
         return .replaced(refused, by: standIn)
     }

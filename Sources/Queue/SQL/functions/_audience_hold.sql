@@ -3,9 +3,9 @@
 -- back to wait (scheduled, run_at when they may, their attempt given back) and left out; a job
 -- over a cap whose queue discards is kept with token_pruned set and last_error saying why (the
 -- worker discards it with that reason). A send counts towards its token's cap when claimed. The
--- tokens' rows in herald.token_sends are locked (in token order), so every pool agrees. A queue
--- without either rule returns p_jobs after one lookup; with them, a few statements per batch,
--- not per job.
+-- tokens' rows in herald.token_sends are upserted once per batch (in token order), so every pool
+-- agrees. A queue without either rule returns p_jobs after one lookup; with them, one statement
+-- per batch (two more when jobs wait), not per job.
 CREATE OR REPLACE FUNCTION herald._audience_hold(p_queue text, p_jobs herald.claimed_job[], p_now timestamptz)
 RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 DECLARE
@@ -22,21 +22,14 @@ BEGIN
     IF NOT FOUND OR (q.cap_max IS NULL AND q.quiet_from IS NULL) OR p_jobs IS NULL OR cardinality(p_jobs) = 0 THEN
         RETURN p_jobs;
     END IF;
-    IF q.cap_max IS NOT NULL THEN
-        INSERT INTO herald.token_sends (queue, token)
-        SELECT DISTINCT p_queue, j.message->>'token' FROM unnest(p_jobs) u JOIN herald.jobs j ON j.id = u.id
-        WHERE j.message->>'token' IS NOT NULL
-        ORDER BY 2
-        ON CONFLICT DO NOTHING;
-    END IF;
     WITH batch AS (
-        SELECT u.ord, u.id, j.message->>'token' AS token,
+        SELECT u.ord, u.id, u.message::jsonb->>'token' AS token,
                p_now AT TIME ZONE coalesce(j.time_zone, d.time_zone, 'UTC') AS local_at,
                coalesce(j.time_zone, d.time_zone, 'UTC') AS zone
         FROM unnest(p_jobs) WITH ORDINALITY AS u(id, queue, kind, message, attempt, max_attempts, token_pruned, last_error,
                                                  created_at, run_at, group_key, group_members, validate_only, campaign_id, ord)
-        JOIN herald.jobs j ON j.id = u.id
-        LEFT JOIN herald.device_tokens d ON d.token = j.message->>'token'
+        LEFT JOIN herald.jobs j ON q.quiet_from IS NOT NULL AND j.id = u.id
+        LEFT JOIN herald.device_tokens d ON q.quiet_from IS NOT NULL AND d.token = u.message::jsonb->>'token'
     ), quiet AS (
         SELECT b.*,
                CASE WHEN q.quiet_from IS NOT NULL
@@ -46,30 +39,30 @@ BEGIN
                           + CASE WHEN b.local_at::date + q.quiet_until <= b.local_at THEN interval '1 day' ELSE interval '0' END)
                          AT TIME ZONE b.zone END AS opens
         FROM batch b
-    ), sends AS (
-        SELECT s.token, ARRAY(SELECT t FROM unnest(s.sent_at) t WHERE t > p_now - q.cap_per ORDER BY t) AS recent
-        FROM herald.token_sends s
-        WHERE q.cap_max IS NOT NULL AND s.queue = p_queue AND s.token IN (SELECT token FROM quiet WHERE opens IS NULL)
-        ORDER BY s.token
-        FOR UPDATE
     ), ranked AS (
-        SELECT qt.*, coalesce(cardinality(s.recent), 0) AS before, s.recent,
-               row_number() OVER (PARTITION BY qt.token ORDER BY qt.ord) AS r
-        FROM quiet qt LEFT JOIN sends s ON s.token = qt.token
-        WHERE qt.opens IS NULL
-    ), verdict AS (
-        SELECT ranked.id, ranked.token, ranked.before, ranked.recent,
-               q.cap_max IS NOT NULL AND ranked.token IS NOT NULL AND ranked.before + ranked.r > q.cap_max AS over,
-               CASE WHEN ranked.before + ranked.r - q.cap_max <= ranked.before
-                    THEN ranked.recent[ranked.before + ranked.r - q.cap_max] ELSE p_now END + q.cap_per AS allowed_at
-        FROM ranked
+        SELECT qt.*, row_number() OVER (PARTITION BY qt.token ORDER BY qt.ord) AS r
+        FROM quiet qt WHERE qt.opens IS NULL
     ), counted AS (
-        UPDATE herald.token_sends s
-        SET sent_at = v.recent || array_fill(p_now, ARRAY[v.n])
-        FROM (SELECT token, min(recent) AS recent, count(*) FILTER (WHERE NOT over)::integer AS n
-              FROM verdict WHERE token IS NOT NULL AND q.cap_max IS NOT NULL GROUP BY token) v
-        WHERE s.queue = p_queue AND s.token = v.token
-        RETURNING 1
+        -- One upsert per token, in token order: the row is locked for the claim's transaction,
+        -- sends older than the period dropped, and as many of this batch's sends appended as
+        -- the cap allows (last_counted); the rest of the token's jobs wait.
+        INSERT INTO herald.token_sends AS s (queue, token, sent_at, last_counted)
+        SELECT p_queue, n.token, array_fill(p_now, ARRAY[least(n.jobs, q.cap_max)]), least(n.jobs, q.cap_max)
+        FROM (SELECT rk.token, count(*)::integer AS jobs FROM ranked rk
+              WHERE rk.token IS NOT NULL AND q.cap_max IS NOT NULL GROUP BY rk.token) n
+        ORDER BY n.token
+        ON CONFLICT (queue, token) DO UPDATE
+        SET (sent_at, last_counted) = (
+            SELECT kept.sends || array_fill(p_now, ARRAY[room.n]), room.n
+            FROM (SELECT ARRAY(SELECT t FROM unnest(s.sent_at) t WHERE t > p_now - q.cap_per ORDER BY t) AS sends) kept,
+                 LATERAL (SELECT greatest(0, least(cardinality(excluded.sent_at), q.cap_max - cardinality(kept.sends))) AS n) room)
+        RETURNING s.token, s.sent_at, s.last_counted
+    ), verdict AS (
+        SELECT rk.id, rk.token, cardinality(c.sent_at) - c.last_counted AS before,
+               c.token IS NOT NULL AND rk.r > c.last_counted AS over,
+               -- The k-th job over the cap goes when the k-th oldest send of the period expires.
+               coalesce(c.sent_at[rk.r - c.last_counted], p_now) + q.cap_per AS allowed_at
+        FROM ranked rk LEFT JOIN counted c ON c.token = rk.token
     )
     SELECT coalesce(array_agg(x.id) FILTER (WHERE x.wait IS NOT NULL), '{}'),
            coalesce(array_agg(x.wait) FILTER (WHERE x.wait IS NOT NULL), '{}'),

@@ -1,14 +1,14 @@
--- Herald: payloads of FCM's retired legacy HTTP protocol (seed 003) translated to HTTP v1.
+-- Herald: payloads of FCM's retired legacy HTTP protocol (docs/legacy.md) translated to HTTP v1.
 --
 -- herald.from_legacy(payload jsonb) returns {"validate_only", "messages": [v1 Message, ...],
 -- "notes": [...]}, one message per target in target order, or raises SQLSTATE 22023 with the text
--- "<Table 9 code> at <legacy path>: <reason>", e.g.
+-- "<Table 9 code (docs/legacy.md 3)> at <legacy path>: <reason>", e.g.
 --
 --     InvalidTtl at legacy.time_to_live: must be a whole number of seconds from 0 to 2419200 (4 weeks), not 2419201
 --
--- herald.from_legacy_form(body text) does the same for the plain-text form (Table 3).
+-- herald.from_legacy_form(body text) does the same for the plain-text form (docs/legacy.md 4.9).
 --
--- These functions follow LEGACY.md section 4 step by step, as the Swift LegacyTranslator does
+-- These functions follow docs/legacy.md section 4 step by step, as the Swift LegacyTranslator does
 -- (Sources/FCM/Legacy); Tests/Fixtures/FCM/legacy-cases.json holds them to the same answers.
 -- Every produced message passes herald.validate_message (the v1 rules are not repeated here).
 --

@@ -7,13 +7,13 @@
 -- * herald.enqueue_legacy(payload, ...) / herald.enqueue_legacy_form(body, ...): one job per
 --   target, in target order, or SQLSTATE 22023 and nothing enqueued.
 -- * A legacy payload written straight into herald.jobs.message (by code written for the old API)
---   is recognised by the rule of LEGACY.md 4.1. A valid multicast row is fanned out here into one
+--   is recognised by the rule of docs/legacy.md 4.1. A valid multicast row is fanned out here into one
 --   row per registration token (the inserted row keeps the first token, so INSERT ... RETURNING id
 --   still answers); the worker translates each single-target row when it builds the request, so
 --   apns-expiration counts from that moment on every attempt. A row the translation refuses is
 --   left as it is, never raising in the application's transaction, and the worker dead-letters it
---   with the Table 9 code and path before any request.
--- * herald.legacy_result(job_ids) answers in the legacy multicast shape (LEGACY.md 4.10).
+--   with the Table 9 code (docs/legacy.md 3) and path before any request.
+-- * herald.legacy_result(job_ids) answers in the legacy multicast shape (docs/legacy.md 4.10).
 
 ALTER TABLE herald.jobs ADD COLUMN validate_only boolean NOT NULL DEFAULT false;
 -- A dead letter remembers it, so replaying a dry run never delivers it for real.

@@ -1,1 +1,1 @@
-// The Emulator module; see README.md, Architecture.
+// The Emulator module; see docs/architecture.md.

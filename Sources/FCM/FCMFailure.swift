@@ -98,7 +98,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// `CODE: message`, as the dead-letter reason reads.
     public var description: String { classification.reason ?? "delivered" }
 
-    /// The action for this failure (see FCM-NOTES: errors and what the worker does).
+    /// The action for this failure (docs/fcm.md, Errors; docs/fcm.md, QUOTA_EXCEEDED).
     public var classification: SendClassification {
         // 1. The FCM-specific code is the most precise answer.
         if let code = errorCode.flatMap(FCMErrorCode.init(rawValue:)), let action = Self.action(for: code, failure: self) {
@@ -221,7 +221,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// Legacy error names (seed 003, Table 9), their v1 counterparts and what they mean.
+    /// Legacy error names (docs/fcm.md, Legacy error names; docs/legacy.md 3), their v1 counterparts and what they mean.
     static let legacyMeanings: [String: (code: FCMErrorCode, meaning: String)] = [
         "MissingRegistration": (.invalidArgument, "the request has no registration token"),
         "InvalidRegistration": (.invalidArgument, "the registration token is malformed"),

@@ -27,7 +27,7 @@ extension SendCommand {
             do {
                 result = LegacyTranslator.translate(try JSONValue.parse(text), now: now)
             } catch {
-                throw UsageError("herald send: --legacy \(path): not valid JSON (\(error)); a Table 3 plain-text body needs --form")
+                throw UsageError("herald send: --legacy \(path): not valid JSON (\(error)); a plain-text body (docs/legacy.md 4.9) needs --form")
             }
         }
         let translation: LegacyTranslation

@@ -1,7 +1,7 @@
 import Postgres
 
 /// The upkeep of the audience tables of migration 130 (dedupe keys, delivery events, the token
-/// registry), run by the maintenance leader beside the retention of finished jobs.
+/// registry; docs/audience.md), run by the maintenance leader beside the retention of finished jobs.
 extension JobStore {
     /// Deletes up to `batch` dedupe keys whose period is over; returns how many.
     public func deleteExpiredDedupeKeys(batch: Int = 10_000) throws(PostgresError) -> Int {

@@ -8,7 +8,8 @@ import FCM
 ///     delay = floor * (1 + jitter * random)
 ///
 /// - `base` = 1 s, `factor` = 2, `cap` = 3600 s: 1 s, 2 s, 4 s, 8 s, ... up to an hour, the
-///   exponential backoff FCM asks for (legacy reference, Table 9, "Timeout" row).
+///   exponential backoff FCM asks for (docs/fcm.md, Retry-After and backoff; docs/legacy.md 3,
+///   Table 9 row 12 "Timeout").
 /// - `retryAfter` is FCM's `Retry-After` (seconds): a job never returns sooner, even past `cap`,
 ///   though at most `maxRetryAfter` (1 day) so one odd header cannot park a job for years.
 /// - quota-floor: a `QUOTA_EXCEEDED` answer without `Retry-After` waits at least

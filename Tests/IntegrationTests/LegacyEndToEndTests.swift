@@ -7,7 +7,7 @@ import Testing
 import TestSupport
 
 /// Legacy payloads through the real worker binary to the emulator: every Table 1 and Table 2
-/// field lands where LEGACY.md section 4 puts it, a 50-token multicast answers per index in the
+/// field (docs/legacy.md 1) lands where docs/legacy.md section 4 puts it, a 50-token multicast answers per index in the
 /// legacy shape, rows written straight into herald.jobs (by a trigger) are delivered, and a dry
 /// run delivers nothing.
 @Suite(.serialized) struct LegacyEndToEndTests {

@@ -4,22 +4,11 @@ import Postgres
 import Testing
 import TestSupport
 
-/// The SQL of README's "Coming from the legacy API" section runs, prints what the README says,
+/// The SQL of docs/legacy-api.md ("Coming from the legacy API") runs, prints what the page says,
 /// and its jobs reach the emulator as described (ReadmeExamplesTests runs it among all blocks).
 @Suite struct LegacyReadmeTests {
     static func sectionBlocks() throws -> [String] {
-        let text = try String(contentsOf: ReadmeExamplesTests.readme, encoding: .utf8)
-        let start = try #require(text.range(of: "## Coming from the legacy API\n"))
-        let rest = text[start.upperBound...]
-        let section = rest[..<(rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex)]
-        var blocks: [String] = []
-        var current: [String]? = nil
-        for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
-            if current == nil, line.hasPrefix("```sql") { current = []; continue }
-            if current != nil, line.hasPrefix("```") { blocks.append(current!.joined(separator: "\n")); current = nil; continue }
-            current?.append(String(line))
-        }
-        return blocks
+        try ReadmeExamplesTests.sqlBlocks(of: "docs/legacy-api.md")
     }
 
     @Test func theLegacySectionRunsAndDeliversAsItSays() throws {
@@ -37,9 +26,9 @@ import TestSupport
             }
         }
         for block in blocks.dropFirst() {
-            do { try c.execute(block) } catch { Issue.record("README example failed: \(error)\n\(block)") }
+            do { try c.execute(block) } catch { Issue.record("docs/legacy-api.md example failed: \(error)\n\(block)") }
         }
-        // The error text the README quotes.
+        // The error text the page quotes.
         do {
             _ = try c.query(#"SELECT herald.from_legacy('{"to": "legacy-token-1", "time_to_live": 2419201}')"#)
             Issue.record("accepted")

@@ -8,7 +8,7 @@ import TestSupport
 
 /// The legacy translators (Swift `LegacyTranslator`, SQL `herald.from_legacy`) against the table
 /// of cases in Tests/Fixtures/FCM/legacy-cases.json: each accepted case gives the expected v1
-/// messages and notes, each rejected case its Table 9 code and legacy path, and both sides give
+/// messages and notes, each rejected case its Table 9 code (docs/legacy.md 3) and legacy path, and both sides give
 /// word-for-word the same answer, on the cases and on a few thousand generated payloads.
 @Suite(.serialized) struct LegacyTranslationTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -6,8 +6,8 @@ import Postgres
 import Testing
 import TestSupport
 
-/// Issue 4 end to end: every seed message enqueued from SQL reaches the emulator as the same
-/// JSON; every invalid case is dead-lettered with its own reason and costs no request; device
+/// FCM's own examples end to end: every message of Tests/Fixtures/FCM/seed-messages.json enqueued
+/// from SQL reaches the emulator as the same JSON; every invalid case is dead-lettered with its own reason and costs no request; device
 /// groups from the CLI and from SQL; `herald send`.
 @Suite(.serialized) struct MessageEndToEndTests {
     static let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -4,14 +4,26 @@ import Postgres
 import Testing
 import TestSupport
 
-/// Every ```sql block of README.md runs, in order, against a fresh database; the messages it
-/// enqueues are valid and `herald work` delivers them.
+/// Every ```sql block of README.md and of the docs pages its SQL section sends readers to runs, in
+/// order, against one fresh database; the messages they enqueue are valid and `herald work`
+/// delivers them.
 @Suite struct ReadmeExamplesTests {
-    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("README.md")
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    static let readme = root.appendingPathComponent("README.md")
 
-    static func sqlBlocks() throws -> [String] {
-        let text = try String(contentsOf: readme, encoding: .utf8)
+    /// The documents whose examples run, in the order they run: the README first (its rows of
+    /// herald.device_tokens are the campaigns' audience), campaigns.md before sql-api.md (whose
+    /// herald.touch_token registers one more device a campaign would reach), the legacy API last.
+    /// With the number of ```sql blocks each holds, so a block lost in a move fails the test.
+    static let documents: [(path: String, blocks: Int)] = [
+        ("README.md", 4), ("docs/campaigns.md", 5), ("docs/sql-api.md", 13), ("docs/legacy-api.md", 4),
+    ]
+    /// Pages whose ```sql blocks are sketches with placeholders (`'{"token": "..."}'`), not run.
+    static let sketches: Set<String> = ["docs/audience.md"]
+
+    /// The ```sql blocks of a Markdown text, in order.
+    static func sqlBlocks<S: StringProtocol>(inMarkdown text: S) -> [String] {
         var blocks: [String] = []
         var current: [String]? = nil
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -22,9 +34,31 @@ import TestSupport
         return blocks
     }
 
+    static func sqlBlocks(of path: String) throws -> [String] {
+        sqlBlocks(inMarkdown: try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8))
+    }
+
+    /// Every block of `documents`, in their order.
+    static func sqlBlocks() throws -> [String] {
+        try documents.flatMap { try sqlBlocks(of: $0.path) }
+    }
+
+    @Test func everyDocumentWithSQLExamplesIsRun() throws {
+        for (path, expected) in Self.documents {
+            #expect(try Self.sqlBlocks(of: path).count == expected, "\(path)")
+        }
+        let docs = Self.root.appendingPathComponent("docs")
+        let pages = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }
+        #expect(pages.count >= 10, "\(pages)")
+        let run = Set(Self.documents.map(\.path))
+        for page in pages.map({ "docs/\($0)" }) where !run.contains(page) && !Self.sketches.contains(page) {
+            #expect(try Self.sqlBlocks(of: page).isEmpty, "\(page) has SQL examples that no test runs: add it to documents")
+        }
+    }
+
     @Test func everySQLExampleRunsAndItsMessagesAreDelivered() throws {
         let blocks = try Self.sqlBlocks()
-        #expect(blocks.count >= 10)
+        #expect(blocks.count == Self.documents.reduce(0) { $0 + $1.blocks })
         let stack = try WorkerStack()
         defer { stack.close() }
         let c = stack.connection
@@ -32,10 +66,10 @@ import TestSupport
             do {
                 try c.execute(block)
             } catch {
-                Issue.record("README example failed: \(error)\n\(block)")
+                Issue.record("example failed: \(error)\n\(block)")
             }
         }
-        // Each validate_message example prints what the README says it prints, on the line below.
+        // Each validate_message example prints what its page says it prints, on the line below.
         var shownResults = 0
         for block in blocks {
             let lines = block.split(separator: "\n").map(String.init)
@@ -94,7 +128,7 @@ import TestSupport
         }
         #expect(labels.sorted() == ["app-update-3-2", "spring-sale"], "\(labels)")
 
-        // Now the group exists: the README's group send reaches both members.
+        // Now the group exists: the group send of sql-api.md reaches both members.
         let groupBlock = try #require(blocks.first { $0.contains("enqueue_group_op") })
         let send = groupBlock.components(separatedBy: "\n").drop { !$0.hasPrefix("SELECT herald.enqueue(jsonb_build_object('token', notification_key") }.joined(separator: "\n")
         try c.execute(send)

@@ -50,7 +50,7 @@ import Testing
         #expect(Self.classify(400, #"{"name":"projects/p/messages/1"}"#) != .delivered(name: "projects/p/messages/1"))
     }
 
-    // Every row of FCM-NOTES' error table.
+    // Every row of the error table in docs/fcm.md, Errors.
 
     @Test func unregisteredPrunesTheToken() {
         let result = Self.classify(404, Self.fcmError(404, "NOT_FOUND", "UNREGISTERED", "Requested entity was not found."))
@@ -163,7 +163,7 @@ import Testing
         #expect(Self.classify(status, "") == .deadLetter(code: code, message: "HTTP \(status)"))
     }
 
-    // Legacy names (seed 003, Table 9), as device-group management answers.
+    // Legacy names (docs/fcm.md, Legacy error names; docs/legacy.md 3), as device-group management answers.
 
     @Test(arguments: [
         ("MissingRegistration", 200, SendClassification.deadLetter(code: "INVALID_ARGUMENT", message: "MissingRegistration: the request has no registration token")),

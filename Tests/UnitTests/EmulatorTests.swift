@@ -39,7 +39,7 @@ import Testing
     }
 
     @Test func acceptsTheSeedExamples() throws {
-        // Seed 000: a device-group message; seed 004: a Live Activity start; seed 002: per-platform overrides.
+        // FCM's examples (docs/fcm.md): a device-group message, a Live Activity start, per-platform overrides.
         #expect(try accepted(#"{"message":{"token":"APA91bGHXQBB","data":{"hello":"This is a Firebase Cloud Messaging device group message!"}}}"#) != nil)
         #expect(try accepted(#"""
             {"message":{"token":"FCM_TOKEN","apns":{"live_activity_token":"LA","headers":{"apns-priority":"10"},

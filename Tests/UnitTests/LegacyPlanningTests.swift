@@ -5,7 +5,7 @@ import Testing
 import Worker
 
 /// Legacy rows as the worker meets them: translated when the request is built, with the clock of
-/// that attempt; refused ones settled with their Table 9 code before any request.
+/// that attempt; refused ones settled with their Table 9 code (docs/legacy.md 3) before any request.
 @Suite struct LegacyPlanningTests {
     func job(_ message: String, attempt: Int = 1, pruned: Bool = false, validateOnly: Bool = false) -> ClaimedJob {
         ClaimedJob(id: 9, message: Array(message.utf8), attempt: attempt, tokenPruned: pruned, validateOnly: validateOnly)

@@ -1,8 +1,8 @@
 import JSON
 
-/// Table 3 of seed 003: the plain-text form of a legacy request
+/// The plain-text form of a legacy request (docs/legacy.md Table 3)
 /// (`application/x-www-form-urlencoded;charset=UTF-8`), read into the JSON payload it stands for
-/// (LEGACY.md 4.9). herald._legacy_form_payload in SQL does the same.
+/// (docs/legacy.md 4.9). herald._legacy_form_payload in SQL does the same.
 enum LegacyForm {
     static let names = ["registration_id", "collapse_key", "time_to_live", "restricted_package_name", "dry_run"]
 
@@ -11,7 +11,7 @@ enum LegacyForm {
     }
 
     /// The JSON payload of a form body. `registration_id` becomes a one-element
-    /// `registration_ids`, so a value starting with `/topics/` stays a token, as Table 3 means.
+    /// `registration_ids`, so a value starting with `/topics/` stays a token, as docs/legacy.md 4.9 says.
     static func payload(_ body: String) throws(LegacyRejection) -> JSONValue {
         var payload = JSONObject()
         var data = JSONObject()
@@ -47,7 +47,7 @@ enum LegacyForm {
                 default: throw reject("InvalidParameters", "legacy.dry_run", "must be true, false, 1 or 0, not \(LegacyTranslator.quote(value))")
                 }
             default:
-                throw reject("InvalidParameters", "legacy.\(name)", "\(LegacyTranslator.quote(name)) is not a plain-text legacy parameter (Table 3)")
+                throw reject("InvalidParameters", "legacy.\(name)", "\(LegacyTranslator.quote(name)) is not a plain-text legacy parameter (docs/legacy.md Table 3)")
             }
         }
         guard case .array(let ids)? = payload["registration_ids"], ids.first?.stringValue?.isEmpty == false else {

@@ -1,4 +1,4 @@
-/// FCM's v1 answers in the words of the legacy response (LEGACY.md 4.10; Table 9), for callers
+/// FCM's v1 answers in the words of the legacy response (docs/legacy.md 4.10), for callers
 /// that read legacy results. herald._legacy_error in SQL maps recorded reasons the same way.
 public enum LegacyResult {
     /// The legacy error string for an answer that was not a delivery, or nil for a delivery.
@@ -8,7 +8,7 @@ public enum LegacyResult {
         case .delivered: return nil
         case .pruneToken: return "NotRegistered"
         case .deadLetter(let code, _), .retry(let code, _, _, _): return error(forCode: code, topic: topic)
-        // A refused access token is Table 9 row 5, a whole-request 401 with no string of its own.
+        // A refused access token is Table 9 row 5 (docs/legacy.md 3), a whole-request 401 with no string of its own.
         case .reauthenticate: return "InternalServerError"
         }
     }

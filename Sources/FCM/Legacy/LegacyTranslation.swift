@@ -1,10 +1,10 @@
 import JSON
 
 /// A legacy payload (FCM's retired `/fcm/send` protocol) refused, with the error the legacy server
-/// would have answered (Table 9 of seed 003) and the legacy field at fault.
+/// would have answered (docs/legacy.md 3, Table 9) and the legacy field at fault.
 public struct LegacyRejection: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The Table 9 wire string: `MissingRegistration`, `InvalidParameters`, `InvalidTtl`,
-    /// `InvalidDataKey`, `MessageTooBig`, or `InvalidJson` (Table 9 row 7, a 400 without a string).
+    /// The Table 9 wire string (docs/legacy.md 3): `MissingRegistration`, `InvalidParameters`, `InvalidTtl`,
+    /// `InvalidDataKey`, `MessageTooBig`, or `InvalidJson` (Table 9 row 7, a 400 without a string; docs/legacy.md 3).
     public var code: String
     /// `legacy.<field>`, e.g. `legacy.registration_ids[3]` or `legacy.notification.badge`.
     public var path: String

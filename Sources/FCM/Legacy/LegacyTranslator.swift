@@ -1,7 +1,7 @@
 import JSON
 
-/// Translates payloads of FCM's legacy HTTP protocol (seed 003, Tables 1-3) to HTTP v1 messages,
-/// following LEGACY.md section 4 step by step.
+/// Translates payloads of FCM's legacy HTTP protocol (docs/legacy.md 1, Tables 1-3) to HTTP v1 messages,
+/// following docs/legacy.md section 4 step by step.
 ///
 /// `herald.from_legacy` in PostgreSQL (Sources/Queue/SQL/functions/from_legacy.sql and `_legacy_*`) implements the same steps; both are run
 /// against one table of cases (Tests/Fixtures/FCM/legacy-cases.json) and must give the same
@@ -11,19 +11,19 @@ import JSON
 /// its code and the shared cases hold them together. The v1 rules themselves are not repeated:
 /// every produced message goes through `MessageValidator`.
 public enum LegacyTranslator {
-    /// Table 1's parameters, in its order.
+    /// Table 1's parameters (docs/legacy.md 1), in its order.
     public static let parameters = ["to", "registration_ids", "condition", "notification_key", "collapse_key", "priority",
                                     "content_available", "mutable_content", "time_to_live", "restricted_package_name",
                                     "dry_run", "data", "notification"]
     static let targetParameters = ["to", "registration_ids", "condition", "notification_key"]
     /// The most registration tokens one legacy request could carry.
     public static let maxRegistrationIDs = 1000
-    /// Table 9 `InvalidTtl`: 0 to 2,419,200 seconds (four weeks).
+    /// `InvalidTtl` (docs/legacy.md 3, Table 9 row 11): 0 to 2,419,200 seconds (four weeks).
     public static let maxTimeToLive = 2_419_200
     /// APNs refuses an `apns-collapse-id` over 64 bytes.
     static let maxAPNsCollapseIDBytes = 64
 
-    /// Where each key of the legacy `notification` object goes (LEGACY.md 4.5). Keys with a
+    /// Where each key of the legacy `notification` object goes (docs/legacy.md 4.5). Keys with a
     /// special rule (`sound`, `click_action`, `badge`, the loc args, `subtitle`) are handled in
     /// code; this table holds the plain copies and is read backwards to name the legacy field of
     /// a v1 issue.
@@ -38,7 +38,7 @@ public enum LegacyTranslator {
         ("body_loc_key", [["android", "notification", "body_loc_key"], ["apns", "payload", "aps", "alert", "loc-key"]]),
         ("title_loc_key", [["android", "notification", "title_loc_key"], ["apns", "payload", "aps", "alert", "title-loc-key"]]),
     ]
-    /// Every key Tables 2a-2c allow, plus the `image` extension.
+    /// Every key Tables 2a-2c allow (docs/legacy.md 1), plus the `image` extension.
     public static let notificationKeys = ["title", "body", "android_channel_id", "icon", "sound", "tag", "color", "click_action",
                                           "body_loc_key", "body_loc_args", "title_loc_key", "title_loc_args", "subtitle",
                                           "badge", "image"]
@@ -70,7 +70,7 @@ public enum LegacyTranslator {
         ("message.condition", "legacy.condition"),
     ]
 
-    // MARK: - JSON (Table 1)
+    // MARK: - JSON (docs/legacy.md Table 1)
 
     /// Translates a legacy JSON payload. `now` is the clock in whole UNIX seconds, used only for
     /// `apns-expiration`; pass the time the request is built, on every attempt.
@@ -83,7 +83,7 @@ public enum LegacyTranslator {
         }
     }
 
-    /// Translates a Table 3 plain-text body (`application/x-www-form-urlencoded`, UTF-8).
+    /// Translates a plain-text body (docs/legacy.md 4.9; `application/x-www-form-urlencoded`, UTF-8).
     public static func translate(form body: String, now: Int) -> Result<LegacyTranslation, LegacyRejection> {
         do throws(LegacyRejection) {
             var translation = Translation(now: now)
@@ -97,7 +97,7 @@ public enum LegacyTranslator {
     private static let legacyOnlyKeys = ["to", "registration_ids", "notification_key", "priority", "time_to_live", "collapse_key",
                                          "content_available", "mutable_content", "restricted_package_name", "dry_run"]
 
-    /// LEGACY.md 4.1's rule for a value found where a v1 message was expected: legacy when it has
+    /// docs/legacy.md 4.1's rule for a value found where a v1 message was expected: legacy when it has
     /// a key only the legacy format has (or a notification key outside title/body/image), and no
     /// key only v1 has. The cheap keys are tested first; a v1 message costs a few lookups.
     public static func isLegacy(_ message: JSONValue) -> Bool {
@@ -241,7 +241,7 @@ public enum LegacyTranslator {
     }
 }
 
-/// One translation run: the steps of LEGACY.md 4.2 in order, the first problem ends it.
+/// One translation run: the steps of docs/legacy.md 4.2 in order, the first problem ends it.
 struct Translation {
     let now: Int
     var notes: [String] = []
@@ -260,15 +260,15 @@ struct Translation {
         // A null member counts as absent.
         let payload = JSONObject(raw.members.filter { !$0.value.isNull })
 
-        // Step 2: only Table 1's parameters.
+        // Step 2: only Table 1's parameters (docs/legacy.md 1).
         for key in payload.keys where !LegacyTranslator.parameters.contains(key) {
-            throw Self.reject("InvalidParameters", "legacy.\(key)", "\(LegacyTranslator.quote(key)) is not a legacy parameter (Table 1)")
+            throw Self.reject("InvalidParameters", "legacy.\(key)", "\(LegacyTranslator.quote(key)) is not a legacy parameter (docs/legacy.md Table 1)")
         }
 
         // Step 3: exactly one target.
         let targets = try self.targets(payload)
 
-        // Step 4: options, in Table 1 order.
+        // Step 4: options, in Table 1 order (docs/legacy.md 4.4).
         var android = JSONObject()
         var apnsHeaders = JSONObject()
         var aps = JSONObject()
@@ -350,7 +350,7 @@ struct Translation {
             for member in fields {
                 let path = "legacy.notification.\(member.key)"
                 guard LegacyTranslator.notificationKeys.contains(member.key) else {
-                    throw Self.reject("InvalidParameters", path, "\(LegacyTranslator.quote(member.key)) is not a legacy notification key (Tables 2a-2c)")
+                    throw Self.reject("InvalidParameters", path, "\(LegacyTranslator.quote(member.key)) is not a legacy notification key (docs/legacy.md Tables 2a-2c)")
                 }
                 switch member.key {
                 case "sound":
@@ -436,7 +436,8 @@ struct Translation {
         return LegacyTranslation(validateOnly: validateOnly, messages: messages, notes: notes)
     }
 
-    /// A v1 issue as a legacy rejection: the Table 9 code of its kind, the legacy field it came from.
+    /// A v1 issue as a legacy rejection: the Table 9 code of its kind (docs/legacy.md 4.8), the legacy
+/// field it came from.
     func v1Rejection(_ rule: String, _ description: String) -> LegacyRejection {
         let code = rule == "payload_size" ? "MessageTooBig" : rule == "reserved_key" ? "InvalidDataKey" : "InvalidParameters"
         let field = description.split(separator: ":", maxSplits: 1).first.map(String.init) ?? ""

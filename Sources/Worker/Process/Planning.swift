@@ -16,7 +16,7 @@ public enum Preparation: Sendable, Equatable {
 public enum Planning {
     /// Checks a claimed job and builds what to send. Invalid input never costs a request: it is
     /// dead-lettered with the validator's reasons (under `rules`: the embedded ones, plus the
-    /// operator's extra fields in a worker). A legacy payload (LEGACY.md 4.1's rule) is
+    /// operator's extra fields in a worker). A legacy payload (docs/legacy.md 4.1's rule) is
     /// translated here, with `now` (UNIX seconds) as the clock of `apns-expiration`, so each
     /// attempt's request counts its time to live from when it is built.
     public static func prepare(_ job: ClaimedJob, rules: MessageRuleSet = MessageValidator.rules,

@@ -81,7 +81,7 @@ public final class WorkerProcess: @unchecked Sendable {
             case .failed(let error):
                 log.warning("checking whether herald.jobs needs a VACUUM failed (autovacuum still runs; trying again): \(error)")
             case .notAllowed:
-                log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see README, Operations)")
+                log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see docs/operations.md, Vacuum of herald.jobs)")
             }
         }
         // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).

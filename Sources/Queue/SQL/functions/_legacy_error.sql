@@ -1,4 +1,4 @@
--- A finished job's outcome as a legacy error string (Table 9; LEGACY.md 4.10), from the reason
+-- A finished job's outcome as a legacy error string (docs/legacy.md 4.10), from the reason
 -- recorded with it: a v1 error code, "gave up ...; last error: <code>: ...", or a legacy rejection.
 CREATE OR REPLACE FUNCTION herald._legacy_error(reason text, message jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

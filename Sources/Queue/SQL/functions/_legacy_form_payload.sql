@@ -45,7 +45,7 @@ BEGIN
             payload := payload || jsonb_build_object(name, value IN ('true', '1'));
         ELSE
             RETURN herald._legacy_reject('InvalidParameters', 'legacy.' || name,
-                to_json(name)::text || ' is not a plain-text legacy parameter (Table 3)');
+                to_json(name)::text || ' is not a plain-text legacy parameter (docs/legacy.md Table 3)');
         END IF;
     END LOOP;
     IF coalesce(payload #>> '{registration_ids,0}', '') = '' THEN

@@ -8,7 +8,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = (result #>> '{error,code}') || ' at ' || (result #>> '{error,path}') || ': ' || (result #>> '{error,reason}'),
             DETAIL = 'legacy error ' || (result #>> '{error,code}') || ', field ' || (result #>> '{error,path}'),
-            HINT = 'Fix the legacy payload; LEGACY.md section 4 lists what each field accepts.';
+            HINT = 'Fix the legacy payload; docs/legacy.md section 4 lists what each field accepts.';
     END IF;
     RETURN result;
 END

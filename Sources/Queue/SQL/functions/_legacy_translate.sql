@@ -1,4 +1,4 @@
--- The translation itself (LEGACY.md 4.2 steps 1-7); now_seconds is the clock for apns-expiration.
+-- The translation itself (docs/legacy.md 4.2, steps 1-7); now_seconds is the clock for apns-expiration.
 CREATE OR REPLACE FUNCTION herald._legacy_translate(payload jsonb, now_seconds bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -52,11 +52,11 @@ BEGIN
     SELECT coalesce(jsonb_object_agg(e.key, payload -> e.key), '{}') INTO p
     FROM jsonb_each(payload) AS e WHERE jsonb_typeof(e.value) <> 'null';
 
-    -- Step 2: only Table 1's parameters.
+    -- Step 2: only Table 1's parameters (docs/legacy.md 1).
     SELECT e.key INTO t FROM jsonb_each(p) WITH ORDINALITY AS e(key, value, o)
     WHERE NOT e.key = ANY (parameters) ORDER BY e.o LIMIT 1;
     IF t IS NOT NULL THEN
-        RETURN herald._legacy_reject('InvalidParameters', 'legacy.' || t, to_json(t)::text || ' is not a legacy parameter (Table 1)');
+        RETURN herald._legacy_reject('InvalidParameters', 'legacy.' || t, to_json(t)::text || ' is not a legacy parameter (docs/legacy.md Table 1)');
     END IF;
 
     -- Step 3: exactly one target.
@@ -122,7 +122,7 @@ BEGIN
         END IF;
     END IF;
 
-    -- Step 4: options, in Table 1 order.
+    -- Step 4: options, in Table 1 order (docs/legacy.md 4.4).
     has_notification := jsonb_typeof(p -> 'notification') = 'object'
         AND EXISTS (SELECT 1 FROM jsonb_each(p -> 'notification') AS e WHERE jsonb_typeof(e.value) <> 'null');
     IF p ? 'collapse_key' THEN
@@ -243,7 +243,7 @@ BEGIN
         FOR m IN SELECT e.key, e.value FROM jsonb_each(fields) WITH ORDINALITY AS e(key, value, o) ORDER BY e.o LOOP
             t := 'legacy.notification.' || m.key;
             IF NOT m.key = ANY (notification_keys) THEN
-                RETURN herald._legacy_reject('InvalidParameters', t, to_json(m.key)::text || ' is not a legacy notification key (Tables 2a-2c)');
+                RETURN herald._legacy_reject('InvalidParameters', t, to_json(m.key)::text || ' is not a legacy notification key (docs/legacy.md Tables 2a-2c)');
             END IF;
             IF m.key = 'sound' THEN
                 IF jsonb_typeof(m.value) = 'string' THEN

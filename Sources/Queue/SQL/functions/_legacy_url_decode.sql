@@ -1,6 +1,7 @@
--- Table 3's plain-text body read into the JSON payload it stands for (LEGACY.md 4.9), or
+-- A plain-text body (docs/legacy.md Table 3) read into the JSON payload it stands for
+-- (docs/legacy.md 4.9), or
 -- {"error": ...}. registration_id becomes a one-element registration_ids, so a value starting
--- with /topics/ stays a token, as Table 3 means.
+-- with /topics/ stays a token, as docs/legacy.md 4.9 says.
 CREATE OR REPLACE FUNCTION herald._legacy_url_decode(s text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

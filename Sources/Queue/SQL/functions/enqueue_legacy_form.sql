@@ -1,4 +1,4 @@
--- enqueue_legacy_form: enqueue_legacy for the legacy plain-text form (Table 3).
+-- enqueue_legacy_form: enqueue_legacy for the legacy plain-text form (docs/legacy.md 4.9).
 CREATE OR REPLACE FUNCTION herald.enqueue_legacy_form(body text, run_at timestamptz DEFAULT now(), queue text DEFAULT 'default',
                                            priority integer DEFAULT 0, max_attempts integer DEFAULT 25,
                                            campaign_id bigint DEFAULT NULL)

@@ -1,4 +1,4 @@
--- LEGACY.md 4.1's detection rule, with android_v2 among the keys only v1 has.
+-- docs/legacy.md 4.1's detection rule, with android_v2 among the keys only v1 has.
 CREATE OR REPLACE FUNCTION herald.is_legacy(message jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $fn$

@@ -1,5 +1,5 @@
 -- legacy_result: the jobs' outcomes in the legacy multicast shape, results[i] for job_ids[i]:
--- {"message_id": ...}, {"error": "<Table 9 string>"}, or {"pending": true} while the job is not
+-- {"message_id": ...}, {"error": "<Table 9 string, docs/legacy.md 3>"}, or {"pending": true} while the job is not
 -- final (then counted in neither success nor failure).
 CREATE OR REPLACE FUNCTION herald.legacy_result(job_ids bigint[]) RETURNS jsonb
 LANGUAGE plpgsql STABLE
@@ -22,7 +22,7 @@ BEGIN
         ELSIF x.state = 'discarded' AND (x.last_error LIKE 'UNREGISTERED%' OR x.last_error LIKE '%was pruned earlier%') THEN
             item := '{"error": "NotRegistered"}';
         ELSIF x.state IN ('discarded', 'cancelled') THEN
-            -- Not one of FCM's legacy error strings: nobody at FCM refused it, the job was stopped here.
+            -- Not a Table 9 string (docs/legacy.md 4.10): nobody at FCM refused it, the job was stopped here.
             item := '{"error": "Cancelled"}';
         ELSIF x.state IS NOT NULL THEN
             item := '{"pending": true}';

@@ -424,6 +424,19 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
 
 /// `herald dashboard` refuses what it must not do, before it listens, saying what to set.
 @Suite struct DashboardCommandTests {
+    /// `herald dashboard` on the fixture's database, and the address it says it serves.
+    static func startDashboard(_ f: DeadLetterFixture) throws -> (HeraldProcess, String) {
+        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": f.database.url])
+        try dashboard.start()
+        var base = ""
+        #expect(waitUntil(timeout: 30) {
+            guard let range = dashboard.output.range(of: #"serving http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { return false }
+            base = String(dashboard.output[range].dropFirst("serving ".count))
+            return true
+        }, "\(dashboard.output)")
+        return (dashboard, base)
+    }
+
     @Test func itsHelpNamesTheCampaignsTabAndWhatItCanDo() throws {
         let help = try HeraldProcess.run(["dashboard", "--help"], environment: [:], timeout: 30)
         #expect(help.status == 0)
@@ -435,15 +448,8 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         let f = try DeadLetterFixture()
         defer { f.close() }
         let campaign = try f.connection.query("SELECT herald.create_campaign('first-day-tab')").int(0, 0)!
-        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": f.database.url])
-        try dashboard.start()
+        let (dashboard, base) = try Self.startDashboard(f)
         defer { dashboard.signal(SIGTERM); dashboard.wait(timeout: 30) }
-        var base = ""
-        #expect(waitUntil(timeout: 30) {
-            guard let range = dashboard.output.range(of: #"serving http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { return false }
-            base = String(dashboard.output[range].dropFirst("serving ".count))
-            return true
-        }, "\(dashboard.output)")
         let page = try curl(base + "/campaigns", over: .http1)
         #expect(page.status == 200 && page.body.contains("first-day-tab"), "\(page.body)")
         let api = try curl(base + "/api/campaigns/\(campaign)", over: .http1)
@@ -468,15 +474,8 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         #expect(stats.status == 0, "\(stats.output)")
         #expect(stats.output.contains("4 completed, 2 discarded, 7 cancelled, 0 dead"), "the last hour: \(stats.output)")
 
-        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"], environment: ["DATABASE_URL": f.database.url])
-        try dashboard.start()
+        let (dashboard, base) = try Self.startDashboard(f)
         defer { dashboard.signal(SIGTERM); dashboard.wait(timeout: 30) }
-        var base = ""
-        #expect(waitUntil(timeout: 30) {
-            guard let range = dashboard.output.range(of: #"serving http://127\.0\.0\.1:\d+"#, options: .regularExpression) else { return false }
-            base = String(dashboard.output[range].dropFirst("serving ".count))
-            return true
-        }, "\(dashboard.output)")
         let page = try curl(base + "/", over: .http1)
         #expect(page.status == 200)
         #expect(page.body.contains("errors: discarded 2, dead 0"), "cancelled jobs are not errors: \(page.body)")

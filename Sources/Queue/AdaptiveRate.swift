@@ -1,12 +1,15 @@
 /// The rate a project's workers send at, found rather than configured: `herald work --max-rate`
 /// is the ceiling; a project quota answer lowers the rate, and while FCM accepts it rises again
-/// a little each second (additive increase, multiplicative decrease, as TCP finds a link's rate).
+/// (additive increase, multiplicative decrease, as TCP finds a link's rate).
 ///
-/// The state is two numbers every worker of the project shares through herald.project_rates:
-/// the rate set at the last lowering (`adapted`) and when (`at`). The rate in force at any
-/// moment follows from them, so raising it needs no writes:
+/// The state is three numbers every worker of the project shares through herald.project_rates:
+/// the rate set at the last lowering (`adapted`), when (`at`), and the rate to regain quickly
+/// (`regain`, see below). The rate in force at any moment follows from them, so raising it
+/// needs no writes:
 ///
-///     rate(now) = min(ceiling, adapted + max(1, increase * adapted) * (now - at))     (increase: 2 % a second, at least 1/s)
+///     below regain:  adapted doubled every second since `at`, up to regain
+///     then:          + max(1, increase * that rate) a second     (increase: 2 %, at least 1/s)
+///     never above the ceiling.
 ///
 /// Until the project's first quota answer (nothing lowered yet) a process does not open at the
 /// ceiling: it starts at `startRate` (1,000 a second, or the ceiling if lower) and doubles every
@@ -14,10 +17,33 @@
 /// far below --max-rate meets it with a small burst, not a full one.
 ///
 /// A lowering sets `adapted` to `decrease` times the rate in force, or, when FCM accepted less
-/// than that just before (`accepted`, what the pool's processes saw delivered over the last two
-/// seconds at most), to what it accepted, but never below a tenth of the rate in force: a first
-/// quota answer far above the real quota comes down in a step or two, not fifteen.
+/// than that just before (`accepted`, what the pool's processes saw delivered since the project's
+/// last pause ended, two seconds at most), to what it accepted, but never below a tenth of the
+/// rate in force: a first quota answer far above the real quota comes down in a step or two.
+///
+/// What a lowering says depends on what FCM accepted meanwhile:
+/// - it accepted at least half of the rate in force: the rate met a limit; the rate climbs back
+///   slowly from the lowered one and the next answer finds the limit again;
+/// - it accepted less, or nothing could be told (a storm of quota answers, every send refused
+///   right after a pause): the answers do not measure a limit. The rate is still lowered, but
+///   `regain` is set to the rate FCM has shown it carries: the rate in force, at most the most
+///   the pool saw accepted over the last minute (`proven`), or the regain of a lowering less than
+///   `memory` seconds before if that is higher. Once FCM accepts again the rate doubles back to
+///   it every second instead of climbing from a fraction of itself at 1/s a second: before this,
+///   a ten-second storm left a pool sending tens of messages a second for minutes.
 public struct AdaptiveRate: Sendable, Equatable {
+    /// The shared state (herald.project_rates); nil members: never lowered.
+    public struct State: Sendable, Equatable {
+        public var adapted: Double?
+        public var at: Double?
+        public var regain: Double?
+        public init(adapted: Double? = nil, at: Double? = nil, regain: Double? = nil) {
+            self.adapted = adapted
+            self.at = at
+            self.regain = regain
+        }
+    }
+
     /// `--max-rate`: never above.
     public var ceiling: Double
     /// Never below (sends a second).
@@ -33,41 +59,73 @@ public struct AdaptiveRate: Sendable, Equatable {
     /// `doubling` seconds up to the ceiling.
     public var startRate: Double = 1000
     public var doubling: Double = 0.5
+    /// After a lowering that measured no limit, the rate doubles every `regainDoubling` seconds
+    /// up to `regain`.
+    public var regainDoubling: Double = 1
+    /// A lowering this many seconds or less after the previous one keeps that one's `regain`.
+    public var memory: Double = 60
 
     public init(ceiling: Double) { self.ceiling = ceiling }
 
-    /// The rate in force at `now`, from the shared state (nil: never lowered). `started`: when
-    /// this process started (nil: it opens at the ceiling).
-    public func rate(adapted: Double?, at: Double?, now: Double, started: Double? = nil) -> Double {
+    /// The rate in force at `now`, from the shared state. `started`: when this process started
+    /// (nil: it opens at the ceiling).
+    public func rate(_ state: State, now: Double, started: Double? = nil) -> Double {
         guard ceiling > 0 else { return 0 }
-        guard let adapted, let at, adapted.isFinite, at.isFinite else {
+        guard let adapted = state.adapted, let at = state.at, adapted.isFinite, at.isFinite else {
             guard let started, now >= started, startRate < ceiling else { return ceiling }
             let doublings = min(64, (now - started) / doubling)
             return min(ceiling, startRate * pow2(doublings))
         }
-        let grown = adapted + max(0, now - at) * max(1, adapted * increase)
+        var base = max(floor, adapted)
+        var elapsed = max(0, now - at)
+        if let regain = state.regain, regain.isFinite, regain > base {
+            let target = min(regain, ceiling)
+            let doublingsToTarget = log2(target / base)
+            let doublings = elapsed / regainDoubling
+            if doublings < doublingsToTarget { return min(ceiling, base * pow2(doublings)) }
+            elapsed -= doublingsToTarget * regainDoubling
+            base = target
+        }
+        let grown = base + elapsed * max(1, base * increase)
         return min(ceiling, max(floor, grown))
     }
 
-    /// 2^x without Foundation.
+    /// 2^x without Foundation, linear between whole doublings.
     private func pow2(_ x: Double) -> Double {
         var result = 1.0
         var whole = Int(x.rounded(.down))
         while whole > 0 { result *= 2; whole -= 1 }
         let fraction = x - x.rounded(.down)
-        return result * (1 + fraction)  // linear between doublings
+        return result * (1 + fraction)
     }
 
-    /// The rate to set after a project quota answer at `now`, or nil when the last lowering was
-    /// less than `episode` ago (the same episode: already lowered).
-    public func lowered(adapted: Double?, at: Double?, now: Double, accepted: Double, started: Double? = nil) -> Double? {
+    /// The inverse of `pow2` for y >= 1.
+    private func log2(_ y: Double) -> Double {
+        guard y > 1, y.isFinite else { return 0 }
+        var whole = 0.0
+        var rest = y
+        while rest >= 2 { rest /= 2; whole += 1 }
+        return whole + (rest - 1)
+    }
+
+    /// The state to set after a project quota answer at `now`, or nil when the last lowering was
+    /// less than `episode` ago (the same episode: already lowered). `accepted`: the sends a second
+    /// FCM accepted just before (not finite: too little to tell); `proven`: the most it accepted
+    /// a second over the last minute (0: nothing known).
+    public func lowered(_ state: State, now: Double, accepted: Double, proven: Double = 0, started: Double? = nil) -> State? {
         guard ceiling > 0 else { return nil }
-        if let at, at.isFinite, now - at < episode, now >= at { return nil }
-        let current = rate(adapted: adapted, at: at, now: now, started: started)
+        if let at = state.at, at.isFinite, now - at < episode, now >= at { return nil }
+        let current = rate(state, now: now, started: started)
         var next = current * decrease
         // Not finite: not known (too short a time to tell), so it bounds nothing.
         let seen = accepted.isFinite ? max(0, accepted) : Double.infinity
         if seen < next { next = max(seen, current * 0.1) }
-        return min(ceiling, max(floor, next))
+        next = min(ceiling, max(floor, next))
+        // FCM went on accepting at least half of the rate: a limit, found; nothing to regain.
+        guard !(seen.isFinite && seen >= current * 0.5) else { return State(adapted: next, at: now, regain: nil) }
+        var regain = min(current, proven.isFinite ? max(0, proven) : 0)
+        if let earlier = state.regain, let at = state.at, earlier.isFinite, now - at <= memory { regain = max(regain, earlier) }
+        regain = min(regain, ceiling)
+        return State(adapted: next, at: now, regain: regain > next ? regain : nil)
     }
 }

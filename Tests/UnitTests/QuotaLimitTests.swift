@@ -118,6 +118,18 @@ import Testing
         #expect(early.map { abs($0 - 300) < 40 } == true, "\(String(describing: early))")
     }
 
+    @Test func provenIsTheBestTwoSecondsOfTheLastMinute() {
+        var tracker = QuotaTracker(policy: RetryPolicy())
+        #expect(tracker.proven(now: t0) == nil, "nothing delivered")
+        // 1,000 a second for ten seconds, then a storm: 50 a second for 40 s.
+        for second in 0..<10 { tracker.countDeliveries(1000, now: t0 + Double(second) + 0.5) }
+        for second in 10..<50 { tracker.countDeliveries(50, now: t0 + Double(second) + 0.5) }
+        #expect(tracker.proven(now: t0 + 50.5) == 1000)
+        // A minute after the good seconds they are forgotten.
+        for second in 50..<75 { tracker.countDeliveries(50, now: t0 + Double(second) + 0.5) }
+        #expect(tracker.proven(now: t0 + 75.5) == 50)
+    }
+
     @Test func theTargetOfATopicSendIsReadFromItsBody() {
         #expect(QuotaTracker.target(token: "abc", body: []) == "token:abc")
         #expect(QuotaTracker.target(token: nil, body: Array(#"{"message":{"topic":"news"}}"#.utf8)) == "topic:news")
@@ -127,55 +139,109 @@ import Testing
 
 @Suite struct AdaptiveRateTests {
     let t0 = 1_000_000.0
+    typealias State = AdaptiveRate.State
 
     @Test func aProcessOpensAtAThousandAndDoublesToTheCeiling() {
         let rate = AdaptiveRate(ceiling: 10_000)
-        #expect(rate.rate(adapted: nil, at: nil, now: t0, started: t0) == 1000)
-        #expect(rate.rate(adapted: nil, at: nil, now: t0 + 1, started: t0) == 4000)
-        #expect(rate.rate(adapted: nil, at: nil, now: t0 + 2, started: t0) == 10_000)
+        #expect(rate.rate(State(), now: t0, started: t0) == 1000)
+        #expect(rate.rate(State(), now: t0 + 1, started: t0) == 4000)
+        #expect(rate.rate(State(), now: t0 + 2, started: t0) == 10_000)
         // A ceiling below the start is the rate from the start.
-        #expect(AdaptiveRate(ceiling: 100).rate(adapted: nil, at: nil, now: t0, started: t0) == 100)
-        #expect(rate.rate(adapted: nil, at: nil, now: t0) == 10_000)
+        #expect(AdaptiveRate(ceiling: 100).rate(State(), now: t0, started: t0) == 100)
+        #expect(rate.rate(State(), now: t0) == 10_000)
     }
 
     @Test func aQuotaAnswerLowersOncePerEpisodeAndTheRateRisesWhileClean() throws {
         let rate = AdaptiveRate(ceiling: 1000)
-        let lowered = try #require(rate.lowered(adapted: nil, at: nil, now: t0, accepted: .infinity))
-        #expect(lowered == 800)
+        let lowered = try #require(rate.lowered(State(), now: t0, accepted: .infinity))
+        #expect(lowered.adapted == 800 && lowered.at == t0)
         // The same episode (within a second): not again.
-        #expect(rate.lowered(adapted: 800, at: t0, now: t0 + 0.5, accepted: .infinity) == nil)
+        #expect(rate.lowered(State(adapted: 800, at: t0), now: t0 + 0.5, accepted: .infinity) == nil)
         // It rises 2 % of the lowered rate a second, up to the ceiling.
-        #expect(rate.rate(adapted: 800, at: t0, now: t0 + 5) == 880)
-        #expect(rate.rate(adapted: 800, at: t0, now: t0 + 100) == 1000)
+        #expect(rate.rate(State(adapted: 800, at: t0), now: t0 + 5) == 880)
+        #expect(rate.rate(State(adapted: 800, at: t0), now: t0 + 100) == 1000)
     }
 
     @Test func farAboveTheQuotaItComesDownToWhatFCMAcceptedInAFewSteps() {
         let rate = AdaptiveRate(ceiling: 10_000)
-        var adapted: Double? = nil
-        var at: Double? = nil
+        var state = State()
         var now = t0
         var steps = 0
-        while rate.rate(adapted: adapted, at: at, now: now) > 330, steps < 20 {
-            adapted = rate.lowered(adapted: adapted, at: at, now: now, accepted: 300)
-            at = now
+        while rate.rate(state, now: now) > 330, steps < 20 {
+            state = rate.lowered(state, now: now, accepted: 300, proven: 300) ?? state
             now += 1.5
             steps += 1
         }
         #expect(steps <= 3, "took \(steps) quota answers")
-        #expect(adapted.map { $0 >= 300 } == true, "never below what FCM accepted")
+        #expect(state.adapted.map { $0 >= 300 } == true, "never below what FCM accepted")
+    }
+
+    @Test func aLimitFoundWhileFCMAcceptedMostClimbsBackSlowly() throws {
+        let rate = AdaptiveRate(ceiling: 10_000)
+        // 1,000 a second in force, FCM accepted 900 of them: a limit near 900.
+        let lowered = try #require(rate.lowered(State(adapted: 1000, at: t0 - 10), now: t0, accepted: 900))
+        #expect(lowered.regain == nil)
+        let afterFive = rate.rate(lowered, now: t0 + 5)
+        #expect(afterFive > lowered.adapted! && afterFive < 1000, "\(afterFive)")
+    }
+
+    @Test func aStormOfQuotaAnswersIsClimbedBackFromInSecondsNotMinutes() throws {
+        // 2,000 a second found; then FCM refuses 80 % of every send for ten seconds, answering
+        // each burst after a pause with 429 again.
+        let rate = AdaptiveRate(ceiling: 10_000)
+        var state = State(adapted: 2000, at: t0 - 300)
+        var now = t0
+        while now < t0 + 10 {
+            let inForce = rate.rate(state, now: now)
+            state = rate.lowered(state, now: now, accepted: inForce * 0.2, proven: 2000) ?? state
+            now += 1.5
+        }
+        // Deep down by now, but the rate before the storm is remembered.
+        #expect(state.adapted! < 200, "\(state)")
+        #expect(state.regain == 2000, "\(state)")
+        let end = state.at!
+        // Doubling each second it is back to 2,000 within eight seconds of the last answer...
+        #expect(rate.rate(state, now: end + 8) >= 2000, "\(state)")
+        // ... then rises slowly, 2 % a second.
+        #expect(rate.rate(state, now: end + 15) < 2600)
+        // Without the memory, it would still be under 400 a minute later.
+        var forgetful = state
+        forgetful.regain = nil
+        #expect(rate.rate(forgetful, now: end + 60) < 400)
+    }
+
+    @Test func theRegainIsWhatFCMWasSeenToCarryAndIsForgottenAfterAMinute() throws {
+        let rate = AdaptiveRate(ceiling: 10_000)
+        // At the ceiling, FCM refusing most: the regain is what it accepted, not the ceiling.
+        let first = try #require(rate.lowered(State(), now: t0, accepted: 100, proven: 3000))
+        #expect(first.regain == 3000 && first.adapted == 1000)
+        // A storm-like answer 30 s later keeps it, though far less is in force and was seen.
+        let storm = State(adapted: 100, at: t0, regain: 5000)
+        let soon = try #require(rate.lowered(storm, now: t0 + 1.5, accepted: .infinity, proven: 400))
+        #expect(soon.regain == 5000)
+        // 90 s later it is forgotten: 8,000 a second is set (the ceiling was regained), and what
+        // was seen is below that, so nothing is left to regain.
+        let late = try #require(rate.lowered(storm, now: t0 + 90, accepted: .infinity, proven: 400))
+        #expect(late.regain == nil && late.adapted == 8000, "\(late)")
+        // 500 a second in force, 10 accepted, 400 seen: down to 50, back quickly to the 400 seen.
+        let slow = try #require(rate.lowered(State(adapted: 100, at: t0 - 200), now: t0, accepted: 10, proven: 400))
+        #expect(slow.adapted == 50 && slow.regain == 400, "\(slow)")
+        // Nothing seen delivered and nothing remembered: nothing to regain.
+        #expect(rate.lowered(State(adapted: 100, at: t0 - 200), now: t0, accepted: 10, proven: 0)?.regain == nil)
     }
 
     @Test func neverBelowTheFloor() {
         let rate = AdaptiveRate(ceiling: 2)
-        #expect(rate.lowered(adapted: 1, at: t0 - 1.5, now: t0, accepted: 0) == 1)
+        #expect(rate.lowered(State(adapted: 1, at: t0 - 1.5), now: t0, accepted: 0)?.adapted == 1)
     }
 }
 
 @Suite struct StoreMachineQuotaTests {
     @Test func aProjectQuotaAnswerLowersTheRateOnceThenClaimsGoOn() {
         var machine = StoreMachine(settings: StoreMachineTests.settings, now: 0)
-        machine.received([.projectQuota(accepted: 400), .projectQuota(accepted: 300), .projectQuota(accepted: nil)], now: 1)
-        #expect(machine.next(now: 1) == .lowerRate(accepted: 300))
+        machine.received([.projectQuota(accepted: 400, proven: 900), .projectQuota(accepted: 300, proven: nil),
+                          .projectQuota(accepted: nil, proven: 1200)], now: 1)
+        #expect(machine.next(now: 1) == .lowerRate(accepted: 300, proven: 1200))
         machine.rateLowered()
         #expect(machine.next(now: 1) == .maintain)
     }

@@ -63,21 +63,24 @@ public final class JobStore: @unchecked Sendable {
 
     /// The shared adapted-rate state of `projectID` (nil members: never lowered) and until when
     /// it is paused (nil: it is not).
-    public func projectRateState(_ projectID: String) throws(PostgresError) -> (adapted: Double?, at: Double?, projectPausedUntil: Double?) {
+    public func projectRateState(_ projectID: String) throws(PostgresError) -> (rate: AdaptiveRate.State, projectPausedUntil: Double?) {
         let result = try connection.query(SQL.projectRate, [.text(projectID)])
-        return (result.double(0, try result.column("adapted_per_second")), result.double(0, try result.column("adapted_at")),
-                result.double(0, try result.column("paused_until")))
+        let state = AdaptiveRate.State(adapted: result.double(0, try result.column("adapted_per_second")),
+                                       at: result.double(0, try result.column("adapted_at")),
+                                       regain: result.double(0, try result.column("regain_per_second")))
+        return (state, result.double(0, try result.column("paused_until")))
     }
 
-    /// Sets the adapted rate of `projectID` to `perSecond` unless another worker lowered it since
-    /// `since` (the adapted_at last read; nil: never). Returns the new state, nil when another
-    /// worker's lowering came first.
-    public func lowerProjectRate(_ projectID: String, to perSecond: Double, since: Double?, ceiling: Double)
-        throws(PostgresError) -> (adapted: Double, at: Double)? {
-        let result = try connection.query(SQL.lowerProjectRate, [.text(projectID), .double(perSecond), since.map { .double($0) },
-                                                                 .double(ceiling)])
+    /// Sets the adapted rate of `projectID` to `state` (its `at` is the database's now) unless
+    /// another worker lowered it since `since` (the adapted_at last read; nil: never). Returns
+    /// the new state, nil when another worker's lowering came first.
+    public func lowerProjectRate(_ projectID: String, to state: AdaptiveRate.State, since: Double?, ceiling: Double)
+        throws(PostgresError) -> AdaptiveRate.State? {
+        let result = try connection.query(SQL.lowerProjectRate, [.text(projectID), .double(state.adapted ?? ceiling),
+                                                                 since.map { .double($0) }, .double(ceiling),
+                                                                 state.regain.map { .double($0) }])
         guard result.rowCount > 0, let adapted = result.double(0, try result.column("adapted_per_second")),
               let at = result.double(0, try result.column("adapted_at")) else { return nil }
-        return (adapted, at)
+        return AdaptiveRate.State(adapted: adapted, at: at, regain: result.double(0, try result.column("regain_per_second")))
     }
 }

@@ -31,6 +31,10 @@ struct QuotaTracker {
     private var lastTenth = 0
     /// When the first delivery was counted: what was accepted is measured from then at most.
     private var firstDelivery: Double?
+    /// Deliveries in each of the last 61 whole seconds (slot: the second modulo 61), and which
+    /// second each slot holds, for `proven`.
+    private var minute = [Int](repeating: 0, count: 61)
+    private var minuteSecond = [Int](repeating: -1, count: 61)
 
     init(policy: RetryPolicy) { self.policy = policy }
 
@@ -67,6 +71,20 @@ struct QuotaTracker {
         roll(now)
         delivered.current += count
         tenths[lastTenth % 20] += count
+        let second = Int(now.rounded(.down))
+        let slot = second % 61
+        if minuteSecond[slot] != second { minuteSecond[slot] = second; minute[slot] = 0 }
+        minute[slot] += count
+    }
+
+    /// The most sends a second FCM accepted, over any two whole seconds in a row of the last
+    /// minute; nil when that is fewer than ten sends, too little to tell.
+    func proven(now: Double) -> Double? {
+        let current = Int(now.rounded(.down))
+        func count(_ second: Int) -> Int { minuteSecond[second % 61] == second ? minute[second % 61] : 0 }
+        var best = 0
+        for second in max(1, current - 60)..<current { best = max(best, count(second) + count(second - 1)) }
+        return best >= 10 ? Double(best) / 2 : nil
     }
 
     /// A delivery to `target`: its streak ends.

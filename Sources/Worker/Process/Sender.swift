@@ -286,8 +286,9 @@ final class Sender: @unchecked Sendable {
         if now + pause > projectPausedUntil + 0.5 {
             log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s and lowering the project's rate")
             // What this process saw accepted, as the pool's (its processes share the work evenly).
-            let accepted = tracker.accepted(since: projectPausedUntil, now: now).map { $0 * Double(max(1, configuration.poolProcesses)) }
-            outbox.put(.projectQuota(accepted: accepted))
+            let processes = Double(max(1, configuration.poolProcesses))
+            let accepted = tracker.accepted(since: projectPausedUntil, now: now).map { $0 * processes }
+            outbox.put(.projectQuota(accepted: accepted, proven: tracker.proven(now: now).map { $0 * processes }))
         }
         self.pause(until: now + pause)
         projectPausedUntilByQuota = max(projectPausedUntilByQuota, now + pause)

@@ -25,7 +25,7 @@ final class StoreLoop: @unchecked Sendable {
     private var activity = ActivityWindow()
     /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
     private let adaptive: AdaptiveRate
-    private var rateState: (adapted: Double?, at: Double?) = (nil, nil)
+    private var rateState = AdaptiveRate.State()
     private var rateReadAt = 0.0
     /// When this process started sending (the rate's start before any quota answer).
     private let startedAt = StoreLoop.clock()
@@ -147,8 +147,8 @@ final class StoreLoop: @unchecked Sendable {
                 machine.maintained(now: now)
             case .promote(let limit):
                 machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
-            case .lowerRate(let accepted):
-                try lowerRate(accepted: accepted, now: now)
+            case .lowerRate(let accepted, let proven):
+                try lowerRate(accepted: accepted, proven: proven, now: now)
                 machine.rateLowered()
             case .claim(let limit):
                 try refreshRate(now: now)
@@ -188,31 +188,30 @@ final class StoreLoop: @unchecked Sendable {
     private func refreshRate(now: Double) throws(PostgresError) {
         guard let project = store.projectID, adaptive.ceiling > 0 else { return }
         if now - rateReadAt >= 1 {
-            let state = try store.projectRateState(project)
-            rateState = (state.adapted, state.at)
+            rateState = try store.projectRateState(project).rate
             rateReadAt = now
         }
-        let rate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        let rate = adaptive.rate(rateState, now: now, started: startedAt)
         store.projectRate = rate
         metrics.projectRate(rate)
     }
 
     /// A project quota answer: lowers the project's adapted rate for every worker of the project,
     /// once per episode (another worker's lowering a moment ago counts).
-    private func lowerRate(accepted: Double?, now: Double) throws(PostgresError) {
+    private func lowerRate(accepted: Double?, proven: Double?, now: Double) throws(PostgresError) {
         guard let project = store.projectID, adaptive.ceiling > 0 else { return }
-        let state = try store.projectRateState(project)
-        rateState = (state.adapted, state.at)
+        let state = try store.projectRateState(project).rate
+        rateState = state
         rateReadAt = now
-        guard let target = adaptive.lowered(adapted: state.adapted, at: state.at, now: now, accepted: accepted ?? .infinity,
-                                            started: startedAt) else { return }
+        guard let target = adaptive.lowered(state, now: now, accepted: accepted ?? .infinity, proven: proven ?? 0, started: startedAt) else { return }
         if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
-            rateState = (lowered.adapted, lowered.at)
-            log.warning("FCM project \(project): send rate lowered to \(Int(lowered.adapted.rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); it rises again while FCM accepts")
+            rateState = lowered
+            let regain = lowered.regain.map { "; FCM refused most sends, so it climbs back to \(Int($0.rounded()))/s doubling each second" } ?? ""
+            log.warning("FCM project \(project): send rate lowered to \(Int((lowered.adapted ?? 0).rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate)\(regain); it rises again while FCM accepts")
         } else {
             rateReadAt = 0
         }
-        store.projectRate = adaptive.rate(adapted: rateState.adapted, at: rateState.at, now: now, started: startedAt)
+        store.projectRate = adaptive.rate(rateState, now: now, started: startedAt)
         metrics.projectRate(store.projectRate)
     }
 

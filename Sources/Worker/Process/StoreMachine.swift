@@ -8,8 +8,9 @@ public enum SenderEvent: Sendable, Equatable {
     /// nothing new before this time (seconds since 1970). `reason` goes to herald.project_pauses.
     case projectPaused(until: Double, reason: String = "QUOTA_EXCEEDED")
     /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
-    /// FCM accepted just before (nil: too short a time to tell).
-    case projectQuota(accepted: Double?)
+    /// FCM accepted just before (nil: too short a time to tell); `proven`: the most it accepted
+    /// over the last minute (nil: nothing delivered), both as the pool's.
+    case projectQuota(accepted: Double?, proven: Double?)
     /// The sender's window (requests in flight it wants at most) changed.
     case window(Int)
     /// The sender has stopped: nothing is in flight any more.
@@ -77,7 +78,7 @@ struct StoreMachine: Sendable {
         case record([JobOutcome])
         case publishProjectPause(until: Double)
         /// Lower the project's adapted rate (a project quota answer).
-        case lowerRate(accepted: Double?)
+        case lowerRate(accepted: Double?, proven: Double?)
         case extendLeases([Int])
         case maintain
         case promote(limit: Int)
@@ -113,7 +114,7 @@ struct StoreMachine: Sendable {
     /// Why the latest pause was asked for (herald.project_pauses.reason).
     private(set) var projectPauseReason = "QUOTA_EXCEEDED"
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
-    private(set) var lowering: Double?? = nil
+    private(set) var lowering: (accepted: Double?, proven: Double?)? = nil
 
     /// Requests in flight the sender wants at most now (its adaptive window; at most concurrency).
     private(set) var window: Int
@@ -165,7 +166,7 @@ struct StoreMachine: Sendable {
             return .publishProjectPause(until: projectPausedUntil)
         }
 
-        if let accepted = lowering { return .lowerRate(accepted: accepted) }
+        if let lowering { return .lowerRate(accepted: lowering.accepted, proven: lowering.proven) }
 
         if case .stopping = phase, senderFinished, outstanding <= 0 {
             phase = .exited(status: 0)
@@ -236,10 +237,15 @@ struct StoreMachine: Sendable {
             case .projectPaused(let until, let reason):
                 projectPausedUntil = max(projectPausedUntil, until)
                 projectPauseReason = reason
-            case .projectQuota(let accepted):
-                // The lowest report wins: it is the one closest to what FCM accepts.
-                if case .some(.some(let held)) = lowering, let accepted { lowering = .some(min(held, accepted)) }
-                else if lowering == nil { lowering = .some(accepted) }
+            case .projectQuota(let accepted, let proven):
+                // The lowest report of what was accepted wins: it is the one closest to what FCM
+                // accepts; of what was proven, the highest.
+                if let held = lowering {
+                    lowering = (held.accepted.map { old in accepted.map { min(old, $0) } ?? old } ?? accepted,
+                                held.proven.map { old in proven.map { max(old, $0) } ?? old } ?? proven)
+                } else {
+                    lowering = (accepted, proven)
+                }
             case .window(let size):
                 window = min(settings.concurrency, max(1, size))
             case .finished:

@@ -78,11 +78,13 @@ enum Pages {
         for p in shown {
             let paused = p.pausedFor.map { "for \(HTML.formatAge($0))" + (p.reason.map { ": " + HTML.escape($0) } ?? "") } ?? "no"
             rows += "<tr><td>\(HTML.escape(p.projectID))</td><td class=\"n\">\(rate(p.rate))</td><td class=\"n\">\(rate(p.loweredTo))</td>"
-                + "<td class=\"n\">\(p.loweredAgo.map { HTML.formatAge($0) + " ago" } ?? "never")</td><td>\(paused)</td></tr>"
+                + "<td class=\"n\">\(p.loweredAgo.map { HTML.formatAge($0) + " ago" } ?? "never")</td>"
+                + "<td class=\"n\">\(rate(p.regain))</td><td>\(paused)</td></tr>"
         }
         return "<h2>FCM projects</h2><table id=\"projects\"><tr><th>Project</th><th class=\"n\">rate now</th>"
-            + "<th class=\"n\">lowered to</th><th class=\"n\">lowered</th><th>paused</th></tr>\(rows)</table>"
-            + "<p class=\"legend\">FCM's quota answers lower a project's rate (at most herald work --max-rate); it rises again while FCM accepts.</p>"
+            + "<th class=\"n\">lowered to</th><th class=\"n\">lowered</th><th class=\"n\">regains</th><th>paused</th></tr>\(rows)</table>"
+            + "<p class=\"legend\">FCM's quota answers lower a project's rate (at most herald work --max-rate); it rises again while FCM accepts,"
+            + " doubling each second back to the rate it regains after a storm of quota answers.</p>"
     }
 
     // MARK: dead letters

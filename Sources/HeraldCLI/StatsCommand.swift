@@ -74,10 +74,10 @@ enum StatsCommand {
     static func projectLines(_ projects: [ProjectRate]) -> [String] {
         guard !projects.isEmpty else { return [] }
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
-        var rows = [["FCM PROJECT", "RATE NOW", "LOWERED TO", "LOWERED", "PAUSED"]]
+        var rows = [["FCM PROJECT", "RATE NOW", "LOWERED TO", "LOWERED", "REGAINS", "PAUSED"]]
         for p in projects {
             rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
-                         p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
+                         rate(p.regain), p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
         }
         var lines = [""] + formatColumns(rows)
         for p in projects where p.pausedFor != nil {

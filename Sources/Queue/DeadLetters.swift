@@ -121,6 +121,7 @@ public struct DeadLetter: Sendable {
         object["id"] = JSONValue(id)
         object["job_id"] = JSONValue(jobID)
         object["queue"] = .string(queue)
+        let target = self.target
         object["target_type"] = target.map { .string($0.type) } ?? .null
         object["target"] = target.map { .string($0.value) } ?? .null
         object["reason"] = .string(reason)

@@ -109,18 +109,21 @@ func promtoolCheckMetrics(_ text: String) throws -> (status: Int32, output: Stri
         defer { stack.close() }
         #expect(!(try stack.get("/").body.contains("FCM projects")), "nothing while FCM never refused")
         try stack.fixture.connection.query("""
-            INSERT INTO herald.project_rates (project_id, max_per_second, tokens, refilled_at, adapted_per_second, adapted_at)
-            VALUES ('shop-prod', 310, 0, now(), 280, now() - interval '12 seconds')
+            INSERT INTO herald.project_rates (project_id, max_per_second, tokens, refilled_at, adapted_per_second, adapted_at,
+                                              regain_per_second)
+            VALUES ('shop-prod', 310, 0, now(), 280, now() - interval '12 seconds', 1450)
             """)
         try stack.fixture.connection.query("""
             INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('shop-prod', now() + interval '10 minutes', 'QUOTA_EXCEEDED answered to w1')
             """)
         let page = try stack.get("/").body
-        #expect(page.contains("FCM projects") && page.contains("shop-prod") && page.contains("310/s") && page.contains("280/s"), "\(page)")
+        #expect(page.contains("FCM projects") && page.contains("shop-prod") && page.contains("310/s") && page.contains("280/s")
+                && page.contains("1450/s"), "\(page)")
         #expect(page.contains("QUOTA_EXCEEDED answered to w1"))
         let stats = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": stack.fixture.database.url], timeout: 60)
         let line = stats.output.split(separator: "\n").first { $0.hasPrefix("shop-prod") }.map(String.init) ?? ""
         #expect(line.contains("310/s") && line.contains("280/s") && line.contains("ago") && line.contains("for "), "herald stats: \(stats.output)")
+        #expect(stats.output.contains("REGAINS") && line.contains("1450/s"), "herald stats: \(stats.output)")
     }
 
     @Test func theAPIWantsTheBearerToken() throws {

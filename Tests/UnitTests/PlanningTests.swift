@@ -77,10 +77,9 @@ import Worker
         #expect(final == .outcome(JobOutcome(id: 7, attempt: 25, .dead(reason: "gave up after 25 attempts (max_attempts); last error: INTERNAL: m"))))
     }
 
-    @Test func quotaSlowsTheWholeSender() {
-        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: nil, quota: .project), policy: policy) == 60)
-        #expect(Planning.pause(for: .retry(code: "QUOTA_EXCEEDED", message: "m", retryAfter: 90, quota: .project), policy: policy) == 90)
-        #expect(Planning.pause(for: .retry(code: "UNAVAILABLE", message: "m", retryAfter: 5, quota: nil), policy: policy) == nil)
+    @Test func aProjectQuotaPausesAMinuteOrItsRetryAfter() {
+        #expect(policy.projectPause(retryAfter: nil) == 60)
+        #expect(policy.projectPause(retryAfter: 90) == 90)
     }
 
     @Test func thousandJobsFailingTogetherDoNotReturnTogether() {

@@ -140,12 +140,6 @@ public enum Planning {
         return .outcome(job.outcome(.retry(error: reason, delay: delay)))
     }
 
-    /// How long the whole sender holds back after a project quota answer.
-    public static func pause(for classification: SendClassification, policy: RetryPolicy) -> Double? {
-        guard case .retry(_, _, let retryAfter, .project?) = classification else { return nil }
-        return policy.projectPause(retryAfter: retryAfter)
-    }
-
     /// The first and last characters of a token, for reasons and logs.
     public static func abbreviated(_ token: String) -> String {
         token.count <= 16 ? token : String(token.prefix(8)) + "…" + String(token.suffix(4))

@@ -18,6 +18,7 @@ Commands:
   stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
   campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
   queues     Queues: pause, resume, rate and in-flight limits.
+  projects   The registry of Firebase projects: add, list, show, test, pause, resume, remove.
   topics     Topic subscriptions: subscribers per topic, tokens FCM refused.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
@@ -50,6 +51,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "stats": (StatsCommand.help, StatsCommand.run),
     "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
     "queues": (QueuesCommand.help, QueuesCommand.run),
+    "projects": (ProjectsCommand.help, ProjectsCommand.run),
     "topics": (TopicsCommand.help, TopicsCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),

@@ -1,0 +1,225 @@
+import CommandOptions
+import FCM
+import Foundation
+import HTTPClient
+import JSON
+import Postgres
+import Queue
+
+/// `herald projects`: the registry of Firebase projects (herald.projects). Only where each key
+/// is goes into the database (a path or env:VAR); the key is read here to check it and to learn
+/// its project_id, and by `test` to fetch a token, and is never printed.
+enum ProjectsCommand {
+    static let options: [Option] = [
+        Option(name: "credentials", value: "PATH|env:VAR",
+               help: "add: where the service-account JSON key is: an absolute file path, or env:VAR, an environment variable holding the JSON. Only this reference is stored."),
+        Option(name: "max-rate", value: "N", help: "add: messages per second for the project (more than 0). Unset: the pool's --max-rate."),
+        Option(name: "reason", value: "TEXT", help: "pause: why, shown by list and show."),
+        Option(name: "json", help: "list, show: print JSON instead of a table."),
+        Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
+               help: "test: FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
+        Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
+               help: "test: CA bundle for verifying FCM's TLS certificate (verification is always on)."),
+    ] + DeadCommand.databaseOptions
+
+    static let help = helpText(
+        command: "projects", summary: "The registry of Firebase projects (herald.projects): add, list, show, test, pause, resume, remove.",
+        usage: """
+        add NAME --credentials PATH|env:VAR [--max-rate N]
+               herald projects list [--json]
+               herald projects show NAME [--json]
+               herald projects test NAME
+               herald projects pause NAME [--reason TEXT]
+               herald projects resume NAME
+               herald projects remove NAME
+        """,
+        options: options,
+        footer: """
+        add reads the service-account key, checks it (project_id, client_email, private_key) and
+        stores only where it is and its project_id; the key stays out of the database. NAME is 1 to
+        63 lowercase letters, digits, - or _. One FCM project has one entry. test fetches an access
+        token with the key and sends FCM one validate_only message (to a topic; nothing is
+        delivered); exit status 1 when either is refused. Every change is recorded in
+        herald.admin_log. In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
+        herald.pause_project_sending(name, reason), herald.resume_project_sending(name),
+        herald.remove_project(name), the view herald.project_registry.
+        Jobs are not yet addressed to a project: a pool still sends with its own credentials.
+        """)
+
+    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "projects", arguments: arguments, options: options, positional: true)
+        guard let action = parsed.positional.first, actions.contains(action) else {
+            throw UsageError("herald projects: give an action: add NAME, list, show NAME, test NAME, pause NAME, resume NAME or remove NAME; see herald projects --help")
+        }
+        let rest = Array(parsed.positional.dropFirst())
+        let only: [String: String] = ["credentials": "add", "max-rate": "add", "reason": "pause"]
+        for (flag, owner) in only.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
+            throw UsageError("herald projects \(action): --\(flag) applies to \(owner) only")
+        }
+        if parsed.has("json") && !["list", "show"].contains(action) {
+            throw UsageError("herald projects \(action): --json applies to list and show only")
+        }
+        if action == "list" {
+            guard rest.isEmpty else { throw UsageError("herald projects list: takes no name") }
+            let projects = try ProjectRegistry.list(try operationsDatabase(parsed))
+            if parsed.has("json") {
+                print(JSONValue.array(projects.map(\.json)).serialized)
+            } else {
+                printList(projects)
+            }
+            return 0
+        }
+        guard rest.count == 1 else {
+            throw UsageError("herald projects \(action): give one project name\(action == "add" ? "" : " (herald projects list shows them)")")
+        }
+        let name = rest[0]
+        do {
+            switch action {
+            case "add": return try add(parsed, name: name)
+            case "show": return try show(parsed, name: name)
+            case "test": return try test(parsed, name: name)
+            case "pause":
+                let changed = try ProjectRegistry.pause(try operationsDatabase(parsed), name: name, reason: parsed.string("reason"), source: shellSource())
+                print(changed ? "paused project \(name)" : "project \(name) was paused already\(parsed.string("reason") == nil ? "" : "; its reason is now the one given")")
+            case "resume":
+                let changed = try ProjectRegistry.resume(try operationsDatabase(parsed), name: name, source: shellSource())
+                print(changed ? "resumed project \(name)" : "project \(name) was not paused; nothing to resume")
+            default:
+                try ProjectRegistry.remove(try operationsDatabase(parsed), name: name, source: shellSource())
+                print("removed project \(name) from the registry (its key was left where it is)")
+            }
+        } catch let error as AdminError {
+            let hint = error.kind == .notFound ? "; herald projects list shows the registered projects" : ""
+            throw UsageError("herald projects \(action): \(error.description)\(hint)")
+        }
+        return 0
+    }
+
+    static func add(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        guard let reference = parsed.string("credentials") else {
+            throw UsageError("herald projects add: give --credentials PATH (the service-account JSON key file) or --credentials env:VAR (a variable holding it)")
+        }
+        var maxRate: Double?
+        if let text = parsed.string("max-rate") {
+            guard let value = Double(text), value.isFinite, value > 0 else {
+                throw UsageError("herald projects add: --max-rate \"\(text.prefix(40))\" is not a rate; give messages per second more than 0, e.g. --max-rate 500 (leave it out to use the pool's --max-rate)")
+            }
+            maxRate = value
+        }
+        let account = try loadKey(reference, command: "herald projects add")
+        let added = try ProjectRegistry.add(try operationsDatabase(parsed), name: name, fcmProjectID: account.projectID,
+                                            credentials: reference, maxRate: maxRate, source: shellSource())
+        print("added project \(added.name): FCM project \(added.fcmProjectID), credentials \(added.credentials), max rate \(added.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's --max-rate")")
+        print("note: jobs are not yet addressed to a project; a pool still sends with its own credentials")
+        return 0
+    }
+
+    static func show(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        guard let project = try ProjectRegistry.entry(try operationsDatabase(parsed), name: name) else {
+            throw AdminError(.notFound, "no project named \"\(name.prefix(100))\" in the registry")
+        }
+        if parsed.has("json") {
+            print(project.json.serialized)
+            return 0
+        }
+        var rows = [["name:", project.name], ["fcm project:", project.fcmProjectID], ["credentials:", project.credentials],
+                    ["max rate:", project.maxRate.map { CampaignsCommand.formatRate($0) + "/s" } ?? "the pool's --max-rate"],
+                    ["state:", project.state]]
+        if let reason = project.pausedReason { rows.append(["paused:", "\(project.pausedAt ?? "") (\(reason))"]) }
+        rows += [["created:", project.createdAt], ["updated:", project.updatedAt]]
+        printColumns(rows)
+        return 0
+    }
+
+    /// Loads the credentials of the project, fetches an access token and sends FCM one
+    /// validate_only message; prints what worked or what failed, never the token or the key.
+    static func test(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        let fcmURL = try parsed.httpURL("fcm-url") ?? "https://fcm.googleapis.com"
+        guard let project = try ProjectRegistry.entry(try operationsDatabase(parsed), name: name) else {
+            throw AdminError(.notFound, "no project named \"\(name.prefix(100))\" in the registry")
+        }
+        let command = "herald projects test \(name)"
+        let account: ServiceAccount
+        do { account = try loadKey(project.credentials, command: command) } catch let error as UsageError {
+            printError("\(error.description)\n  The pool could not send for this project either: fix the key (or herald projects remove and add it again).")
+            return 1
+        }
+        guard account.projectID == project.fcmProjectID else {
+            printError("\(command): the key at \(project.credentials) is for FCM project \(account.projectID), but \(name) is registered for \(project.fcmProjectID); put \(project.fcmProjectID)'s key there, or herald projects remove \(name) and add it again")
+            return 1
+        }
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = parsed.string("ca-file")
+        let auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+        let fcm = RunEnvironment.FCMConnection(account: account, auth: auth, client: try HTTPClient(configuration: configuration),
+                                               endpoint: FCMEndpoint(baseURL: fcmURL, projectID: account.projectID))
+        do { _ = try auth.authorizationHeader() } catch {
+            printError("\(command): no access token for \(account.clientEmail) (credentials \(project.credentials)): \(error)\n  Check that the key is current (not deleted or rotated in the Google Cloud console) and belongs to \(project.fcmProjectID).")
+            return 1
+        }
+        let message: JSONValue = ["topic": "herald-projects-test", "data": ["herald": "projects test"]]
+        let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: true)
+        switch try SendCommand.send(body, over: fcm) {
+        case .delivered(let messageName):
+            print("project \(name): access token fetched for \(account.clientEmail); FCM project \(project.fcmProjectID) at \(fcmURL) accepted a validate_only message (\(messageName)); nothing was delivered")
+            if project.pausedReason != nil { print("note: project \(name) is paused (\(project.pausedReason!)); herald projects resume \(name) enables it") }
+            return 0
+        case .reauthenticate(let text):
+            printError("\(command): FCM refused the access token of \(account.clientEmail) (UNAUTHENTICATED: \(text))\n  Check that the service account may send with Firebase Cloud Messaging in \(project.fcmProjectID).")
+        case .deadLetter(let code, let text), .pruneToken(let code, let text):
+            let advice = code == "PERMISSION_DENIED" || code == "SENDER_ID_MISMATCH"
+                ? "The service account \(account.clientEmail) may not send for \(project.fcmProjectID): give it the Firebase Cloud Messaging API Admin role, or use that project's key."
+                : "FCM refused the test message itself."
+            printError("\(command): FCM refused the validate_only message: \(code): \(text)\n  \(advice)")
+        case .retry(let code, let text, _, _):
+            printError("\(command): FCM did not take the validate_only message now: \(code): \(text)\n  Temporary: try again later.")
+        }
+        return 1
+    }
+
+    /// Reads and checks the service-account key a reference names; errors name the file or
+    /// variable and the field, and never quote what the key holds.
+    static func loadKey(_ reference: String, command: String) throws -> ServiceAccount {
+        if reference.contains("-----") || reference.contains("{") || reference.contains("\n") {
+            throw UsageError("\(command): --credentials holds what looks like a key itself (\(reference.count) characters, not shown); give where the key is instead: the path of the JSON key file, or env:VAR naming a variable that holds it")
+        }
+        if reference.hasPrefix("env:") {
+            let variable = String(reference.dropFirst(4))
+            guard variable.range(of: "^[A-Za-z_][A-Za-z0-9_]{0,127}$", options: .regularExpression) != nil else {
+                throw UsageError("\(command): --credentials env:\(variable.prefix(60)): \"\(variable.prefix(60))\" is not an environment variable name; give e.g. env:SHOP_PROD_CREDENTIALS")
+            }
+            guard let value = ProcessInfo.processInfo.environment[variable] else {
+                throw UsageError("\(command): credentials env:\(variable): the environment variable \(variable) is not set; set it to the service-account JSON key (in the pool's environment too)")
+            }
+            if value.isEmpty {
+                throw UsageError("\(command): credentials env:\(variable): the environment variable \(variable) is empty; set it to the service-account JSON key")
+            }
+            do { return try ServiceAccount.parse(json: Array(value.utf8), path: reference) } catch {
+                let problem = error.problem.replacingOccurrences(of: "the file ", with: "the value ")
+                throw UsageError("\(command): credentials env:\(variable): the variable \(variable) does not hold a usable service-account key: \(problem)")
+            }
+        }
+        guard reference.hasPrefix("/") else {
+            let absolute = URL(fileURLWithPath: reference).standardizedFileURL.path
+            throw UsageError("\(command): credentials \"\(reference.prefix(200))\" is neither an absolute path nor env:VAR; the pool may run elsewhere, so give the absolute path, e.g. --credentials \(absolute)")
+        }
+        do { return try ServiceAccount.load(path: reference) } catch {
+            throw UsageError("\(command): credentials \(reference): \(error.problem)")
+        }
+    }
+
+    static func printList(_ projects: [RegisteredProject]) {
+        guard !projects.isEmpty else {
+            print("no projects registered; herald projects add NAME --credentials PATH registers one")
+            return
+        }
+        var rows = [["NAME", "FCM PROJECT", "CREDENTIALS", "MAX RATE", "STATE"]]
+        for p in projects {
+            rows.append([p.name, p.fcmProjectID, p.credentials, p.maxRate.map(CampaignsCommand.formatRate) ?? "-",
+                         p.pausedReason.map { "paused (\($0))" } ?? "enabled"])
+        }
+        printColumns(rows)
+    }
+}

@@ -130,7 +130,7 @@ import TestSupport
         try refused(["add", "shop", "--credentials", "env:HERALD_TEST_EMPTY_KEY"], environment: ["HERALD_TEST_EMPTY_KEY": "{\"type\": \"service_account\"}"],
                     saying: ["HERALD_TEST_EMPTY_KEY", "\"project_id\" is missing"])
         try refused(["add", "shop", "--credentials", "keys/shop.json"], saying: ["neither an absolute path nor env:VAR"])
-        try refused(["add", "Shop Prod", "--credentials", keys + "/shop.json"], saying: ["project name \"Shop Prod\" is not a short slug"])
+        try refused(["add", "Shop Prod", "--credentials", keys + "/shop.json"], saying: ["project name \"Shop Prod\" is not a short slug", "give 1 to 63 lowercase letters"])
         try refused(["add", "shop", "--credentials", keys + "/shop.json", "--max-rate", "0"], saying: ["--max-rate \"0\" is not a rate"])
         try refused(["add", "shop"], saying: ["give --credentials"])
         #expect(try database.connect().query("SELECT count(*) FROM herald.projects").int(0, 0) == 0, "nothing was stored")
@@ -195,31 +195,34 @@ import TestSupport
         defer { try? FileManager.default.removeItem(atPath: keys) }
         let json = try emulator.serviceAccountJSON(projectID: "shop-prod-1234")
         try Self.write(json, to: keys + "/shop.json")
-        let secretLines = try Self.keyLines(json)
         // A key whose private_key is no PEM but text anyone would recognise in an output.
         let marker = "HERALD-RECOGNISABLE-KEY-MATERIAL-4f1c"
         var broken = try #require(try JSONValue.parse(json).objectValue)
         broken["private_key"] = .string("-----BEGIN PRIVATE KEY-----\n\(marker)\n-----END PRIVATE KEY-----\n")
         try Self.write(JSONValue.object(broken).serialized, to: keys + "/broken.json")
-        let env = ["DATABASE_URL": database.url, "HERALD_TEST_SHOP_KEY": json, "HERALD_FCM_URL": emulator.baseURL]
+        let envJSON = try emulator.serviceAccountJSON(projectID: "news-prod-77")
+        let secretLines = try Self.keyLines(json) + Self.keyLines(envJSON)
+        let env = ["DATABASE_URL": database.url, "HERALD_TEST_NEWS_KEY": envJSON, "HERALD_FCM_URL": emulator.baseURL]
 
         var outputs: [String] = []
-        for arguments in [["add", "shop", "--credentials", keys + "/shop.json"], ["add", "shop-env", "--credentials", "env:HERALD_TEST_SHOP_KEY"],
+        for arguments in [["add", "shop", "--credentials", keys + "/shop.json"], ["add", "news", "--credentials", "env:HERALD_TEST_NEWS_KEY"],
                           ["add", "broken", "--credentials", keys + "/broken.json"], ["add", "pasted", "--credentials", json],
                           ["add", "pem", "--credentials", String(describing: try #require(try JSONValue.parse(json)["private_key"]?.stringValue))],
-                          ["list"], ["list", "--json"], ["show", "shop"], ["show", "shop", "--json"], ["test", "shop"]] {
+                          ["list"], ["list", "--json"], ["show", "shop"], ["show", "shop", "--json"], ["test", "shop"], ["test", "news"]] {
             let run = try HeraldProcess.run(["projects"] + arguments, environment: env, timeout: 60)
             outputs.append(run.output)
         }
         #expect(outputs[2].contains("\"private_key\" is not a PEM RSA private key"), "\(outputs[2])")
         #expect(outputs[3].contains("looks like a key itself") && outputs[4].contains("looks like a key itself"), "\(outputs[3])\n\(outputs[4])")
+        #expect(outputs[0].contains("added project shop") && outputs[1].contains("added project news"), "\(outputs[0])\n\(outputs[1])")
         #expect(outputs[9].contains("accepted a validate_only message"), "\(outputs[9])")
+        #expect(outputs[10].contains("FCM project news-prod-77") && outputs[10].contains("accepted a validate_only message"), "\(outputs[10])")
         let all = outputs.joined(separator: "\n")
         #expect(!all.contains(marker), "the broken key's text is not printed")
         #expect(!all.contains("ya29."), "no access token is printed")
         for line in secretLines { #expect(!all.contains(line), "a line of the private key was printed") }
         let stored = try Self.storedText(try database.connect())
-        #expect(stored.contains("shop-prod-1234"), "the scan reads the rows: \(stored.prefix(300))")
+        #expect(stored.contains("shop-prod-1234") && stored.contains("env:HERALD_TEST_NEWS_KEY"), "the scan reads the rows: \(stored.prefix(300))")
         #expect(!stored.contains(marker) && !stored.contains("PRIVATE KEY"))
         for line in secretLines { #expect(!stored.contains(line), "a line of the private key is stored") }
     }

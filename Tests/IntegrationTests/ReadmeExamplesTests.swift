@@ -18,6 +18,7 @@ import TestSupport
     /// With the number of ```sql blocks each holds, so a block lost in a move fails the test.
     static let documents: [(path: String, blocks: Int)] = [
         ("README.md", 4), ("docs/campaigns.md", 5), ("docs/sql-api.md", 13), ("docs/legacy-api.md", 4),
+        ("docs/projects.md", 1),
     ]
     /// Pages whose ```sql blocks are sketches with placeholders (`'{"token": "..."}'`), not run.
     static let sketches: Set<String> = ["docs/audience.md"]

@@ -21,16 +21,17 @@ BEGIN
     END IF;
     SELECT r.name INTO holder FROM herald.projects r WHERE r.name = add_project.name;
     IF FOUND THEN
-        RAISE EXCEPTION 'herald.add_project: a project named "%" is registered already', add_project.name
+        RAISE EXCEPTION 'herald.add_project: a project named "%" is registered already; choose another name, or remove it first (herald.remove_project)',
+            add_project.name
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Choose another name, or herald.remove_project it first.';
+                  HINT = 'herald.project_registry lists the registered projects.';
     END IF;
     SELECT r.name INTO holder FROM herald.projects r WHERE r.fcm_project_id = add_project.fcm_project_id;
     IF FOUND THEN
-        RAISE EXCEPTION 'herald.add_project: FCM project "%" is registered already as "%"; "%" would be a second entry for it',
-            add_project.fcm_project_id, holder, add_project.name
+        RAISE EXCEPTION 'herald.add_project: FCM project "%" is registered already as "%"; "%" would be a second entry for it (one FCM project has one entry: use "%", or remove it first)',
+            add_project.fcm_project_id, holder, add_project.name, holder
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'One FCM project has one entry: use "' || holder || '", or herald.remove_project it first.';
+                  HINT = 'herald.project_registry lists the registered projects.';
     END IF;
     BEGIN
         INSERT INTO herald.projects (name, fcm_project_id, credentials, max_rate)
@@ -39,13 +40,13 @@ BEGIN
         GET STACKED DIAGNOSTICS violated = CONSTRAINT_NAME;
         CASE violated
         WHEN 'projects_name_slug' THEN
-            RAISE EXCEPTION 'herald.add_project: project name "%" is not a short slug', left(add_project.name, 100)
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Give 1 to 63 lowercase letters, digits, - or _, starting with a letter or digit (e.g. shop-prod).';
+            RAISE EXCEPTION 'herald.add_project: project name "%" is not a short slug; give 1 to 63 lowercase letters, digits, - or _, starting with a letter or digit (e.g. shop-prod)',
+                left(add_project.name, 100)
+                USING ERRCODE = 'invalid_parameter_value';
         WHEN 'projects_fcm_project_id_shape' THEN
-            RAISE EXCEPTION 'herald.add_project: fcm_project_id "%" is not an FCM project id', left(add_project.fcm_project_id, 100)
-                USING ERRCODE = 'invalid_parameter_value',
-                      HINT = 'Give the project_id of the service-account key (lowercase letters, digits and -), e.g. shop-prod-1234.';
+            RAISE EXCEPTION 'herald.add_project: fcm_project_id "%" is not an FCM project id; give the project_id of the service-account key (lowercase letters, digits and -, e.g. shop-prod-1234)',
+                left(add_project.fcm_project_id, 100)
+                USING ERRCODE = 'invalid_parameter_value';
         WHEN 'projects_credentials_reference' THEN
             RAISE EXCEPTION 'herald.add_project: credentials must say where the service-account key is (an absolute file path or env:VARIABLE), never hold the key; the value given (% characters) is not shown',
                 length(add_project.credentials)

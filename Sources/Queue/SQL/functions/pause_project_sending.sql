@@ -9,6 +9,10 @@ DECLARE
     p herald.projects := herald._known_project(pause_project_sending.name, 'herald.pause_project_sending');
     why text := coalesce(nullif(btrim(pause_project_sending.reason), ''), 'paused with herald.pause_project_sending');
 BEGIN
+    IF length(why) > 500 THEN
+        RAISE EXCEPTION 'herald.pause_project_sending: the reason is % characters long; give at most 500', length(why)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p.paused_reason IS NOT NULL THEN
         IF nullif(btrim(pause_project_sending.reason), '') IS NOT NULL AND why <> p.paused_reason THEN
             UPDATE herald.projects r SET paused_reason = why, updated_at = now() WHERE r.name = p.name;

@@ -133,6 +133,8 @@ import TestSupport
         try refused(["add", "Shop Prod", "--credentials", keys + "/shop.json"], saying: ["project name \"Shop Prod\" is not a short slug", "give 1 to 63 lowercase letters"])
         try refused(["add", "shop", "--credentials", keys + "/shop.json", "--max-rate", "0"], saying: ["--max-rate \"0\" is not a rate"])
         try refused(["add", "shop"], saying: ["give --credentials"])
+        let noDatabase = try HeraldProcess.run(["projects", "list"], environment: [:], timeout: 60)
+        #expect(noDatabase.status == 2 && noDatabase.output.contains("set DATABASE_URL (or --database-url)"), "\(noDatabase.output)")
         #expect(try database.connect().query("SELECT count(*) FROM herald.projects").int(0, 0) == 0, "nothing was stored")
 
         // One FCM project, one entry: the second name is refused, naming both and the project.

@@ -9,7 +9,7 @@
 -- null; this pause is an operator's, for as long as they want, and is not the quota pause of
 -- herald.project_pauses (FCM's answer, for a few seconds).
 --
--- Jobs are not yet addressed to a project: a pool still sends with its own credentials.
+-- Jobs are addressed to a project from migration 190 on (herald.jobs.project).
 -- The functions that change the registry live in Sources/Queue/SQL/functions
 -- (add_project, pause_project_sending, resume_project_sending, remove_project), the listing in
 -- Sources/Queue/SQL/views/project_registry.sql.

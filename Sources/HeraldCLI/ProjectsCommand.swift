@@ -43,7 +43,8 @@ enum ProjectsCommand {
         herald.admin_log. In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
         herald.pause_project_sending(name, reason), herald.resume_project_sending(name),
         herald.remove_project(name), the view herald.project_registry.
-        Jobs are not yet addressed to a project: a pool still sends with its own credentials.
+        Jobs name their project (herald.jobs.project, herald.enqueue(..., project => NAME)); a pool
+        started with herald work --project NAME sends them with the key the entry points at.
         """)
 
     static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
@@ -112,7 +113,7 @@ enum ProjectsCommand {
         let added = try ProjectRegistry.add(try operationsDatabase(parsed), name: name, fcmProjectID: account.projectID,
                                             credentials: reference, maxRate: maxRate, source: shellSource())
         print("added project \(added.name): FCM project \(added.fcmProjectID), credentials \(added.credentials), max rate \(added.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's --max-rate")")
-        print("note: jobs are not yet addressed to a project; a pool still sends with its own credentials")
+        print("its jobs (project => '\(added.name)') are sent by: herald work --project \(added.name)")
         return 0
     }
 
@@ -179,34 +180,11 @@ enum ProjectsCommand {
         return 1
     }
 
-    /// Reads and checks the service-account key a reference names; errors name the file or
-    /// variable and the field, and never quote what the key holds.
+    /// Reads and checks the service-account key a reference names (WorkedProject.loadKey, the
+    /// same reading a pool does); errors name the file or variable and never quote the key.
     static func loadKey(_ reference: String, command: String) throws -> ServiceAccount {
-        if reference.contains("-----") || reference.contains("{") || reference.contains("\n") {
-            throw UsageError("\(command): --credentials holds what looks like a key itself (\(reference.count) characters, not shown); give where the key is instead: the path of the JSON key file, or env:VAR naming a variable that holds it")
-        }
-        if reference.hasPrefix("env:") {
-            let variable = String(reference.dropFirst(4))
-            guard variable.range(of: "^[A-Za-z_][A-Za-z0-9_]{0,127}$", options: .regularExpression) != nil else {
-                throw UsageError("\(command): --credentials env:\(variable.prefix(60)): \"\(variable.prefix(60))\" is not an environment variable name; give e.g. env:SHOP_PROD_CREDENTIALS")
-            }
-            guard let value = ProcessInfo.processInfo.environment[variable] else {
-                throw UsageError("\(command): credentials env:\(variable): the environment variable \(variable) is not set; set it to the service-account JSON key (in the pool's environment too)")
-            }
-            if value.isEmpty {
-                throw UsageError("\(command): credentials env:\(variable): the environment variable \(variable) is empty; set it to the service-account JSON key")
-            }
-            do { return try ServiceAccount.parse(json: Array(value.utf8), path: reference) } catch {
-                let problem = error.problem.replacingOccurrences(of: "the file ", with: "the value ")
-                throw UsageError("\(command): credentials env:\(variable): the variable \(variable) does not hold a usable service-account key: \(problem)")
-            }
-        }
-        guard reference.hasPrefix("/") else {
-            let absolute = URL(fileURLWithPath: reference).standardizedFileURL.path
-            throw UsageError("\(command): credentials \"\(reference.prefix(200))\" is neither an absolute path nor env:VAR; the pool may run elsewhere, so give the absolute path, e.g. --credentials \(absolute)")
-        }
-        do { return try ServiceAccount.load(path: reference) } catch {
-            throw UsageError("\(command): credentials \(reference): \(error.problem)")
+        do { return try WorkedProject.loadKey(reference, environment: ProcessInfo.processInfo.environment) } catch {
+            throw UsageError("\(command): \(error)")
         }
     }
 

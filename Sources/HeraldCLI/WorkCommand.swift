@@ -14,6 +14,9 @@ enum WorkCommand {
                defaultText: "256"),
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
+        Option(name: "project", env: "HERALD_PROJECT", value: "NAME",
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate.",
+               defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
         Option(name: "retention", env: "HERALD_RETENTION", value: "DURATION", help: "How long finished jobs stay in herald.jobs; 0 deletes them at once.", defaultText: "24h"),
@@ -61,6 +64,10 @@ enum WorkCommand {
         if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
         c.caFile = caFile
         c.queues = parsed.all("queue")
+        if let project = parsed.string("project") {
+            guard !project.isEmpty else { throw UsageError("herald work: --project needs a registry name (herald projects list)") }
+            c.jobsProject = project
+        }
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
         c.adaptiveConcurrency = !parsed.has("fixed-concurrency")
         c.leaseSeconds = try parsed.seconds("lease", default: 60)
@@ -113,9 +120,30 @@ enum WorkCommand {
         defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        // FCM first: a start that would send real jobs nowhere stops before any database work.
-        try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
-        try environment.resolveDatabase(parsed)
+        if let name = checked.jobsProject {
+            // The registry says where the project's key is: the database first, then FCM.
+            if parsed.has("emulator") {
+                throw UsageError("herald work: --project \(name) sends with the registry's credentials; --emulator sends with its own; give one of them")
+            }
+            try environment.resolveDatabase(parsed)
+            environment.caFile = parsed.string("ca-file")
+            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+            let project: WorkedProject
+            do {
+                project = try WorkedProject.load(try PGConnection(url: environment.databaseURL), name: name)
+                // Fail now, naming the file or variable, rather than in every worker.
+                _ = try project.account(environment: ProcessInfo.processInfo.environment)
+            } catch {
+                throw UsageError("herald work: --project \(name): \(error)")
+            }
+            if let reason = project.pausedReason {
+                log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
+            }
+        } else {
+            // FCM first: a start that would send real jobs nowhere stops before any database work.
+            try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
+            try environment.resolveDatabase(parsed)
+        }
         let embedded = environment.cluster != nil && environment.emulator != nil
         let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
         let connection = try PGConnection(url: environment.databaseURL)
@@ -171,7 +199,9 @@ enum WorkCommand {
                                            fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
-            guard !config.credentialsPath.isEmpty else { throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set") }
+            guard !config.credentialsPath.isEmpty || config.jobsProject != nil else {
+                throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set")
+            }
             config.extraMessageFields = try extraMessageFields(config)
             let process = try WorkerProcess(configuration: config)
             process.handleTerminationSignals()

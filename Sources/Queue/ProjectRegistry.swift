@@ -35,7 +35,7 @@ public struct RegisteredProject: Sendable, Equatable {
 
 /// The SQL of the project registry (herald.add_project, pause_project_sending,
 /// resume_project_sending, remove_project, the view project_registry). Every change is recorded
-/// in herald.admin_log with the project's name. Jobs are not yet addressed to a project.
+/// in herald.admin_log with the project's name. Jobs name their project (herald.jobs.project).
 public enum ProjectRegistry {
     public static func list(_ connection: PGConnection) throws(PostgresError) -> [RegisteredProject] {
         projects(try connection.query(SQL.projectsList))

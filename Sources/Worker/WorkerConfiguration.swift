@@ -10,6 +10,10 @@ public struct WorkerConfiguration: Sendable {
     public var iidBaseURL: String = "https://iid.googleapis.com"
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).
     public var credentialsPath: String
+    /// `--project NAME`: work only that registry project's jobs (herald.projects), sent with the
+    /// credentials the registry points at (`credentialsPath` is then unused); nil: the jobs of no
+    /// project, sent with `credentialsPath`.
+    public var jobsProject: String? = nil
     /// A CA bundle for TLS verification (verification itself is always on).
     public var caFile: String? = nil
     /// Queues to work; empty means every queue.

@@ -56,7 +56,7 @@ import TestSupport
         let added = try Self.projects(["add", "shop", "--credentials", keys + "/shop.json", "--max-rate", "250"], database)
         #expect(added.status == 0, "\(added.output)")
         #expect(added.output.contains("added project shop: FCM project shop-prod-1234"), "\(added.output)")
-        #expect(added.output.contains("jobs are not yet addressed to a project"), "\(added.output)")
+        #expect(added.output.contains("herald work --project shop"), "\(added.output)")
         let fromEnv = try Self.projects(["add", "news", "--credentials", "env:HERALD_TEST_NEWS_KEY"], database,
                                         environment: ["HERALD_TEST_NEWS_KEY": envKey])
         #expect(fromEnv.status == 0, "\(fromEnv.output)")

@@ -42,7 +42,8 @@ extension JobStore {
         }
         let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
                                                           .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
-                                                          .double(projectRate), granted.map { .int($0) }, claimTime.map { .double($0) }])
+                                                          .double(projectRate), granted.map { .int($0) }, claimTime.map { .double($0) },
+                                                          jobsProject.map { .text($0) }])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
@@ -76,9 +77,11 @@ extension JobStore {
                          nextDueIn: result.double(0, try result.column("next_due_in")))
     }
 
-    /// Whether the queues (all when empty) hold a job not yet finished (scheduled, available or running).
+    /// Whether the queues (all when empty) hold a job of this worker's project (`jobsProject`)
+    /// not yet finished (scheduled, available or running).
     public func hasPendingWork(queues: [String]) throws(PostgresError) -> Bool {
-        let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : Self.textArray(queues)])
+        let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : Self.textArray(queues),
+                                                               jobsProject.map { .text($0) }])
         return result.bool(0, try result.column("pending")) ?? false
     }
 

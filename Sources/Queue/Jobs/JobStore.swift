@@ -14,6 +14,9 @@ public final class JobStore: @unchecked Sendable {
     /// The FCM project this worker sends for: claims wait while herald.project_pauses holds it
     /// back (nil: no such check, e.g. the PostgreSQL ceiling benchmark).
     public var projectID: String?
+    /// Whose jobs this worker claims: a registry name (herald.projects; it sends them with that
+    /// project's credentials) or nil for jobs of no project (the pool's own credentials).
+    public var jobsProject: String?
     /// The project's rate, per second, shared by every pool of the project (0: none).
     public var projectRate: Double = 0
     /// The time the claim takes place at, in seconds since 1970 (nil: the database's clock), so a

@@ -62,13 +62,14 @@ dead AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
-        j.created_at, i.err, j.validate_only, j.campaign_id,
+        j.created_at, i.err, j.validate_only, j.campaign_id, j.project,
         j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
 ),
 lettered AS (
     INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
-                                     reason, errors, created_at, validate_only, campaign_id)
-    SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at, validate_only, campaign_id FROM dead
+                                     reason, errors, created_at, validate_only, campaign_id, project)
+    SELECT id, queue, kind, priority, message, attempts, max_attempts, dedupe_key, err, errors, created_at, validate_only, campaign_id,
+           project FROM dead
     RETURNING 1
 ),
 settled AS (

@@ -37,6 +37,7 @@ final class StoreLoop: @unchecked Sendable {
         self.connection = connection
         self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
         store.projectRate = configuration.maxRate
+        store.jobsProject = configuration.jobsProject
         self.inbox = inbox
         self.outbox = outbox
         self.stop = stop

@@ -27,15 +27,29 @@ public final class WorkerProcess: @unchecked Sendable {
     /// Checks the credentials and the database before anything runs, so a bad setting stops
     /// start-up with a message that names it.
     public init(configuration: WorkerConfiguration) throws {
-        self.configuration = configuration
+        var configuration = configuration
         log = Logger(level: configuration.logLevel, format: configuration.logFormat, prefix: "herald work[\(getpid())]")
         metrics = WorkerMetrics.fromEnvironment(log: log)
-        do {
-            account = try ServiceAccount.load(path: configuration.credentialsPath)
-        } catch {
-            throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
+        if let name = configuration.jobsProject {
+            // The registry's credentials, checked against the FCM project it names.
+            do {
+                let connection = try PGConnection(url: configuration.databaseURL)
+                let project = try WorkedProject.load(connection, name: name)
+                account = try project.account(environment: ProcessInfo.processInfo.environment)
+                // The registry's ceiling for the project, when it has one, over --max-rate.
+                if let rate = project.maxRate { configuration.maxRate = rate }
+            } catch {
+                throw WorkerStartupError("--project \(name): \(error)")
+            }
+        } else {
+            do {
+                account = try ServiceAccount.load(path: configuration.credentialsPath)
+            } catch {
+                throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
+            }
         }
         auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+        self.configuration = configuration
     }
 
     /// Runs until stopped (or drained). Returns the process exit status.
@@ -72,7 +86,7 @@ public final class WorkerProcess: @unchecked Sendable {
                             inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
                               stop: stop, log: log, metrics: metrics, projectID: account.projectID, leaseBook: leaseBook)
-        log.info("working queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+        log.info("working \(configuration.jobsProject.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
             switch event {

@@ -1,4 +1,5 @@
--- Claims up to p_count due jobs of one (queue, campaign) pair, priority first, into 'running'
+-- Claims up to p_count due jobs of one (queue, campaign) pair of project p_project (NULL: jobs of
+-- no project), priority first, into 'running'
 -- under a lease until p_now + p_lease seconds held by p_worker (locked rows are skipped, never
 -- waited for), and returns them as the worker reads them: the message with the campaign's
 -- analytics label p_label put in (unless it has one, or is a legacy payload), whether its token
@@ -7,7 +8,7 @@
 -- key and members. (PL/pgSQL, so its plan is kept between claims; an array, so the claim adds it
 -- to its own without a row-by-row detour.)
 CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p_count integer, p_lease double precision,
-                                              p_worker text, p_label text, p_now timestamptz)
+                                              p_worker text, p_label text, p_now timestamptz, p_project text DEFAULT NULL)
 RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 DECLARE
     taken herald.claimed_job[];
@@ -20,8 +21,8 @@ BEGIN
                 AND EXISTS (SELECT 1 FROM herald.device_tokens d
                             WHERE d.token = coalesce(j.message->>'token', j.message->>'to') AND d.stale_at IS NOT NULL)) AS stale
         FROM herald.jobs j
-        WHERE j.state = 'available' AND j.queue = p_queue AND coalesce(j.campaign_id, 0) = p_campaign
-          AND j.run_at <= p_now
+        WHERE j.state = 'available' AND coalesce(j.project, '') = coalesce(p_project, '')
+          AND j.queue = p_queue AND coalesce(j.campaign_id, 0) = p_campaign AND j.run_at <= p_now
         ORDER BY j.priority, j.run_at, j.id
         LIMIT p_count
         FOR UPDATE SKIP LOCKED

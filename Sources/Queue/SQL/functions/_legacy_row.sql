@@ -1,12 +1,13 @@
 -- The row trigger for legacy payloads written straight into herald.jobs. It never raises for bad
 -- input: a refused row stays for the worker to dead-letter. A multicast is fanned out here, and
--- keeps its campaign on every fanned-out job.
+-- keeps its campaign and its project on every fanned-out job.
 CREATE OR REPLACE FUNCTION herald._legacy_row() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     translation jsonb;
+    fanned bigint[];
 BEGIN
     IF current_setting('herald.legacy_fanning_out', true) = 'on' OR NOT herald.is_legacy(NEW.message) THEN
         RETURN NEW;
@@ -21,8 +22,12 @@ BEGIN
         RETURN NEW;
     END IF;
     NEW.validate_only := NEW.validate_only OR (translation ->> 'validate_only')::boolean;
-    PERFORM herald._legacy_fan_out(NEW.message, translation, NEW.run_at, NEW.queue, NEW.priority, NEW.max_attempts, NEW.id,
-                                   NEW.campaign_id);
+    fanned := herald._legacy_fan_out(NEW.message, translation, NEW.run_at, NEW.queue, NEW.priority, NEW.max_attempts, NEW.id,
+                                     NEW.campaign_id);
+    IF NEW.project IS NOT NULL THEN
+        -- Sent for the same project as the row, never with the pool's own credentials.
+        UPDATE herald.jobs j SET project = NEW.project WHERE j.id = ANY (fanned) AND j.id <> NEW.id;
+    END IF;
     NEW.message := (NEW.message - 'registration_ids')
                    || jsonb_build_object('registration_ids', jsonb_build_array(NEW.message -> 'registration_ids' -> 0));
     RETURN NEW;

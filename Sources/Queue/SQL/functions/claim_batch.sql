@@ -7,14 +7,18 @@
 -- p_project_granted: project tokens taken beforehand with herald.take_project_tokens (what the
 -- claim does not use goes back); NULL: the claim takes them itself. Nothing is claimed while the
 -- project is held back after a quota answer (herald.project_pauses). p_now: the time the claim
--- happens at (NULL: now()), which tests move.
+-- happens at (NULL: now()), which tests move. p_jobs_project: whose jobs are claimed, a registry
+-- name (herald.projects; the caller sends them with that project's credentials) or NULL for jobs
+-- of no project (the pool's own credentials); nothing is claimed while that registry project is
+-- paused (herald.pause_project_sending). p_project, by contrast, is the FCM project id whose rate
+-- and quota pauses the claim honours.
 --
 -- Returns the jobs claimed (claimed) and, when a limit held jobs back, come_back_in: the seconds
 -- until it lets them go (NULL when nothing was held back).
 CREATE OR REPLACE FUNCTION herald.claim_batch(
     p_queues text[], p_limit integer, p_lease double precision, p_worker text,
     p_project text DEFAULT NULL, p_project_rate double precision DEFAULT 0, p_project_granted integer DEFAULT NULL,
-    p_now timestamptz DEFAULT NULL,
+    p_now timestamptz DEFAULT NULL, p_jobs_project text DEFAULT NULL,
     OUT claimed herald.claimed_job[], OUT come_back_in double precision)
 LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 DECLARE
@@ -34,6 +38,15 @@ DECLARE
     taken herald.claimed_job[];
 BEGIN
     claimed := '{}';
+
+    -- A registry project an operator paused (or whose credentials failed): nothing of it goes.
+    IF p_jobs_project IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM herald.projects r WHERE r.name = p_jobs_project AND r.paused_reason IS NULL) THEN
+        IF p_project IS NOT NULL THEN
+            PERFORM herald._give_back_project_tokens(p_project, p_project_granted);
+        END IF;
+        RETURN;
+    END IF;
 
     -- The project: held back after a quota answer, or its tokens for this claim.
     IF p_project IS NOT NULL THEN
@@ -57,7 +70,7 @@ BEGIN
     -- LOCKED: a row another claim (or an application's open transaction) holds is never waited
     -- for; its pairs sit this claim out.
     SELECT array_agg(u.queue ORDER BY u.queue, u.campaign_id), array_agg(u.campaign_id ORDER BY u.queue, u.campaign_id)
-    INTO unit_queues, unit_campaigns FROM herald._claim_units(p_queues) u;
+    INTO unit_queues, unit_campaigns FROM herald._claim_units(p_queues, p_jobs_project) u;
     units := coalesce(array_length(unit_queues, 1), 0);
     IF units > 0 THEN
         SELECT coalesce(array_agg(qs.name), '{}') INTO locked_queues FROM (
@@ -87,7 +100,8 @@ BEGIN
             END IF;
             got := 0;
             IF a.allowed > 0 THEN
-                taken := herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now);
+                taken := herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now,
+                                            p_jobs_project);
                 -- Frequency caps and quiet hours put back the jobs that may not go now.
                 taken := herald._audience_hold(unit_queues[i], taken, v_now);
                 got := coalesce(cardinality(taken), 0);

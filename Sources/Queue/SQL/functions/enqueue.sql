@@ -7,12 +7,14 @@
 -- job of a key held for a period. The key's row lives in herald.dedupe_keys (one primary-key
 -- lookup); concurrent calls with one key wait for each other on that row, so exactly one inserts.
 -- validate_only: FCM validates the message and delivers nothing (a dry run). campaign_id: the job
--- belongs to that campaign (herald.create_campaign).
+-- belongs to that campaign (herald.create_campaign). project: the registry name of the Firebase
+-- project it is sent for (herald.projects; NULL: the pool's own credentials); a name not in the
+-- registry is refused, naming it.
 CREATE OR REPLACE FUNCTION herald.enqueue(message jsonb, run_at timestamptz DEFAULT now(),
                                queue text DEFAULT 'default', priority integer DEFAULT 0,
                                max_attempts integer DEFAULT 25, dedupe_key text DEFAULT NULL,
                                validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
-                               dedupe_for interval DEFAULT NULL)
+                               dedupe_for interval DEFAULT NULL, project text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 #variable_conflict use_column
 DECLARE
@@ -51,10 +53,10 @@ BEGIN
     END IF;
     -- Insert, or find the pending job holding the key; if that one finishes in between, insert again.
     LOOP
-        INSERT INTO herald.jobs (message, run_at, queue, priority, max_attempts, dedupe_key, validate_only, campaign_id)
+        INSERT INTO herald.jobs (message, run_at, queue, priority, max_attempts, dedupe_key, validate_only, campaign_id, project)
         VALUES (enqueue.message, coalesce(enqueue.run_at, now()), coalesce(enqueue.queue, 'default'),
                 coalesce(enqueue.priority, 0), coalesce(enqueue.max_attempts, 25), enqueue.dedupe_key,
-                coalesce(enqueue.validate_only, false), enqueue.campaign_id)
+                coalesce(enqueue.validate_only, false), enqueue.campaign_id, enqueue.project)
         ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('scheduled', 'available', 'running') DO NOTHING
         RETURNING id INTO new_id;
         EXIT WHEN new_id IS NOT NULL;

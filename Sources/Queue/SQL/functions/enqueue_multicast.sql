@@ -4,10 +4,13 @@
 -- non-object message, a message that names its own target, an empty or null token list, more
 -- than 500 tokens, an empty or null token, and a message herald.validate_message refuses. A
 -- dedupe_key held by a multicast that still has pending jobs returns that multicast's id.
+-- project: the registry name of the Firebase project every job is sent for (NULL: the pool's own
+-- credentials); a name not in the registry is refused.
 CREATE OR REPLACE FUNCTION herald.enqueue_multicast(message jsonb, tokens text[], run_at timestamptz DEFAULT now(),
                                          queue text DEFAULT 'default', priority integer DEFAULT 0,
                                          max_attempts integer DEFAULT 25, dedupe_key text DEFAULT NULL,
-                                         validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL)
+                                         validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
+                                         project text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -62,11 +65,11 @@ BEGIN
         END IF;
     END IF;
     ids := ARRAY(SELECT nextval(pg_get_serial_sequence('herald.jobs', 'id')) FROM generate_series(1, n));
-    INSERT INTO herald.jobs (id, message, run_at, queue, priority, max_attempts, validate_only, campaign_id)
+    INSERT INTO herald.jobs (id, message, run_at, queue, priority, max_attempts, validate_only, campaign_id, project)
     SELECT ids[u.o], enqueue_multicast.message || jsonb_build_object('token', u.t),
            coalesce(enqueue_multicast.run_at, now()), coalesce(enqueue_multicast.queue, 'default'),
            coalesce(enqueue_multicast.priority, 0), coalesce(enqueue_multicast.max_attempts, 25),
-           coalesce(enqueue_multicast.validate_only, false), enqueue_multicast.campaign_id
+           coalesce(enqueue_multicast.validate_only, false), enqueue_multicast.campaign_id, enqueue_multicast.project
     FROM unnest(enqueue_multicast.tokens) WITH ORDINALITY AS u(t, o)
     ORDER BY u.o;
     INSERT INTO herald.multicasts (job_ids, tokens, dedupe_key)

@@ -1,4 +1,5 @@
--- requeue_dead_letters puts each chosen dead letter back as a fresh job (attempts reset) and
+-- requeue_dead_letters puts each chosen dead letter back as a fresh job (attempts reset; a dry run
+-- stays a dry run and the project stays the same) and
 -- removes it, returning (dead_letter_id, job_id) for each. Like herald.retry_dead_letter, a dead
 -- letter whose dedupe_key is held by a pending job stays where it is: its message is not the
 -- pending job's, whatever the key says. Letters another session is handling are skipped
@@ -20,8 +21,9 @@ BEGIN
         FOR UPDATE SKIP LOCKED
     LOOP
         new_id := NULL;
-        INSERT INTO herald.jobs AS j (queue, kind, priority, message, max_attempts, dedupe_key)
-        VALUES (dead.queue, dead.kind, dead.priority, dead.message, dead.max_attempts, dead.dedupe_key)
+        INSERT INTO herald.jobs AS j (queue, kind, priority, message, max_attempts, dedupe_key, validate_only, project)
+        VALUES (dead.queue, dead.kind, dead.priority, dead.message, dead.max_attempts, dead.dedupe_key, dead.validate_only,
+                dead.project)
         ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('available', 'running') DO NOTHING
         RETURNING j.id INTO new_id;
         CONTINUE WHEN new_id IS NULL;

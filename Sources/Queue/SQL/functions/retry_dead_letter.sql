@@ -1,4 +1,5 @@
--- retry_dead_letter: puts a dead letter back as a fresh job (attempts reset, validate_only kept),
+-- retry_dead_letter: puts a dead letter back as a fresh job (attempts reset, validate_only and the
+-- project kept),
 -- removes the dead letter and returns the new job's id.
 CREATE OR REPLACE FUNCTION herald.retry_dead_letter(dead_letter_id bigint)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
@@ -10,8 +11,8 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'herald.retry_dead_letter: no dead letter with id %', dead_letter_id;
     END IF;
-    INSERT INTO herald.jobs (queue, kind, priority, message, max_attempts, dedupe_key, validate_only)
-    VALUES (dead.queue, dead.kind, dead.priority, dead.message, dead.max_attempts, dead.dedupe_key, dead.validate_only)
+    INSERT INTO herald.jobs (queue, kind, priority, message, max_attempts, dedupe_key, validate_only, project)
+    VALUES (dead.queue, dead.kind, dead.priority, dead.message, dead.max_attempts, dead.dedupe_key, dead.validate_only, dead.project)
     ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('scheduled', 'available', 'running') DO NOTHING
     RETURNING id INTO new_id;
     IF new_id IS NULL THEN

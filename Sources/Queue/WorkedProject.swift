@@ -1,0 +1,97 @@
+import Foundation
+import FCM
+import Postgres
+
+/// A project of the registry (herald.projects) as `herald work --project NAME` works it: its jobs
+/// are sent with the credentials the registry points at, and only if those are for the FCM
+/// project the registry names, so a job is never sent with another project's key.
+public struct WorkedProject: Sendable, Equatable {
+    public var name: String
+    public var fcmProjectID: String
+    /// Where the key is: an absolute path, or `env:VAR` (the variable holds the key's JSON).
+    public var credentials: String
+    public var maxRate: Double?
+    public var pausedReason: String?
+
+    public init(name: String, fcmProjectID: String, credentials: String, maxRate: Double? = nil, pausedReason: String? = nil) {
+        self.name = name
+        self.fcmProjectID = fcmProjectID
+        self.credentials = credentials
+        self.maxRate = maxRate
+        self.pausedReason = pausedReason
+    }
+
+    public struct Problem: Error, CustomStringConvertible, Sendable {
+        public var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// The registry's row for `name`; an error naming it when there is none.
+    public static func load(_ connection: PGConnection, name: String) throws -> WorkedProject {
+        let result = try connection.query(SQL.registryProject, [.text(name)])
+        guard result.rowCount == 1, let id = result[0, try result.column("fcm_project_id")],
+              let credentials = result[0, try result.column("credentials")] else {
+            throw Problem("no project named \"\(name)\" in the registry (herald.projects); `herald projects list` shows the names, `herald projects add \(name) --credentials FILE` registers it")
+        }
+        return WorkedProject(name: name, fcmProjectID: id, credentials: credentials,
+                             maxRate: result.double(0, try result.column("max_rate")),
+                             pausedReason: result[0, try result.column("paused_reason")])
+    }
+
+    /// Reads the key the registry points at (`environment`: the pool's variables, for `env:VAR`)
+    /// and checks it is for this project's FCM project. Errors name the path or variable and
+    /// never quote the key.
+    public func account(environment: [String: String]) throws -> ServiceAccount {
+        let account: ServiceAccount
+        do { account = try Self.loadKey(credentials, environment: environment) } catch {
+            throw Problem("project \(name): \(error)")
+        }
+        guard account.projectID == fcmProjectID else {
+            throw Problem("project \(name): the credentials at \(credentials) are for FCM project \"\(account.projectID)\", but the registry says \"\(fcmProjectID)\"; nothing is sent with them (fix the file, or re-register the project)")
+        }
+        return account
+    }
+
+    /// Reads and checks the service-account key `reference` names: an absolute path, or `env:VAR`
+    /// (the variable, in `environment`, holds the key's JSON). Errors name the file or variable
+    /// and the field, and never quote what the key holds.
+    public static func loadKey(_ reference: String, environment: [String: String]) throws(Problem) -> ServiceAccount {
+        if reference.contains("-----") || reference.contains("{") || reference.contains("\n") {
+            throw Problem("--credentials holds what looks like a key itself (\(reference.count) characters, not shown); give where the key is instead: the path of the JSON key file, or env:VAR naming a variable that holds it")
+        }
+        if reference.hasPrefix("env:") {
+            let variable = String(reference.dropFirst(4))
+            guard Self.isVariableName(variable) else {
+                throw Problem("--credentials env:\(variable.prefix(60)): \"\(variable.prefix(60))\" is not an environment variable name; give e.g. env:SHOP_PROD_CREDENTIALS")
+            }
+            guard let value = environment[variable] else {
+                throw Problem("credentials env:\(variable): the environment variable \(variable) is not set; set it to the service-account JSON key (in the pool's environment too)")
+            }
+            if value.isEmpty {
+                throw Problem("credentials env:\(variable): the environment variable \(variable) is empty; set it to the service-account JSON key")
+            }
+            do { return try ServiceAccount.parse(json: Array(value.utf8), path: reference) } catch {
+                let problem = error.problem.replacingOccurrences(of: "the file ", with: "the value ")
+                throw Problem("credentials env:\(variable): the variable \(variable) does not hold a usable service-account key: \(problem)")
+            }
+        }
+        guard reference.hasPrefix("/") else {
+            throw Problem("credentials \"\(reference.prefix(200))\" is neither an absolute path nor env:VAR; the pool may run elsewhere, so give the absolute path, e.g. --credentials \(Self.absolute(reference))")
+        }
+        do { return try ServiceAccount.load(path: reference) } catch {
+            throw Problem("credentials \(reference): \(error.problem)")
+        }
+    }
+
+    /// `[A-Za-z_][A-Za-z0-9_]{0,127}`.
+    static func isVariableName(_ text: String) -> Bool {
+        guard let first = text.utf8.first, text.utf8.count <= 128 else { return false }
+        func letter(_ c: UInt8) -> Bool { (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 95 }
+        return letter(first) && text.utf8.allSatisfy { letter($0) || ($0 >= 48 && $0 <= 57) }
+    }
+
+    /// `path` made absolute against the current directory.
+    static func absolute(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.path
+    }
+}

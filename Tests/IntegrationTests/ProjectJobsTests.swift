@@ -1,0 +1,185 @@
+import Foundation
+import Postgres
+import Testing
+import TestSupport
+
+/// Jobs addressed to a project of the registry: each pool started with `--project NAME` sends
+/// only that project's jobs, with that project's key, to that project's URL; the jobs of no
+/// project stay with the pool's own credentials.
+@Suite(.serialized) struct ProjectJobsTests {
+    /// A stack with two more Firebase projects on the same emulator, registered as alpha and beta.
+    struct Projects {
+        let stack: WorkerStack
+        let alphaKey: String
+        let betaKey: String
+
+        init() throws {
+            stack = try WorkerStack()
+            alphaKey = NSTemporaryDirectory() + "herald-alpha-\(UUID().uuidString).json"
+            betaKey = NSTemporaryDirectory() + "herald-beta-\(UUID().uuidString).json"
+            try stack.emulator.writeServiceAccount(to: alphaKey, projectID: "alpha-fcm")
+            try stack.emulator.writeServiceAccount(to: betaKey, projectID: "beta-fcm")
+            try register("alpha", fcm: "alpha-fcm", credentials: alphaKey)
+            try register("beta", fcm: "beta-fcm", credentials: betaKey)
+        }
+
+        func register(_ name: String, fcm: String, credentials: String) throws {
+            try stack.connection.query("INSERT INTO herald.projects (name, fcm_project_id, credentials) VALUES ($1, $2, $3)",
+                                       [.text(name), .text(fcm), .text(credentials)])
+        }
+
+        /// `n` jobs to tokens `prefix1...prefixN` for `project` (nil: no project).
+        func enqueue(_ n: Int, prefix: String, project: String?) throws {
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, project)
+                SELECT jsonb_build_object('token', $1::text || g, 'notification', jsonb_build_object('title', 'Hi', 'body', 'n' || g)), $3
+                FROM generate_series(1, $2::int) AS g
+                """, [.text(prefix), .int(n), project.map { .text($0) }])
+        }
+
+        func close() {
+            stack.close()
+            try? FileManager.default.removeItem(atPath: alphaKey)
+            try? FileManager.default.removeItem(atPath: betaKey)
+        }
+    }
+
+    @Test func eachProjectsJobsGoOutWithItsOwnKeyToItsOwnProject() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(300, prefix: "a-", project: "alpha")
+        try p.enqueue(300, prefix: "b-", project: "beta")
+        try p.enqueue(300, prefix: "n-", project: nil)
+
+        // A pool for alpha drains alpha's jobs and leaves everyone else's untouched.
+        let alpha = try p.stack.work(["--project", "alpha", "--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(alpha.status == 0, "\(alpha.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'alpha' AND state = 'completed'") == 300)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS DISTINCT FROM 'alpha' AND state <> 'available'") == 0)
+        // Then beta's pool, then the pool of no project.
+        let beta = try p.stack.work(["--project", "beta", "--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(beta.status == 0, "\(beta.output)")
+        let plain = try p.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(plain.status == 0, "\(plain.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 900)
+
+        // At FCM's side: every message once, in its own project, and not one request refused
+        // for a key of another project (403 PERMISSION_DENIED).
+        let delivered = p.stack.emulator.deliveredMessages()
+        #expect(delivered.count == 900)
+        var wrong: [String] = []
+        for message in delivered {
+            let token = message.token ?? ""
+            let expected = token.hasPrefix("a-") ? "alpha-fcm" : token.hasPrefix("b-") ? "beta-fcm" : "e2e-project"
+            if message.projectID != expected { wrong.append("\(token) in \(message.projectID)") }
+        }
+        #expect(wrong.isEmpty, "sent to the wrong project: \(wrong.prefix(5))")
+        #expect(Set(delivered.compactMap(\.token)).count == 900)
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
+    }
+
+    @Test func aJobForAProjectNobodyRegisteredIsRefusedNamingIt() throws {
+        let p = try Projects()
+        defer { p.close() }
+        #expect(throws: PostgresError.self) { try p.enqueue(1, prefix: "x-", project: "gamma") }
+        do {
+            try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"t\"}'::jsonb, project => 'gamma')")
+            Issue.record("herald.enqueue accepted a project nobody registered")
+        } catch {
+            #expect("\(error)".contains("gamma") && "\(error)".contains("herald projects add"), "\(error)")
+        }
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs") == 0)
+        // A registered one is taken, by herald.enqueue and herald.enqueue_multicast too.
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"t\"}'::jsonb, project => 'beta')")
+        _ = try p.stack.connection.query("""
+            SELECT herald.enqueue_multicast('{"data": {"k": "v"}}'::jsonb, ARRAY['m1', 'm2', 'm3'], project => 'beta')
+            """)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'beta'") == 4)
+        #expect(throws: PostgresError.self) {
+            try p.stack.connection.query("SELECT herald.enqueue_multicast('{\"data\": {}}'::jsonb, ARRAY['m4'], project => 'gamma')")
+        }
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs") == 4)
+        // A legacy multicast row fans out into jobs of its project.
+        try p.stack.connection.query("""
+            INSERT INTO herald.jobs (message, project)
+            VALUES ('{"registration_ids": ["l1", "l2", "l3"], "data": {"k": "v"}}'::jsonb, 'beta')
+            """)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'beta'") == 7)
+        try p.stack.connection.query("DELETE FROM herald.jobs WHERE message ? 'registration_ids'")
+
+        // A project with pending jobs is not removed: they would be left with no pool.
+        do {
+            try p.stack.connection.query("SELECT herald.remove_project('beta')")
+            Issue.record("beta was removed with 4 jobs pending")
+        } catch {
+            #expect("\(error)".contains("4 pending jobs"), "\(error)")
+        }
+        try p.stack.connection.query("DELETE FROM herald.jobs")
+        try p.stack.connection.query("SELECT herald.remove_project('beta')")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.projects WHERE name = 'beta'") == 0)
+    }
+
+    @Test func credentialsForAnotherFCMProjectStopThePoolBeforeAnyJob() throws {
+        let p = try Projects()
+        defer { p.close() }
+        // gamma names FCM project gamma-fcm but points at beta's key.
+        try p.register("gamma", fcm: "gamma-fcm", credentials: p.betaKey)
+        try p.enqueue(10, prefix: "g-", project: "gamma")
+        let run = try p.stack.work(["--project", "gamma", "--drain", "--processes", "1"], timeout: 60)
+        #expect(run.status != 0 && run.status != nil)
+        #expect(run.output.contains("beta-fcm") && run.output.contains("gamma-fcm") && run.output.contains("--project gamma"), "\(run.output)")
+        #expect(!run.output.contains("PRIVATE KEY"), "\(run.output)")
+        #expect(p.stack.emulator.deliveredMessages().isEmpty)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available'") == 10)
+        // An unregistered name, and a key that is gone, are named as well.
+        let unknown = try p.stack.work(["--project", "delta", "--drain"], timeout: 60)
+        #expect(unknown.status != 0 && unknown.output.contains("\"delta\"") && unknown.output.contains("herald projects"), "\(unknown.output)")
+        try FileManager.default.removeItem(atPath: p.alphaKey)
+        let gone = try p.stack.work(["--project", "alpha", "--drain"], timeout: 60)
+        #expect(gone.status != 0 && gone.output.contains(p.alphaKey) && gone.output.contains("does not exist"), "\(gone.output)")
+    }
+
+    @Test func aKeyInAnEnvironmentVariableIsReadFromThePoolsEnvironment() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.stack.connection.query("UPDATE herald.projects SET credentials = 'env:HERALD_TEST_BETA_KEY' WHERE name = 'beta'")
+        try p.enqueue(20, prefix: "b-", project: "beta")
+        let missing = try p.stack.work(["--project", "beta", "--drain"], timeout: 60)
+        #expect(missing.status != 0 && missing.output.contains("HERALD_TEST_BETA_KEY"), "\(missing.output)")
+        var environment = p.stack.environment
+        environment["HERALD_TEST_BETA_KEY"] = try String(contentsOfFile: p.betaKey, encoding: .utf8)
+        let run = try HeraldProcess.run(["work", "--project", "beta", "--drain", "--processes", "1", "--poll-interval", "0.2"],
+                                        environment: environment, timeout: 120)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(p.stack.emulator.deliveredMessages().filter { $0.projectID == "beta-fcm" }.count == 20)
+    }
+
+    @Test func aPausedProjectIsNotClaimedAndADeadLetterKeepsItsProject() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(5, prefix: "a-", project: "alpha")
+        try p.enqueue(5, prefix: "n-", project: nil)
+        func claim(_ project: String?) throws -> Int {
+            let result = try p.stack.connection.query("""
+                SELECT coalesce(cardinality(claimed), 0) FROM herald.claim_batch(NULL, 100, 60, 'test', p_jobs_project => $1)
+                """, [project.map { .text($0) }])
+            return result.int(0, 0) ?? -1
+        }
+        try p.stack.connection.query("UPDATE herald.projects SET paused_reason = 'operator', paused_at = now() WHERE name = 'alpha'")
+        #expect(try claim("alpha") == 0)
+        #expect(try claim(nil) == 5, "the jobs of no project are not held back by alpha's pause")
+        try p.stack.connection.query("UPDATE herald.projects SET paused_reason = NULL, paused_at = NULL WHERE name = 'alpha'")
+        #expect(try claim("alpha") == 5)
+        // Those claims were this test's own: out of the way of the pool below.
+        try p.stack.connection.query("DELETE FROM herald.jobs")
+
+        // A job of alpha that FCM refuses for good is dead-lettered with its project, and a
+        // replay goes out for alpha again (never with the pool's own key).
+        try p.enqueue(1, prefix: "fail-invalid-a", project: "alpha")
+        let run = try p.stack.work(["--project", "alpha", "--drain", "--processes", "1", "--poll-interval", "0.2"], timeout: 120)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project = 'alpha'") == 1)
+        let retried = try p.stack.connection.query("SELECT herald.retry_dead_letter(id) FROM herald.dead_letters").int(0, 0) ?? 0
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE id = $1 AND project = 'alpha'", [.int(retried)]) == 1)
+    }
+}

@@ -100,26 +100,12 @@ enum WorkCommand {
         // Check every setting before starting anything.
         let checked = try configuration(parsed, databaseURL: "", credentials: "", fcmURL: "", caFile: nil)
         let adminAddress = try adminAddress(parsed)
-        var monitor: PoolMonitor? = nil
-        var admin: AdminServer? = nil
-        if let (host, port) = adminAddress {
-            let pool: PoolMonitor
-            do { pool = try PoolMonitor(processes: processes) } catch {
-                throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
-            }
-            monitor = pool
-            let server = AdminServer(host: host, port: port, monitor: pool)
-            do { try server.start() } catch {
-                let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
-                throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")
-            }
-            admin = server
-            log.info("serving /metrics, /healthz and /readyz at \(server.url)")
-        }
-        // Closes the admin endpoint when start-up fails below; once running, the group closes it.
-        defer { admin?.stop() }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
+        // The pool's groups: the jobs of no project (with the pool's own key), and, without
+        // --project, every project of the registry (each with its own key, in workers of its own).
+        var registered: [String] = []
+        var worksUnaddressed = true
         if let name = checked.jobsProject {
             // The registry says where the project's key is: the database first, then FCM.
             if parsed.has("emulator") {
@@ -139,11 +125,43 @@ enum WorkCommand {
             if let reason = project.pausedReason {
                 log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
             }
+        } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
+            // No key of its own: the pool works the registry's projects, if there are any.
+            try environment.resolveDatabase(parsed)
+            environment.caFile = parsed.string("ca-file")
+            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+            registered = try ProjectRegistry.list(try PGConnection(url: environment.databaseURL)).map(\.name)
+            guard !registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
+            worksUnaddressed = false
+            log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
         } else {
             // FCM first: a start that would send real jobs nowhere stops before any database work.
             try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
             try environment.resolveDatabase(parsed)
+            registered = try ProjectRegistry.list(try PGConnection(url: environment.databaseURL)).map(\.name)
         }
+        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" })] : []
+        if checked.jobsProject == nil {
+            groups += registered.map { Supervisor.Group(label: "project \($0)", arguments: ["--project", $0], refusalStopsPool: false) }
+        }
+        var monitor: PoolMonitor? = nil
+        var admin: AdminServer? = nil
+        if let (host, port) = adminAddress {
+            let pool: PoolMonitor
+            do { pool = try PoolMonitor(processes: processes * groups.count) } catch {
+                throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
+            }
+            monitor = pool
+            let server = AdminServer(host: host, port: port, monitor: pool)
+            do { try server.start() } catch {
+                let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
+                throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")
+            }
+            admin = server
+            log.info("serving /metrics, /healthz and /readyz at \(server.url)")
+        }
+        // Closes the admin endpoint when start-up fails below; once running, the group closes it.
+        defer { admin?.stop() }
         let embedded = environment.cluster != nil && environment.emulator != nil
         let sample = try parsed.int("sample", default: embedded ? 1000 : 0, minimum: 0)
         let connection = try PGConnection(url: environment.databaseURL)
@@ -163,8 +181,13 @@ enum WorkCommand {
         if drain && !parsed.has("drain") { childArguments.append("--drain") }
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
                                     environment: environment.childEnvironment, drain: drain, log: log,
-                                    stopGrace: checked.shutdownTimeout + 15, monitor: monitor)
-        log.info("starting \(processes) worker processes")
+                                    stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
+        if groups.count == 1 && checked.jobsProject == nil {
+            log.info("starting \(processes) worker processes")
+        } else {
+            let names = groups.map { $0.label ?? "the jobs of no project" }.joined(separator: ", ")
+            log.info("starting \(processes) worker processes for each of: \(names)")
+        }
         // The admin endpoint (already listening) runs in a group beside the pool; the supervisor
         // keeps this thread (a child's parent-death signal follows the thread that spawned it)
         // and, once every worker has stopped, the group closes the endpoint.
@@ -211,6 +234,14 @@ enum WorkCommand {
             return Int32(Supervisor.configurationErrorStatus)
         } catch let error as WorkerStartupError {
             printError("herald work: \(error)")
+            // A registry project's key that cannot be used pauses the project with the reason;
+            // the pool's other groups go on and this one is tried again later.
+            if let name = parsed.string("project"), let url = parsed.string("database-url"),
+               let connection = try? PGConnection(url: url) {
+                var why = error.description
+                if why.hasPrefix("project \(name): ") { why.removeFirst("project \(name): ".count) }
+                try? WorkedProject.credentialsRefused(connection, name: name, why: why)
+            }
             return Int32(Supervisor.configurationErrorStatus)
         } catch {
             printError("herald work: \(error)")

@@ -38,6 +38,20 @@ public struct WorkedProject: Sendable, Equatable {
                              pausedReason: result[0, try result.column("paused_reason")])
     }
 
+    /// A pool's worker cannot use the key of project `name` (`why` names the file or variable,
+    /// never the key): the project is paused with the reason `credentials: why`, unless an
+    /// operator paused it.
+    public static func credentialsRefused(_ connection: PGConnection, name: String, why: String) throws {
+        try connection.query(SQL.projectCredentialsRefused, [.text(name), .text("credentials: " + String(why.prefix(500)))])
+    }
+
+    /// A worker of project `name` holds an access token from its key again: lifts a pause its
+    /// key's failure set. Returns whether there was one.
+    @discardableResult
+    public static func credentialsRestored(_ connection: PGConnection, name: String) throws -> Bool {
+        try connection.query(SQL.projectCredentialsRestored, [.text(name)]).rowCount > 0
+    }
+
     /// Reads the key the registry points at (`environment`: the pool's variables, for `env:VAR`)
     /// and checks it is for this project's FCM project. Errors name the path or variable and
     /// never quote the key.

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Postgres
 import Testing
 import TestSupport
@@ -181,5 +182,104 @@ import TestSupport
         #expect(try p.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project = 'alpha'") == 1)
         let retried = try p.stack.connection.query("SELECT herald.retry_dead_letter(id) FROM herald.dead_letters").int(0, 0) ?? 0
         #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE id = $1 AND project = 'alpha'", [.int(retried)]) == 1)
+    }
+
+    /// Messages the emulator delivered for FCM project `id`.
+    static func delivered(_ p: Projects, _ id: String) -> Int {
+        p.stack.emulator.deliveredMessages().filter { $0.projectID == id }.count
+    }
+
+    @Test func onePoolWorksEveryRegisteredProjectWithItsOwnKey() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(200, prefix: "a-", project: "alpha")
+        try p.enqueue(200, prefix: "b-", project: "beta")
+        try p.enqueue(200, prefix: "n-", project: nil)
+        let run = try p.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("project alpha") && run.output.contains("project beta"), "\(run.output)")
+        #expect(Self.delivered(p, "alpha-fcm") == 200 && Self.delivered(p, "beta-fcm") == 200 && Self.delivered(p, "e2e-project") == 200)
+        #expect(Set(p.stack.emulator.deliveredMessages().compactMap(\.token)).count == 600)
+        let misplaced = p.stack.emulator.deliveredMessages().filter {
+            ($0.token ?? "").hasPrefix("a-") != ($0.projectID == "alpha-fcm") || ($0.token ?? "").hasPrefix("b-") != ($0.projectID == "beta-fcm")
+        }
+        #expect(misplaced.isEmpty, "\(misplaced.prefix(3).map { "\($0.token ?? "") in \($0.projectID)" })")
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
+
+        // Without a key of its own the pool works the registry's projects only.
+        try p.enqueue(20, prefix: "a2-", project: "alpha")
+        try p.enqueue(20, prefix: "n2-", project: nil)
+        var environment = p.stack.environment
+        environment["GOOGLE_APPLICATION_CREDENTIALS"] = nil
+        let keyless = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2"], environment: environment,
+                                            timeout: 120)
+        #expect(keyless.status == 0, "\(keyless.output)")
+        #expect(keyless.output.contains("jobs of no project wait"), "\(keyless.output)")
+        #expect(Self.delivered(p, "alpha-fcm") == 220 && Self.delivered(p, "e2e-project") == 200)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS NULL AND state = 'available'") == 20)
+    }
+
+    @Test func aProjectWithAMissingKeyIsPausedWhileTheOthersDeliverAndComesBackWhenTheFileDoes() throws {
+        let p = try Projects()
+        defer { p.close() }
+        let aside = p.alphaKey + ".aside"
+        try FileManager.default.moveItem(atPath: p.alphaKey, toPath: aside)
+        try p.enqueue(100, prefix: "a-", project: "alpha")
+        try p.enqueue(100, prefix: "b-", project: "beta")
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: p.stack.environment)
+        try pool.start()
+        defer {
+            pool.signal(SIGTERM)
+            _ = pool.wait(timeout: 60)
+        }
+        // beta delivers; alpha is paused with the reason, naming the file, and sends nothing.
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 100 }, "\(pool.output)")
+        var reason = ""
+        #expect(try waitUntil(timeout: 30) {
+            reason = try p.stack.connection.query("SELECT coalesce(paused_reason, '') FROM herald.projects WHERE name = 'alpha'")[0, 0] ?? ""
+            return !reason.isEmpty
+        })
+        #expect(reason.hasPrefix("credentials: ") && reason.contains(p.alphaKey) && reason.contains("does not exist"), "\(reason)")
+        #expect(Self.delivered(p, "alpha-fcm") == 0)
+        #expect(pool.isRunning, "the pool stays up")
+
+        // The file is back: within the group's next try (30 s), without a restart of the pool.
+        try FileManager.default.moveItem(atPath: aside, toPath: p.alphaKey)
+        #expect(waitUntil(timeout: 90) { Self.delivered(p, "alpha-fcm") == 100 }, "\(pool.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.projects WHERE name = 'alpha' AND paused_reason IS NULL") == 1)
+        #expect(pool.output.contains("its pause for the key is lifted"), "\(pool.output)")
+    }
+
+    @Test func aRotatedKeyFileIsTakenUpWithoutRestartingThePool() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(50, prefix: "a-", project: "alpha")
+        let pool = try HeraldProcess(["work", "--project", "alpha", "--processes", "1", "--poll-interval", "0.2"],
+                                     environment: p.stack.environment)
+        try pool.start()
+        defer {
+            pool.signal(SIGTERM)
+            _ = pool.wait(timeout: 60)
+        }
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "alpha-fcm") == 50 }, "\(pool.output)")
+        let tokensBefore = p.stack.emulator.tokensIssued
+
+        // A new key for the same FCM project replaces the file in one rename, as a secret
+        // manager does.
+        let fresh = p.alphaKey + ".new"
+        try p.stack.emulator.writeServiceAccount(to: fresh, projectID: "alpha-fcm")
+        let email = try #require(try JSONValue.parse(String(contentsOfFile: fresh, encoding: .utf8))["client_email"]?.stringValue)
+        #expect(rename(fresh, p.alphaKey) == 0)
+        #expect(waitUntil(timeout: 60) { pool.output.contains("a new key of \(email)") }, "\(pool.output)")
+        try p.enqueue(50, prefix: "a2-", project: "alpha")
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "alpha-fcm") == 100 }, "\(pool.output)")
+        #expect(p.stack.emulator.tokensIssued > tokensBefore, "a token from the new key")
+        #expect(pool.isRunning, "the pool stays up")
+        #expect(Set(p.stack.emulator.deliveredMessages().compactMap(\.token)).count == 100)
+
+        // A file changed to another project's key is not taken.
+        try p.stack.emulator.writeServiceAccount(to: fresh, projectID: "beta-fcm")
+        #expect(rename(fresh, p.alphaKey) == 0)
+        #expect(waitUntil(timeout: 60) { pool.output.contains("not \"alpha-fcm\"; keeping the key in use") }, "\(pool.output)")
     }
 }

@@ -56,6 +56,8 @@ public final class HeraldProcess: @unchecked Sendable {
         machineClaim = nil
     }
     public var pid: Int32 { process.processIdentifier }
+    /// Still running (a look, unlike `wait`, which kills it on timeout).
+    public var isRunning: Bool { process.isRunning }
     public var output: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Waits up to `timeout` seconds for the exit; returns the status, or nil (after killing it) on timeout.

@@ -3,11 +3,28 @@ import Foundation
 import Metrics
 
 /// `herald work --processes N`: starts N worker processes (this same binary, with
-/// HERALD_WORKER_CHILD=1), restarts one that crashes (with backoff: 1 s, 2 s, 4 s ... 30 s),
-/// passes SIGTERM/SIGINT on, and exits once they have all stopped. With a `PoolMonitor`, each
-/// worker slot has a shared-memory region for its counters, handed to every process of the slot
-/// as file descriptor 3 (HERALD_METRICS_FD).
+/// HERALD_WORKER_CHILD=1) for each group (the jobs of no project, and each registry project the
+/// pool works), restarts one that crashes (with backoff: 1 s, 2 s, 4 s ... 30 s), passes
+/// SIGTERM/SIGINT on, and exits once they have all stopped. With a `PoolMonitor`, each worker
+/// slot has a shared-memory region for its counters, handed to every process of the slot as file
+/// descriptor 3 (HERALD_METRICS_FD).
 public final class Supervisor {
+    /// Worker processes that share their arguments: `arguments` are added to the pool's.
+    public struct Group: Sendable {
+        /// For logs: "project shop", or nil for the jobs of no project.
+        public var label: String?
+        public var arguments: [String]
+        /// A worker of the group refusing its settings (status 78) stops the whole pool (true),
+        /// or only its group, which is started again `retryAfterRefusal` seconds later: a
+        /// registry project whose key is missing or refused, while the others go on.
+        public var refusalStopsPool: Bool
+        public init(label: String? = nil, arguments: [String] = [], refusalStopsPool: Bool = true) {
+            self.label = label
+            self.arguments = arguments
+            self.refusalStopsPool = refusalStopsPool
+        }
+    }
+
     public struct Report: Sendable {
         /// Exit status: 0 when every worker stopped cleanly.
         public var status: Int32
@@ -23,6 +40,9 @@ public final class Supervisor {
     public static let configurationErrorStatus = 78
 
     let processes: Int
+    let groups: [Group]
+    /// How long a group whose worker refused its settings waits before it is started again.
+    public var retryAfterRefusal = 30.0
     let arguments: [String]
     let environment: [String: String]
     let drain: Bool
@@ -33,12 +53,15 @@ public final class Supervisor {
     private var children: [pid_t: Int] = [:]
     private var startedAt: [Int: Double] = [:]
 
-    /// `arguments` are passed to every worker (argv[1...]); `environment` is added to ours.
+    /// `arguments` are passed to every worker (argv[1...]), then its group's; `environment` is
+    /// added to ours. `processes` workers a group.
     public init(processes: Int, arguments: [String], environment: [String: String], drain: Bool, log: Logger,
-                stopGrace: Double = 45, monitor: PoolMonitor? = nil) {
-        precondition(monitor == nil || monitor!.regions.count == max(1, processes), "one metrics region per worker process")
+                stopGrace: Double = 45, monitor: PoolMonitor? = nil, groups: [Group] = [Group()]) {
+        precondition(!groups.isEmpty, "at least one group")
+        precondition(monitor == nil || monitor!.regions.count == max(1, processes) * groups.count, "one metrics region per worker process")
         self.stopGrace = stopGrace
         self.monitor = monitor
+        self.groups = groups
         self.processes = max(1, processes)
         self.arguments = arguments
         self.environment = environment
@@ -78,11 +101,12 @@ public final class Supervisor {
         var cpu = 0.0
         var restarts = 0
         var stopping = false
-        var failures = Array(repeating: 0, count: processes)
+        let slots = processes * groups.count
+        var failures = Array(repeating: 0, count: slots)
         var restartAt: [Int: Double] = [:]
         var finalStatus: Int32 = 0
         var killAt: Double? = nil
-        for slot in 0..<processes where !spawn(slot: slot) { restartAt[slot] = Date().timeIntervalSince1970 + 5 }
+        for slot in 0..<slots where !spawn(slot: slot) { restartAt[slot] = Date().timeIntervalSince1970 + 5 }
         var set = Self.signalSet()
 
         while !children.isEmpty || (!stopping && !restartAt.isEmpty) {
@@ -134,6 +158,18 @@ public final class Supervisor {
                     if finalStatus == 0 { finalStatus = Int32(code) }
                     continue
                 }
+                if code == Self.configurationErrorStatus, !group(of: slot).refusalStopsPool {
+                    // Its project's key is missing or refused (it printed why and paused the
+                    // project with that reason): the others go on; it is tried again later.
+                    let label = group(of: slot).label ?? "a group"
+                    if drain {
+                        log.error("worker \(pid) of \(label) refused its configuration; its jobs stay pending")
+                    } else {
+                        log.error("worker \(pid) of \(label) refused its configuration; trying again in \(Int(retryAfterRefusal)) s")
+                        restartAt[slot] = Date().timeIntervalSince1970 + retryAfterRefusal
+                    }
+                    continue
+                }
                 if code == Self.configurationErrorStatus {
                     // A setting is wrong (it printed which); restarting cannot help.
                     log.error("worker \(pid) refused its configuration; stopping")
@@ -172,7 +208,7 @@ public final class Supervisor {
         } else {
             env[WorkerMetrics.descriptorVariable] = nil
         }
-        let argv = [executable] + arguments
+        let argv = [executable] + arguments + group(of: slot).arguments
         let envp = env.map { "\($0.key)=\($0.value)" }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -196,11 +232,14 @@ public final class Supervisor {
         children[pid] = slot
         startedAt[slot] = Date().timeIntervalSince1970
         monitor?.workerStarted(slot: slot, pid: pid)
-        log.debug("started worker process \(pid)")
+        log.debug("started worker process \(pid)\(group(of: slot).label.map { " for " + $0 } ?? "")")
         return true
     }
 
     static let metricsDescriptor: Int32 = 3
+
+    /// Slots are numbered group by group, `processes` to a group.
+    func group(of slot: Int) -> Group { groups[min(groups.count - 1, slot / processes)] }
 
     static func executablePath() -> String {
         if let resolved = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return resolved }

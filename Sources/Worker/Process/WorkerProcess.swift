@@ -21,6 +21,8 @@ public final class WorkerProcess: @unchecked Sendable {
     private let running = Mutex<ServiceGroup?>(nil)
     let log: Logger
     let account: ServiceAccount
+    /// The key file the account was read from (nil: an environment variable's key).
+    let keyPath: String?
     let auth: AccessTokenProvider
     let metrics: WorkerMetrics
 
@@ -36,14 +38,18 @@ public final class WorkerProcess: @unchecked Sendable {
                 let connection = try PGConnection(url: configuration.databaseURL)
                 let project = try WorkedProject.load(connection, name: name)
                 account = try project.account(environment: ProcessInfo.processInfo.environment)
+                keyPath = project.credentials.hasPrefix("env:") ? nil : project.credentials
                 // The registry's ceiling for the project, when it has one, over --max-rate.
                 if let rate = project.maxRate { configuration.maxRate = rate }
+            } catch let problem as WorkedProject.Problem {
+                throw WorkerStartupError(problem.description)
             } catch {
                 throw WorkerStartupError("--project \(name): \(error)")
             }
         } else {
             do {
                 account = try ServiceAccount.load(path: configuration.credentialsPath)
+                keyPath = configuration.credentialsPath
             } catch {
                 throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
             }
@@ -75,6 +81,9 @@ public final class WorkerProcess: @unchecked Sendable {
         let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
         metrics.databaseConnected(true)  // metrics hook: readiness
         guard try firstAccessToken() else { return 0 }
+        if let name = configuration.jobsProject, try WorkedProject.credentialsRestored(connection, name: name) {
+            log.info("project \(name): its key works again; its pause for the key is lifted")
+        }
 
         // Ready: visible as a worker in pg_stat_activity (herald bench waits for this).
         try Administration.identifyAsWorker(connection)
@@ -104,12 +113,18 @@ public final class WorkerProcess: @unchecked Sendable {
         // and its outcomes are recorded), then the sender, the topic carrier and the vacuum. The
         // store's return (a stop, a drain) ends the group; the vacuum's (a role that may not
         // VACUUM) does not.
-        let group = ServiceGroup([
+        var members: [ServiceGroup.Member] = [
             .init(vacuum, whenReturns: .ignore, stackSize: 1 << 20),
             .init(carrier),
             .init(sender, stackSize: 1 << 20),
             .init(store),
-        ], maximumShutdownDuration: configuration.shutdownTimeout + 10, log: { log.debug($0) })
+        ]
+        // A rotated key file: stop gracefully; the supervisor starts this worker again with it.
+        if let keyPath {
+            let watch = KeyWatch(path: keyPath, projectID: account.projectID, log: log) { [weak self] in self?.beginShutdown() }
+            members.insert(.init(watch, whenReturns: .ignore), at: 0)
+        }
+        let group = ServiceGroup(members, maximumShutdownDuration: configuration.shutdownTimeout + 10, log: { log.debug($0) })
         running.withLock { $0 = group }
         if stop.isSet { group.beginShutdown() }
         let report = group.run()

@@ -22,8 +22,8 @@ public enum EmulatorCommand {
         Option(name: "capacity", value: "N/s",
                help: "Serve at most N sends a second; past that requests queue and their answers slow down, as an overloaded server's do."),
         Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
-        Option(name: "write-service-account", value: "FILE",
-               help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600). Without it (and without --service-account) one is written to a private temporary folder and removed when the emulator stops."),
+        Option(name: "write-service-account", value: "[PROJECT_ID=]FILE", repeatable: true,
+               help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600), for project PROJECT_ID (default: --project-id). Repeat it for several projects (herald projects add, one key each); the first is the one printed for workers. Without it (and without --service-account) one is written to a private temporary folder and removed when the emulator stops."),
         Option(name: "project-id", value: "ID", help: "Project of the written service account.", defaultText: "herald-emulator"),
         Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
@@ -122,13 +122,16 @@ public enum EmulatorCommand {
         var temporaryFolder: String? = nil
         var credentialsNote: String? = nil
         if let path = options.serviceAccountPath {
-            do {
-                try emulator.writeServiceAccount(to: path, projectID: options.projectID)
-            } catch {
-                emulator.stop()
-                throw EmulatorError("--write-service-account: \(error)")
+            for (project, file) in options.serviceAccounts {
+                let projectID = project ?? options.projectID
+                do {
+                    try emulator.writeServiceAccount(to: file, projectID: projectID)
+                } catch {
+                    emulator.stop()
+                    throw EmulatorError("--write-service-account \(file): \(error)")
+                }
+                printError("herald emulator: service account for project \(projectID) written to \(file)")
             }
-            printError("herald emulator: service account for project \(options.projectID) written to \(path)")
             credentials = absolutePath(path)
         } else if let path = options.trustedAccounts.first {
             credentials = absolutePath(path)
@@ -197,7 +200,9 @@ public enum EmulatorCommand {
     /// The parsed command line.
     public struct Options: Sendable {
         public var configuration = EmulatorConfiguration()
-        public var serviceAccountPath: String? = nil
+        /// `--write-service-account`: where to write a key, and for which project (nil: `projectID`).
+        public var serviceAccounts: [(projectID: String?, path: String)] = []
+        public var serviceAccountPath: String? { serviceAccounts.first?.path }
         public var projectID = "herald-emulator"
         public var trustedAccounts: [String] = []
 
@@ -236,7 +241,18 @@ public enum EmulatorCommand {
                 }
                 configuration.publicURL = url
             }
-            options.serviceAccountPath = parsed.string("write-service-account")
+            for value in parsed.all("write-service-account") {
+                // PROJECT_ID=FILE, or FILE alone (a path may hold '=' after a '/').
+                if let equals = value.firstIndex(of: "="), !value[..<equals].contains("/") {
+                    let project = String(value[..<equals]), path = String(value[value.index(after: equals)...])
+                    guard !project.isEmpty, !path.isEmpty else {
+                        throw EmulatorError("herald emulator: --write-service-account \"\(value)\" must be FILE or PROJECT_ID=FILE, e.g. shop-prod=/tmp/shop.json")
+                    }
+                    options.serviceAccounts.append((project, path))
+                } else {
+                    options.serviceAccounts.append((nil, value))
+                }
+            }
             if let project = parsed.string("project-id") {
                 guard !project.isEmpty, !project.contains("/") else {
                     throw EmulatorError("herald emulator: --project-id must be a project ID such as my-app-123, not '\(project)'")

@@ -282,4 +282,40 @@ import TestSupport
         #expect(rename(fresh, p.alphaKey) == 0)
         #expect(waitUntil(timeout: 60) { pool.output.contains("not \"alpha-fcm\"; keeping the key in use") }, "\(pool.output)")
     }
+
+    @Test func aStandaloneEmulatorServesSeveralProjectsEachWithItsOwnKey() throws {
+        let folder = NSTemporaryDirectory() + "herald-emulator-projects-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let emulator = try HeraldProcess(["emulator", "--port", "0", "--write-service-account", folder + "/default.json",
+                                          "--write-service-account", "shop-fcm=" + folder + "/shop.json",
+                                          "--write-service-account", "news-fcm=" + folder + "/news.json"], environment: [:])
+        try emulator.start()
+        defer { emulator.signal(SIGKILL) }
+        var exports: [String] = []
+        #expect(waitUntil(timeout: 30) { exports = StandaloneEmulatorTests.exportLines(emulator) ?? []; return !exports.isEmpty }, "\(emulator.output)")
+        let url = try #require(exports.first { $0.hasPrefix("export HERALD_FCM_URL=") }?.split(separator: "=", maxSplits: 1).last.map(String.init))
+        for (file, project) in [("shop", "shop-fcm"), ("news", "news-fcm"), ("default", "herald-emulator")] {
+            let key = try JSONValue.parse(String(contentsOfFile: folder + "/\(file).json", encoding: .utf8))
+            #expect(key["project_id"]?.stringValue == project)
+        }
+
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let connection = try database.connect()
+        try connection.query("SELECT herald.add_project('shop', 'shop-fcm', $1)", [.text(folder + "/shop.json")])
+        try connection.query("SELECT herald.add_project('news', 'news-fcm', $1)", [.text(folder + "/news.json")])
+        try connection.query("""
+            SELECT herald.enqueue(jsonb_build_object('token', p || '-' || g), project => nullif(p, 'none'))
+            FROM unnest(ARRAY['shop', 'news', 'none']) p, generate_series(1, 10) g
+            """)
+        let environment = ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": folder + "/default.json",
+                           "HERALD_FCM_URL": url, "HERALD_IID_URL": url, "HERALD_ADMIN_ADDRESS": "127.0.0.1:0"]
+        let run = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try database.connect().query("SELECT count(*) FROM herald.jobs WHERE state = 'completed'").int(0, 0) == 30)
+        // Each project's key is good for its own project only.
+        let test = try HeraldProcess.run(["projects", "test", "shop"], environment: environment)
+        #expect(test.status == 0, "\(test.output)")
+    }
 }

@@ -323,6 +323,12 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(options.configuration.latencyMilliseconds == 25)
         #expect(options.configuration.tokenLifetimeSeconds == 2)
         #expect(options.serviceAccountPath == "/tmp/sa.json")
+        let several = try #require(try EmulatorCommand.Options.parse([
+            "--write-service-account", "/tmp/a=b/sa.json", "--write-service-account", "shop-prod=/tmp/shop.json",
+        ]))
+        #expect(several.serviceAccounts.map(\.path) == ["/tmp/a=b/sa.json", "/tmp/shop.json"])
+        #expect(several.serviceAccounts.map(\.projectID) == [nil, "shop-prod"])
+        #expect(throws: EmulatorError.self) { try EmulatorCommand.Options.parse(["--write-service-account", "shop="]) }
         #expect(options.projectID == "demo")
         #expect(options.configuration.tls?.certificateFile == "c.pem")
         #expect(try EmulatorCommand.Options.parse(["--help"]) == nil)

@@ -39,6 +39,18 @@ import TestSupport
                 """, [.text(prefix), .int(n), project.map { .text($0) }])
         }
 
+        /// `herald work ARGUMENTS` started against the stack, running until `stop`.
+        func startPool(_ arguments: [String]) throws -> HeraldProcess {
+            let pool = try HeraldProcess(["work"] + arguments, environment: stack.environment)
+            try pool.start()
+            return pool
+        }
+
+        func stop(_ pool: HeraldProcess) {
+            pool.signal(SIGTERM)
+            _ = pool.wait(timeout: 60)
+        }
+
         func close() {
             stack.close()
             try? FileManager.default.removeItem(atPath: alphaKey)
@@ -227,12 +239,8 @@ import TestSupport
         try FileManager.default.moveItem(atPath: p.alphaKey, toPath: aside)
         try p.enqueue(100, prefix: "a-", project: "alpha")
         try p.enqueue(100, prefix: "b-", project: "beta")
-        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: p.stack.environment)
-        try pool.start()
-        defer {
-            pool.signal(SIGTERM)
-            _ = pool.wait(timeout: 60)
-        }
+        let pool = try p.startPool(["--processes", "1", "--poll-interval", "0.2"])
+        defer { p.stop(pool) }
         // beta delivers; alpha is paused with the reason, naming the file, and sends nothing.
         #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 100 }, "\(pool.output)")
         var reason = ""
@@ -255,13 +263,8 @@ import TestSupport
         let p = try Projects()
         defer { p.close() }
         try p.enqueue(50, prefix: "a-", project: "alpha")
-        let pool = try HeraldProcess(["work", "--project", "alpha", "--processes", "1", "--poll-interval", "0.2"],
-                                     environment: p.stack.environment)
-        try pool.start()
-        defer {
-            pool.signal(SIGTERM)
-            _ = pool.wait(timeout: 60)
-        }
+        let pool = try p.startPool(["--project", "alpha", "--processes", "1", "--poll-interval", "0.2"])
+        defer { p.stop(pool) }
         #expect(waitUntil(timeout: 60) { Self.delivered(p, "alpha-fcm") == 50 }, "\(pool.output)")
         let tokensBefore = p.stack.emulator.tokensIssued
 
@@ -328,13 +331,8 @@ import TestSupport
             // One pool: workers for the jobs of no project, for alpha and for beta (64 in flight
             // each, as the queue fairness test has it, for the same reason: the emulator shares
             // the two cores).
-            let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.5", "--concurrency", "64"],
-                                         environment: p.stack.environment)
-            try pool.start()
-            defer {
-                pool.signal(SIGTERM)
-                _ = pool.wait(timeout: 60)
-            }
+            let pool = try p.startPool(["--processes", "1", "--poll-interval", "0.5", "--concurrency", "64"])
+            defer { p.stop(pool) }
             let backlog = { p.stack.emulator.deliveredMessages().filter { $0.token?.hasPrefix("backlog-") == true }.count }
             #expect(waitUntil(timeout: 60) { backlog() > 2_000 }, "the backlog is draining: \(pool.output)")
             for n in 1...150 {
@@ -372,12 +370,8 @@ import TestSupport
         let p = try Projects(scenario: scenario)
         defer { p.close() }
         try p.enqueue(20, prefix: "qa-", project: "alpha")
-        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: p.stack.environment)
-        try pool.start()
-        defer {
-            pool.signal(SIGTERM)
-            _ = pool.wait(timeout: 60)
-        }
+        let pool = try p.startPool(["--processes", "1", "--poll-interval", "0.2"])
+        defer { p.stop(pool) }
         #expect(try waitUntil(timeout: 30) {
             try p.stack.count("SELECT count(*) FROM herald.project_pauses WHERE project_id = 'alpha-fcm' AND paused_until > now()") == 1
         }, "\(pool.output)")

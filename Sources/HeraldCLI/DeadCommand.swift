@@ -33,6 +33,7 @@ enum DeadCommand {
     static let options: [Option] = [
         Option(name: "queue", value: "QUEUE", help: "Only dead letters of this queue."),
         Option(name: "reason", value: "TEXT", help: "Only dead letters whose reason contains TEXT (literally; % and _ are not wildcards)."),
+        Option(name: "project", value: "NAME", help: "Only dead letters of this registry project (herald projects list); a replay goes out for it again."),
         Option(name: "limit", value: "N", help: "list: at most N, newest first.", defaultText: "50"),
         Option(name: "json", help: "list: print a JSON array (the API's fields, target_type and target among them) instead of a table."),
         Option(name: "all", help: "retry/discard: every dead letter matching --queue, --reason (and --older-than) instead of ids."),
@@ -69,7 +70,7 @@ enum DeadCommand {
             }
             if !ids.contains(id) { ids.append(id) }
         }
-        var filter = DeadLetterFilter(queue: parsed.string("queue"), reason: parsed.string("reason"))
+        var filter = DeadLetterFilter(queue: parsed.string("queue"), reason: parsed.string("reason"), project: parsed.string("project"))
         if parsed.string("older-than") != nil {
             guard action == "discard" else { throw UsageError("herald dead \(action): --older-than applies to discard --all only") }
             filter.olderThanSeconds = try parsed.seconds("older-than", default: 0)
@@ -101,10 +102,10 @@ enum DeadCommand {
         default:
             let all = parsed.has("all")
             if all == !ids.isEmpty {
-                throw UsageError("herald dead \(action): give dead-letter ids or --all (with --queue, --reason to choose), not \(all ? "both" : "neither")")
+                throw UsageError("herald dead \(action): give dead-letter ids or --all (with --queue, --reason, --project to choose), not \(all ? "both" : "neither")")
             }
             if !all && !filter.isEmpty {
-                throw UsageError("herald dead \(action): --queue, --reason and --older-than choose letters for --all; with ids, give the ids only")
+                throw UsageError("herald dead \(action): --queue, --reason, --project and --older-than choose letters for --all; with ids, give the ids only")
             }
             let connection = try operationsDatabase(parsed)
             let source = shellSource()
@@ -159,6 +160,7 @@ enum DeadCommand {
             "dead at:    \(letter.deadAt)",
         ]
         if let key = letter.dedupeKey { lines.append("dedupe key: \(key)") }
+        if let project = letter.project { lines.append("project:    \(project)") }
         lines.append("message:    \(letter.message.serialized)")
         let errors = letter.errors.arrayValue ?? []
         lines.append("errors (\(errors.count)):")

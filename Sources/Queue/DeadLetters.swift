@@ -11,14 +11,17 @@ public struct DeadLetterFilter: Sendable, Equatable {
     public var reason: String?
     /// Only letters dead for longer than this many seconds (discard only).
     public var olderThanSeconds: Double?
+    /// The registry project (herald.projects) of the job, matched exactly.
+    public var project: String?
 
-    public init(queue: String? = nil, reason: String? = nil, olderThanSeconds: Double? = nil) {
+    public init(queue: String? = nil, reason: String? = nil, olderThanSeconds: Double? = nil, project: String? = nil) {
         self.queue = queue
         self.reason = reason
         self.olderThanSeconds = olderThanSeconds
+        self.project = project
     }
 
-    public var isEmpty: Bool { queue == nil && reason == nil && olderThanSeconds == nil }
+    public var isEmpty: Bool { queue == nil && reason == nil && olderThanSeconds == nil && project == nil }
 
     /// The reason as a LIKE pattern for herald.requeue_dead_letters and friends.
     public var reasonPattern: String? {
@@ -37,7 +40,7 @@ public struct DeadLetterFilter: Sendable, Equatable {
 
     /// Checks what a user typed; the error names the field and says what to do.
     public func validated() throws(AdminError) -> DeadLetterFilter {
-        for (field, value) in [("queue", queue), ("reason", reason)] {
+        for (field, value) in [("queue", queue), ("reason", reason), ("project", project)] {
             guard let value else { continue }
             if value.isEmpty {
                 throw AdminError(.badInput, "\(field) is empty; leave it out to match every \(field)")
@@ -60,6 +63,7 @@ public struct DeadLetterFilter: Sendable, Equatable {
         var parts: [String] = []
         if let queue { parts.append("queue=\(JSONValue.quoted(queue))") }
         if let reason { parts.append("reason=\(JSONValue.quoted(reason))") }
+        if let project { parts.append("project=\(JSONValue.quoted(project))") }
         if let olderThanSeconds { parts.append("older than \(Int(olderThanSeconds)) s") }
         return parts.isEmpty ? "every dead letter" : parts.joined(separator: " ")
     }
@@ -68,6 +72,7 @@ public struct DeadLetterFilter: Sendable, Equatable {
         var object = JSONObject()
         if let queue { object["queue"] = .string(queue) }
         if let reason { object["reason"] = .string(reason) }
+        if let project { object["project"] = .string(project) }
         if let olderThanSeconds { object["older_than_seconds"] = .number(String(Int(olderThanSeconds))) }
         return .object(object)
     }
@@ -89,6 +94,8 @@ public struct DeadLetter: Sendable {
     /// The message and the error history as stored (JSON).
     public var message: JSONValue
     public var errors: JSONValue
+    /// The registry project it was sent for (nil: the pool's own credentials).
+    public var project: String? = nil
 
     /// Whom the message was for, from the message itself: `token`, `topic` or `condition` for a
     /// send, `group` (the notification_key_name) for a device-group operation; nil when the
@@ -124,6 +131,7 @@ public struct DeadLetter: Sendable {
         let target = self.target
         object["target_type"] = target.map { .string($0.type) } ?? .null
         object["target"] = target.map { .string($0.value) } ?? .null
+        object["project"] = project.map { .string($0) } ?? .null
         object["reason"] = .string(reason)
         object["attempts"] = JSONValue(attempts)
         object["dead_at"] = .string(deadAt)
@@ -169,7 +177,8 @@ public enum DeadLetters {
                        maxAttempts: rows.int(row, 6) ?? 0, dedupeKey: rows[row, 7], deadAt: rows[row, 8] ?? "",
                        createdAt: rows[row, 9] ?? "",
                        message: (try? JSONValue.parse(rows.bytes(row, 10) ?? [])) ?? .null,
-                       errors: (try? JSONValue.parse(rows.bytes(row, 11) ?? [])) ?? .array([]))
+                       errors: (try? JSONValue.parse(rows.bytes(row, 11) ?? [])) ?? .array([]),
+                       project: rows[row, 12])
         }
     }
 
@@ -179,14 +188,15 @@ public enum DeadLetters {
         let filter = try filter.validated()
         try requireQueueKnown(connection, filter)
         let rows = try connection.query(SQL.deadLettersList, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }, before.map { .int($0) },
-                  .int(max(0, limit))])
+                  .int(max(0, limit)), filter.project.map { .text($0) }])
         return letters(rows)
     }
 
     /// How many dead letters match `filter`.
     public static func count(_ connection: PGConnection, filter: DeadLetterFilter) throws -> Int {
         let filter = try filter.validated()
-        return try connection.query(SQL.deadLettersCount, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) }]).int(0, 0) ?? 0
+        return try connection.query(SQL.deadLettersCount, [filter.queue.map { .text($0) }, filter.reasonPattern.map { .text($0) },
+                                                           filter.project.map { .text($0) }]).int(0, 0) ?? 0
     }
 
     public static func get(_ connection: PGConnection, id: Int) throws(PostgresError) -> DeadLetter? {
@@ -266,7 +276,17 @@ public enum DeadLetters {
         }
     }
 
+    /// The ids a project filter chooses (nil: no project filter): herald.requeue_dead_letters and
+    /// remove_dead_letters choose by queue and reason only, so a project's letters go to them by id.
+    static func projectIDs(_ connection: PGConnection, _ filter: DeadLetterFilter) throws -> [Int]? {
+        guard let project = filter.project else { return nil }
+        let text = try connection.query(SQL.deadLetterIdsOfProject, [.text(project), filter.queue.map { .text($0) },
+                                                                     filter.reasonPattern.map { .text($0) }])[0, 0] ?? "{}"
+        return text.split(whereSeparator: { $0 == "{" || $0 == "}" || $0 == "," }).compactMap { Int($0) }
+    }
+
     static func requeue(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> RetryResult {
+        let ids = try ids ?? projectIDs(connection, filter)
         let rows = try connection.query(SQL.requeueDeadLetters,
                                         [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }])
@@ -328,6 +348,7 @@ public enum DeadLetters {
     }
 
     static func remove(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> [Int] {
+        let ids = try ids ?? projectIDs(connection, filter)
         let rows = try connection.query(SQL.removeDeadLetters,
                                         [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }, filter.olderThanSeconds.map { .double($0) }])

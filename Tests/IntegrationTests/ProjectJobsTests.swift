@@ -193,8 +193,17 @@ import TestSupport
         let run = try p.stack.work(["--project", "alpha", "--drain", "--processes", "1", "--poll-interval", "0.2"], timeout: 120)
         #expect(run.status == 0, "\(run.output)")
         #expect(try p.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project = 'alpha'") == 1)
-        let retried = try p.stack.connection.query("SELECT herald.retry_dead_letter(id) FROM herald.dead_letters").int(0, 0) ?? 0
-        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE id = $1 AND project = 'alpha'", [.int(retried)]) == 1)
+        // herald dead chooses by project too.
+        let shell = ["DATABASE_URL": p.stack.database.url]
+        let listed = try HeraldProcess.run(["dead", "list", "--project", "alpha", "--json"], environment: shell)
+        let letters = try JSONValue.parse(listed.output).arrayValue ?? []
+        #expect(letters.count == 1 && letters.first?["project"]?.stringValue == "alpha", "\(listed.output)")
+        let none = try HeraldProcess.run(["dead", "retry", "--all", "--project", "beta"], environment: shell)
+        #expect(none.status == 0 && none.output.contains("retried 0 dead letters"), "\(none.output)")
+        let replay = try HeraldProcess.run(["dead", "retry", "--all", "--project", "alpha"], environment: shell)
+        #expect(replay.status == 0 && replay.output.contains("retried 1 dead letter"), "\(replay.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND project = 'alpha' AND message->>'token' LIKE 'fail-invalid-a%'") == 1)
     }
 
     /// Messages the emulator delivered for FCM project `id`.

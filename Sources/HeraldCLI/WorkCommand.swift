@@ -106,6 +106,18 @@ enum WorkCommand {
         // --project, every project of the registry (each with its own key, in workers of its own).
         var registered: [String] = []
         var worksUnaddressed = true
+        // The registry is read only from a database with the herald schema; otherwise the message
+        // below says to migrate, rather than PostgreSQL's "relation does not exist".
+        func migrated() throws -> PGConnection {
+            let connection = try PGConnection(url: environment.databaseURL)
+            guard try Administration.isMigrated(connection) else {
+                throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
+            }
+            guard try Administration.hasProjectRegistry(connection) else {
+                throw UsageError("herald work: the herald schema at \(PGConnection.redacted(environment.databaseURL)) is older than this binary; run `herald migrate` first")
+            }
+            return connection
+        }
         if let name = checked.jobsProject {
             // The registry says where the project's key is: the database first, then FCM.
             if parsed.has("emulator") {
@@ -116,9 +128,11 @@ enum WorkCommand {
             if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
             let project: WorkedProject
             do {
-                project = try WorkedProject.load(try PGConnection(url: environment.databaseURL), name: name)
+                project = try WorkedProject.load(try migrated(), name: name)
                 // Fail now, naming the file or variable, rather than in every worker.
                 _ = try project.account(environment: ProcessInfo.processInfo.environment)
+            } catch let error as UsageError {
+                throw error
             } catch {
                 throw UsageError("herald work: --project \(name): \(error)")
             }
@@ -130,7 +144,7 @@ enum WorkCommand {
             try environment.resolveDatabase(parsed)
             environment.caFile = parsed.string("ca-file")
             if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
-            registered = try ProjectRegistry.list(try PGConnection(url: environment.databaseURL)).map(\.name)
+            registered = try ProjectRegistry.list(try migrated()).map(\.name)
             guard !registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
             worksUnaddressed = false
             log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
@@ -138,7 +152,7 @@ enum WorkCommand {
             // FCM first: a start that would send real jobs nowhere stops before any database work.
             try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
             try environment.resolveDatabase(parsed)
-            registered = try ProjectRegistry.list(try PGConnection(url: environment.databaseURL)).map(\.name)
+            registered = try ProjectRegistry.list(try migrated()).map(\.name)
         }
         var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" })] : []
         if checked.jobsProject == nil {

@@ -9,6 +9,11 @@ public enum Administration {
         try connection.query(SQL.schemaExists).bool(0, 0) ?? false
     }
 
+    /// Whether the schema has herald.projects (the registry of Firebase projects, migration 180).
+    public static func hasProjectRegistry(_ connection: PGConnection) throws(PostgresError) -> Bool {
+        try connection.query(SQL.projectsTableExists).bool(0, 0) ?? false
+    }
+
     /// Whether the schema has herald.admin_log (the dashboard's audit trail, migration 060).
     public static func hasAdminLog(_ connection: PGConnection) throws(PostgresError) -> Bool {
         try connection.query(SQL.adminLogExists).bool(0, 0) ?? false

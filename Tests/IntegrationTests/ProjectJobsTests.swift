@@ -395,4 +395,17 @@ import TestSupport
         #expect(p.stack.emulator.deliveredMessages().filter { $0.projectID == "alpha-fcm" }.isEmpty, "alpha honours its Retry-After")
         #expect(p.stack.emulator.retryAfterViolations == 0)
     }
+
+    @Test func aPoolOnADatabaseWithoutTheSchemaSaysToMigrate() throws {
+        let database = try TestDatabase.fresh(migrated: false)
+        defer { database.drop() }
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        var environment = stack.environment
+        environment["DATABASE_URL"] = database.url
+        for arguments in [["work", "--drain"], ["work", "--drain", "--project", "shop"]] {
+            let run = try HeraldProcess.run(arguments, environment: environment, timeout: 60)
+            #expect(run.status == 2 && run.output.contains("run `herald migrate` first"), "\(arguments): \(run.output)")
+        }
+    }
 }

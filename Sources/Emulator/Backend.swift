@@ -47,7 +47,7 @@ final class Backend: Sendable {
 
     init(configuration: EmulatorConfiguration) {
         self.configuration = configuration
-        credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds)
+        credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds, tokenBytes: configuration.tokenBytes)
         store = MessageStore(capacity: configuration.maxStoredMessages)
         faults = Mutex(FaultState())
         let scenario = configuration.scenario

@@ -31,14 +31,19 @@ final class Credentials: Sendable {
     static let googleTokenURI = "https://oauth2.googleapis.com/token"
 
     let lifetimeSeconds: Int
+    /// Length of each issued access token in bytes; 0: the short default (about 50 bytes).
+    /// Google's service-account tokens are about 1,000 bytes, and every send carries one in
+    /// its Authorization header, so a client's per-request cost is measured with both.
+    let tokenBytes: Int
     private let accounts = Mutex<[String: Account]>([:])
     private let tokens = Mutex<[String: AccessToken]>([:])
     private let issued = Atomic<Int>(0)
     private let rejected = Atomic<Int>(0)
     private let serial = Atomic<Int>(0)
 
-    init(lifetimeSeconds: Int) {
+    init(lifetimeSeconds: Int, tokenBytes: Int = 0) {
         self.lifetimeSeconds = lifetimeSeconds
+        self.tokenBytes = tokenBytes
     }
 
     var tokensIssued: Int { issued.load(ordering: .relaxed) }
@@ -123,7 +128,12 @@ final class Credentials: Sendable {
             return reject("invalid_scope",
                           "Invalid OAuth scope: FCM sends need \(Credentials.messagingScope) (or \(Credentials.cloudPlatformScope)), got \(scopes.joined(separator: " ")).")
         }
-        let token = "ya29.e." + Base64URL.encode(Random.bytes(32))
+        var token = "ya29.e." + Base64URL.encode(Random.bytes(32))
+        if tokenBytes > token.utf8.count {
+            // Padded as Google pads its tokens: more base64url text after a separator.
+            let padding = tokenBytes - token.utf8.count - 1
+            token += "." + String(Base64URL.encode(Random.bytes(padding * 3 / 4 + 3)).prefix(padding))
+        }
         let count = issued.wrappingAdd(1, ordering: .relaxed).newValue
         tokens.withLock { table in
             table[token] = AccessToken(projectID: account.projectID, expiresAt: now + Double(lifetimeSeconds))

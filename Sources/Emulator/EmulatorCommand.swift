@@ -29,6 +29,7 @@ public enum EmulatorCommand {
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
+        Option(name: "token-bytes", value: "N", help: "Length of issued access tokens in bytes (64 to 8192). Google's service-account tokens are about 1,000 bytes; the default, about 50, keeps tests' logs short.", defaultText: "about 50"),
         Option(name: "public-url", value: "URL",
                help: "The URL clients reach this emulator at, when it differs from where it listens (e.g. http://emulator:8085 in docker-compose); used in token_uri of written accounts."),
         Option(name: "max-stored-messages", value: "N", help: "Delivered messages kept for /emulator/messages.", defaultText: "1000000"),
@@ -234,6 +235,7 @@ public enum EmulatorCommand {
             }
             if let latency = try integer("latency-ms", 0...600_000) { configuration.latencyMilliseconds = latency }
             if let lifetime = try integer("token-lifetime", 1...86400 * 365) { configuration.tokenLifetimeSeconds = lifetime }
+            if let bytes = try integer("token-bytes", 64...8192) { configuration.tokenBytes = bytes }
             if let stored = try integer("max-stored-messages", 0...Int(Int32.max)) { configuration.maxStoredMessages = stored }
             if let url = parsed.string("public-url") {
                 guard url.hasPrefix("http://") || url.hasPrefix("https://") else {

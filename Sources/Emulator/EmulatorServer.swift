@@ -23,6 +23,8 @@ public struct EmulatorConfiguration: Sendable {
     public var tls: HTTPServer.TLSFiles? = nil
     /// `expires_in` of the access tokens `/token` issues, in seconds. Default 3600.
     public var tokenLifetimeSeconds: Int = 3600
+    /// Length of issued access tokens in bytes (0: about 50; Google's are about 1,000).
+    public var tokenBytes: Int = 0
     /// Delivered messages kept for `/emulator/messages`; later ones are only counted. Default 1,000,000.
     public var maxStoredMessages: Int = 1_000_000
     /// The URL clients reach the emulator at when it is not where it listens (a container name

@@ -19,6 +19,8 @@ enum BenchCommand {
         Option(name: "concurrency", value: "N", help: "FCM requests in flight per worker process; jobs are claimed min(N, 256) per statement.", defaultText: "256"),
         Option(name: "rate", value: "N", help: "Offered load of the latency phase, in jobs per second (enqueued every 10 ms).", defaultText: "2000"),
         Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
+        Option(name: "fcm-latency-ms", value: "N", help: "The bench's own emulator answers every send N ms late, as FCM does from afar (FCM answers in tens of ms; 0: at once). Worker CPU per message at a paced --rate against a late FCM is what production costs.", defaultText: "0"),
+        Option(name: "token-bytes", value: "N", help: "The bench's own emulator issues access tokens of N bytes (64 to 8192), which every request carries; Google's are about 1,000. Default: the emulator's short ones (about 50).", defaultText: "about 50"),
         Option(name: "json", value: "FILE", help: "Also write the figures as JSON to FILE."),
         Option(name: "durable", help: "Run the private PostgreSQL with fsync and synchronous_commit on, as a production server would."),
         Option(name: "finished-rows", value: "N", help: "Before the throughput and ceiling phases, fill herald.jobs with N jobs finished an hour ago (kept for the default retention), to measure on a table that has delivered for a while. Only in the bench's own PostgreSQL.", defaultText: "0"),
@@ -85,7 +87,9 @@ enum BenchCommand {
             durable: parsed.has("durable"),
             profile: parsed.has("profile"),
             finishedRows: parsed.int("finished-rows", default: 0, minimum: 0),
-            maxRate: try parsed.rate("max-rate", default: 1_000_000))
+            maxRate: try parsed.rate("max-rate", default: 1_000_000),
+            fcmLatencyMilliseconds: parsed.int("fcm-latency-ms", default: 0, minimum: 0),
+            tokenBytes: try tokenBytes(parsed))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
@@ -100,6 +104,12 @@ enum BenchCommand {
                                                                             "pg_stat_statements.track": "all"] : [:])
         var emulatorConfiguration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         emulatorConfiguration.maxStoredMessages = 1000  // only counted beyond that: keeps this process small
+        emulatorConfiguration.latencyMilliseconds = settings.fcmLatencyMilliseconds
+        emulatorConfiguration.tokenBytes = settings.tokenBytes
+        if settings.fcmLatencyMilliseconds > 0 || settings.tokenBytes > 0, parsed.string("credentials") != nil {
+            let given = settings.tokenBytes > 0 ? parsed.lookup("token-bytes")! : parsed.lookup("fcm-latency-ms")!
+            throw UsageError("herald bench: \(given.source) sets up the bench's own emulator, but \(parsed.lookup("credentials")!.source) sends to another FCM; start that emulator with --latency-ms / --token-bytes instead")
+        }
         // The bench sends only the made-up jobs it enqueues itself, so its own emulator is its default.
         try environment.resolveFCM(parsed, use: .unlessCredentials, emulatorConfiguration: emulatorConfiguration)
 
@@ -111,6 +121,14 @@ enum BenchCommand {
             log.info("wrote the figures to \(path)")
         }
         return 0
+    }
+
+    static func tokenBytes(_ parsed: ParsedOptions) throws -> Int {
+        guard let (text, source) = parsed.lookup("token-bytes") else { return 0 }
+        guard let n = Int(text), (64...8192).contains(n) else {
+            throw UsageError("herald bench: \(source) must be a whole number of bytes from 64 to 8192, not '\(text)'")
+        }
+        return n
     }
 
     struct Settings {
@@ -126,6 +144,8 @@ enum BenchCommand {
         var finishedRows: Int
         /// The project rate of the workers and of the ceiling's claims; 0: none.
         var maxRate: Double
+        var fcmLatencyMilliseconds: Int
+        var tokenBytes: Int
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -253,7 +273,7 @@ struct BenchFigures {
         return [
             "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
             "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
-                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "max_rate": number(s.maxRate, 0), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "max_rate": number(s.maxRate, 0), "fcm_latency_ms": JSONValue(s.fcmLatencyMilliseconds), "token_bytes": JSONValue(s.tokenBytes), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
             "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
             "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
                            "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
@@ -395,7 +415,11 @@ final class Bench {
         figures.build = "release"
         #endif
         figures.database = ownDatabase ? "private (\(settings.durable ? "durable: fsync on" : "fsync off")) in \(environment.cluster!.directory)" : PGConnection.redacted(environment.databaseURL)
-        figures.fcm = environment.emulator != nil ? "emulator in this process (1 thread)" : environment.fcmBaseURL
+        figures.fcm = environment.emulator != nil
+            ? "emulator in this process (1 thread)"
+                + (settings.fcmLatencyMilliseconds > 0 ? ", answering \(settings.fcmLatencyMilliseconds) ms late" : "")
+                + (settings.tokenBytes > 0 ? ", \(settings.tokenBytes)-byte access tokens" : ", short access tokens")
+            : environment.fcmBaseURL
         if figures.build == "debug" { log.warning("this is a debug build; build with `swift build -c release` for real figures") }
 
         try throughput(&figures)

@@ -74,6 +74,8 @@ do {
     printError(error.description)
     exit(2)
 } catch {
-    printError("herald \(name): \(error)")
+    // Errors that already name the command (the emulator's own) are not prefixed twice.
+    let text = "\(error)"
+    printError(text.hasPrefix("herald ") ? text : "herald \(name): \(text)")
     exit(1)
 }

@@ -153,6 +153,30 @@ func temporaryFile(_ name: String, contents: String?) throws -> String {
     }
 }
 
+extension FCMClientTokenTests {
+    /// Google's service-account access tokens are about 1,000 bytes and ride on every request;
+    /// `herald emulator --token-bytes` (and `herald bench --token-bytes`) issue such tokens so
+    /// their cost is measured. One must be issued at that length and be accepted on a send.
+    @Test func aGoogleSizedAccessTokenIsIssuedAndAccepted() throws {
+        let emulator = try startEmulator { $0.tokenBytes = 1024 }
+        defer { emulator.stop() }
+        let account = try ServiceAccount.parse(json: Array(try emulator.serviceAccountJSON(projectID: "herald-test").utf8), path: "(emulator)")
+        let provider = AccessTokenProvider(account: account)
+        let header = try provider.authorizationHeader()
+        #expect(header.utf8.count == "Bearer ".utf8.count + 1024)
+        #expect(header.utf8.dropFirst(7).allSatisfy { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+                                                        || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+        let client = try HTTPClient()
+        let endpoint = FCMEndpoint(baseURL: emulator.baseURL + "/", projectID: account.projectID)
+        client.submit(HTTPRequest(url: endpoint.sendURL, headers: ["Content-Type: application/json", "Authorization: \(header)"],
+                                  body: FCMEndpoint.sendBody(messageJSON: Array(#"{"token":"device-long","data":{"k":"v"}}"#.utf8))), tag: 1)
+        let completions = collect(client, count: 1, within: 20)
+        try #require(completions.count == 1)
+        #expect(try completions[0].result.get().status == 200)
+        #expect(emulator.deliveredMessages(token: "device-long").count == 1)
+    }
+}
+
 @Suite struct FCMClientDeviceGroupTests {
     @Test func createAddGetRemove() throws {
         let emulator = try startEmulator()

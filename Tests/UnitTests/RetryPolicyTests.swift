@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import FCM
+@testable import Worker
 import Queue
 
 @Suite struct RetryAfterTests {
@@ -131,5 +132,25 @@ import Queue
             let u = a.nextUnit()
             #expect(u >= 0 && u < 1)
         }
+    }
+}
+
+@Suite struct JitterRandomTests {
+    /// Retry jitter spreads a batch of failures over the window only if the draws are spread:
+    /// 20,000 draws of [0, 1) fall into ten equal bins within 10 % of an even share each, and
+    /// two generators seeded by the system draw different sequences (pools do not retry in step).
+    @Test func drawsAreEvenAndDifferBetweenGenerators() {
+        var random = JitterRandom()
+        var bins = [Int](repeating: 0, count: 10)
+        for _ in 0..<20_000 {
+            let r = Double.random(in: 0..<1, using: &random)
+            #expect(r >= 0 && r < 1)
+            bins[min(9, Int(r * 10))] += 1
+        }
+        for count in bins { #expect((1_800...2_200).contains(count), "bins: \(bins)") }
+        var a = JitterRandom(), b = JitterRandom()
+        #expect((0..<4).map { _ in a.next() } != (0..<4).map { _ in b.next() })
+        var c = JitterRandom(seed: 7), d = JitterRandom(seed: 7)
+        #expect(c.next() == d.next())
     }
 }

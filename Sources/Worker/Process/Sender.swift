@@ -39,7 +39,7 @@ final class Sender: @unchecked Sendable {
     private var nextTag: UInt64 = 1
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
-    private var random = SystemRandomNumberGenerator()
+    private var random = JitterRandom()
     /// Seconds since 1970 before which nothing new is sent (a project quota answer, or FCM
     /// unreachable).
     private var projectPausedUntil: Double = 0

@@ -33,7 +33,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     let stop: Flag
     let log: Logger
     let workerID: String
-    var random = SystemRandomNumberGenerator()
+    var random = JitterRandom()
     var lastWarning = Date.distantPast
 
     init(configuration: WorkerConfiguration, auth: AccessTokenProvider, projectID: String, stop: Flag, log: Logger) {

@@ -1,12 +1,15 @@
 -- The claim's frequency cap and quiet hours (herald.set_frequency_cap, herald.set_quiet_hours):
--- of the jobs p_jobs just claimed from queue p_queue at p_now, those that may not go now are put
+-- of the jobs p_jobs just claimed from queue p_queue at p_now (p_ids, p_tokens and p_zones: their
+-- ids, tokens and own time zones, in the same order, as herald._claim_unit gives them), those
+-- that may not go now are put
 -- back to wait (scheduled, run_at when they may, their attempt given back) and left out; a job
 -- over a cap whose queue discards is kept with token_pruned set and last_error saying why (the
 -- worker discards it with that reason). A send counts towards its token's cap when claimed. The
 -- tokens' rows in herald.token_sends are upserted once per batch (in token order), so every pool
 -- agrees. A queue without either rule returns p_jobs after one lookup; with them, one statement
 -- per batch (more only when jobs wait), not per job.
-CREATE OR REPLACE FUNCTION herald._audience_hold(p_queue text, p_jobs herald.claimed_job[], p_now timestamptz)
+CREATE OR REPLACE FUNCTION herald._audience_hold(p_queue text, p_jobs herald.claimed_job[], p_ids bigint[], p_tokens text[],
+                                                 p_zones text[], p_now timestamptz)
 RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 DECLARE
     q herald.queues;
@@ -22,7 +25,7 @@ DECLARE
     i integer;
 BEGIN
     SELECT * INTO q FROM herald.queues qs WHERE qs.name = p_queue;
-    IF NOT FOUND OR (q.cap_max IS NULL AND q.quiet_from IS NULL) OR p_jobs IS NULL OR cardinality(p_jobs) = 0 THEN
+    IF NOT FOUND OR (q.cap_max IS NULL AND q.quiet_from IS NULL) OR p_ids IS NULL OR cardinality(p_ids) = 0 THEN
         RETURN p_jobs;
     END IF;
 
@@ -37,10 +40,8 @@ BEGIN
                          AT TIME ZONE 'UTC';
         END IF;
         WITH batch AS (
-            SELECT u.id, u.message::jsonb->>'token' AS token, coalesce(j.time_zone, d.time_zone) AS zone
-            FROM unnest(p_jobs) AS u
-            JOIN herald.jobs j ON j.id = u.id
-            LEFT JOIN herald.device_tokens d ON d.token = u.message::jsonb->>'token'
+            SELECT u.id, u.token, coalesce(u.zone, (SELECT d.time_zone FROM herald.device_tokens d WHERE d.token = u.token)) AS zone
+            FROM unnest(p_ids, p_tokens, p_zones) AS u(id, token, zone)
         ), local AS (
             SELECT b.id, b.token, b.zone, p_now AT TIME ZONE b.zone AS at FROM batch b WHERE b.zone IS NOT NULL
         ), quiet AS (
@@ -65,8 +66,8 @@ BEGIN
     -- needs no per-job verdict.
     IF q.cap_max IS NOT NULL THEN
         WITH n AS (
-            SELECT u.message::jsonb->>'token' AS token, count(*)::integer AS jobs
-            FROM unnest(p_jobs) AS u
+            SELECT u.token, count(*)::integer AS jobs
+            FROM unnest(p_ids, p_tokens) AS u(id, token)
             WHERE cardinality(held) = 0 OR NOT u.id = ANY (held)
             GROUP BY 1
         ), counted AS (
@@ -95,10 +96,8 @@ BEGIN
     -- the period expires (the token's row, locked and updated above, says when).
     IF short > 0 THEN
         WITH ranked AS (
-            SELECT u.id, u.message::jsonb->>'token' AS token,
-                   row_number() OVER (PARTITION BY u.message::jsonb->>'token' ORDER BY u.ord) AS r
-            FROM unnest(p_jobs) WITH ORDINALITY AS u(id, queue, kind, message, attempt, max_attempts, token_pruned, last_error,
-                                                     created_at, run_at, group_key, group_members, validate_only, campaign_id, ord)
+            SELECT u.id, u.token, row_number() OVER (PARTITION BY u.token ORDER BY u.ord) AS r
+            FROM unnest(p_ids, p_tokens) WITH ORDINALITY AS u(id, token, ord)
             WHERE cardinality(held) = 0 OR NOT u.id = ANY (held)
         ), over AS (
             SELECT rk.id, rk.token, cardinality(s.sent_at) - s.last_counted AS before,

@@ -66,6 +66,32 @@ import TestSupport
         #expect(try claim(c, at: "2026-06-03 20:30:00+00") == ["istanbul-device"])
     }
 
+    @Test func aTokensSendsStayInTimeOrderAndTheExpiredOnesLeave() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.query("SELECT herald.set_frequency_cap('marketing', 2, '1 day')")
+        func sends() throws -> String? {
+            try c.query("SELECT sent_at::text FROM herald.token_sends WHERE queue = 'marketing' AND token = 'device'")[0, 0]
+        }
+        try enqueue(c, "device", at: "2026-06-01 09:00:00+00")
+        #expect(try claim(c, at: "2026-06-01 12:00:00+00") == ["device"])
+        // A claim that began earlier (its clock reads 10:00) and counts after the 12:00 one.
+        try enqueue(c, "device", at: "2026-06-01 09:00:00+00")
+        #expect(try claim(c, at: "2026-06-01 10:00:00+00") == ["device"])
+        #expect(try sends() == "{\"2026-06-01 10:00:00+00\",\"2026-06-01 12:00:00+00\"}", "kept in time order")
+        // A day after 10:00 that send has left the period: one goes, and the row holds the period's sends only.
+        try enqueue(c, "device", at: "2026-06-02 10:00:00+00")
+        #expect(try claim(c, at: "2026-06-02 10:00:01+00") == ["device"])
+        #expect(try sends() == "{\"2026-06-01 12:00:00+00\",\"2026-06-02 10:00:01+00\"}")
+        // Over the cap again: it waits for the oldest send of the period, 12:00 the day before, to leave it.
+        try enqueue(c, "device", at: "2026-06-02 10:30:00+00")
+        #expect(try claim(c, at: "2026-06-02 10:30:00+00").isEmpty)
+        let waiting = try c.query("SELECT run_at = '2026-06-02 12:00:00+00'::timestamptz FROM herald.jobs WHERE state = 'scheduled'")
+        #expect(waiting.rowCount == 1 && waiting[0, 0] == "t")
+        #expect(try claim(c, at: "2026-06-02 12:00:00+00") == ["device"])
+    }
+
     @Test func badInputIsRefusedNamingItAndChangesNothing() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

@@ -6,12 +6,14 @@
 -- was pruned already (or, for a campaign's job when campaigns skip stale tokens, is stale: its
 -- last_error then says so, and the worker discards it with that reason), and a device group's
 -- key and members. (PL/pgSQL, so its plan is kept between claims; an array, so the claim adds it
--- to its own without a row-by-row detour.)
+-- to its own without a row-by-row detour.) With p_audience (the queue has a frequency cap or
+-- quiet hours), also each job's id, token and own time zone, in the same order, for
+-- herald._audience_hold; NULL otherwise.
 CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p_count integer, p_lease double precision,
-                                              p_worker text, p_label text, p_now timestamptz, p_project text DEFAULT NULL)
-RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
-DECLARE
-    taken herald.claimed_job[];
+                                              p_worker text, p_label text, p_now timestamptz, p_project text DEFAULT NULL,
+                                              p_audience boolean DEFAULT false,
+                                              OUT taken herald.claimed_job[], OUT ids bigint[], OUT tokens text[], OUT zones text[])
+LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
 BEGIN
     WITH picked AS (
         SELECT j.id AS picked_id,
@@ -51,11 +53,14 @@ BEGIN
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_key,
             (SELECT array_to_json(g.members)::text FROM herald.device_groups g
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_members,
-            j.validate_only, j.campaign_id
+            j.validate_only, j.campaign_id,
+            CASE WHEN p_audience THEN j.message->>'token' END AS token, j.time_zone
     )
     SELECT array_agg(ROW(c.id, c.queue, c.kind, c.message, c.attempts, c.max_attempts, c.token_pruned, c.last_error,
-                         c.created_at, c.due_at, c.group_key, c.group_members, c.validate_only, c.campaign_id)::herald.claimed_job)
-    INTO taken FROM claimed c;
-    RETURN coalesce(taken, '{}');
+                         c.created_at, c.due_at, c.group_key, c.group_members, c.validate_only, c.campaign_id)::herald.claimed_job),
+           array_agg(c.id) FILTER (WHERE p_audience), array_agg(c.token) FILTER (WHERE p_audience),
+           array_agg(c.time_zone) FILTER (WHERE p_audience)
+    INTO taken, ids, tokens, zones FROM claimed c;
+    taken := coalesce(taken, '{}');
 END
 $fn$;

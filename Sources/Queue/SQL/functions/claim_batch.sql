@@ -36,6 +36,10 @@ DECLARE
     a record;                         -- herald._claim_allowance's answer for one pair
     got integer;
     taken herald.claimed_job[];
+    audience boolean;                 -- the pair's queue has a frequency cap or quiet hours
+    taken_ids bigint[];               -- with them: the jobs taken's ids, tokens and own time zones
+    taken_tokens text[];
+    taken_zones text[];
 BEGIN
     claimed := '{}';
 
@@ -100,10 +104,15 @@ BEGIN
             END IF;
             got := 0;
             IF a.allowed > 0 THEN
-                taken := herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now,
-                                            p_jobs_project);
                 -- Frequency caps and quiet hours put back the jobs that may not go now.
-                taken := herald._audience_hold(unit_queues[i], taken, v_now);
+                audience := EXISTS (SELECT 1 FROM herald.queues qs
+                                    WHERE qs.name = unit_queues[i] AND (qs.cap_max IS NOT NULL OR qs.quiet_from IS NOT NULL));
+                SELECT u.taken, u.ids, u.tokens, u.zones INTO taken, taken_ids, taken_tokens, taken_zones
+                FROM herald._claim_unit(unit_queues[i], unit_campaigns[i], a.allowed, p_lease, p_worker, a.label, v_now,
+                                        p_jobs_project, audience) u;
+                IF audience THEN
+                    taken := herald._audience_hold(unit_queues[i], taken, taken_ids, taken_tokens, taken_zones, v_now);
+                END IF;
                 got := coalesce(cardinality(taken), 0);
                 claimed := claimed || taken;
             END IF;

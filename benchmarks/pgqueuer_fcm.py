@@ -5,11 +5,13 @@ Run inside benchmarks/.venv by benchmarks/compare:
   pgqueuer_fcm.py enqueue DSN N            enqueue N jobs with pgqueuer's enqueue (batches of 5,000)
   pgqueuer_fcm.py work DSN ACCOUNT FCM_BASE BATCH OUT
       work until the queue is drained; every pgqueuer batch (BATCH jobs) becomes one
-      firebase-admin messaging.send_each_async call; writes timings as JSON to OUT.
+      firebase-admin messaging.send_each_async call; writes counts, timings and the CPU of the
+      run (after imports and set-up) as JSON to OUT.
 """
 
 import asyncio
 import json
+import resource
 import sys
 import time
 import warnings
@@ -128,10 +130,13 @@ async def work(dsn, account, fcm_base, batch_size, out):
         finally:
             stats["last"] = time.time()
 
+    cpu_start = resource.getrusage(resource.RUSAGE_SELF)
     started = time.time()
     await qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain,
                  dequeue_timeout=timedelta(seconds=0.5), max_concurrent_tasks=2 * batch_size)
     stats["run_seconds"] = time.time() - started
+    cpu_end = resource.getrusage(resource.RUSAGE_SELF)
+    stats["cpu_seconds"] = (cpu_end.ru_utime - cpu_start.ru_utime) + (cpu_end.ru_stime - cpu_start.ru_stime)
     await connection.close()
     with open(out, "w", encoding="utf-8") as f:
         json.dump(stats, f)

@@ -154,15 +154,16 @@ enum WorkCommand {
             try environment.resolveDatabase(parsed)
             registered = try ProjectRegistry.list(try migrated()).map(\.name)
         }
-        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" })] : []
+        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
         if checked.jobsProject == nil {
-            groups += registered.map { Supervisor.Group(label: "project \($0)", arguments: ["--project", $0], refusalStopsPool: false) }
+            groups += registered.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
         }
         var monitor: PoolMonitor? = nil
         var admin: AdminServer? = nil
         if let (host, port) = adminAddress {
             let pool: PoolMonitor
-            do { pool = try PoolMonitor(processes: processes * groups.count) } catch {
+            let slotProjects = groups.flatMap { Array(repeating: $0.project, count: max(1, processes)) }
+            do { pool = try PoolMonitor(slotProjects: slotProjects) } catch {
                 throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
             }
             monitor = pool

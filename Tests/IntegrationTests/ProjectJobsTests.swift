@@ -92,6 +92,64 @@ import TestSupport
         #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
     }
 
+    @Test func aPoolsMetricsShowEachProjectsCountsAndTheySumToWhatEachFCMProjectReceived() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(120, prefix: "a-", project: "alpha")
+        try p.enqueue(80, prefix: "b-", project: "beta")
+        try p.enqueue(3, prefix: "fail-invalid-b", project: "beta")
+        try p.enqueue(50, prefix: "n-", project: nil)
+        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"])
+        defer { _ = pool.stop() }
+        #expect(waitUntil(timeout: 120) {
+            (try? p.stack.count("SELECT count(*) FROM herald.jobs WHERE state NOT IN ('completed', 'discarded')")) == 0
+        }, "\(pool.process.output)")
+        // Counted right after each commit: wait until the page has every delivery.
+        #expect(waitUntil(timeout: 10) { (try? pool.metrics().sum("herald_messages_total", ["outcome": "completed"])) == 250 })
+        let page = try pool.metrics()
+        func of(_ project: String?, _ name: String, _ labels: [String: String] = [:]) -> Int {
+            Self.sum(page, project: project, name, labels)
+        }
+        let byFCMProject = ["alpha": "alpha-fcm", "beta": "beta-fcm"]
+        // At FCM's side: 253 requests, of which beta's 3 refused (INVALID_ARGUMENT, dead at once), the rest delivered.
+        let stats = p.stack.emulator.statistics
+        let refused = stats["by_error"]?.objectValue ?? JSONObject()
+        #expect(stats["requests"]?.intValue == 253 && refused.keys.sorted() == ["INVALID_ARGUMENT"] && refused["INVALID_ARGUMENT"]?.intValue == 3)
+        for project in [nil, "alpha", "beta"] as [String?] {
+            let fcm = project.map { byFCMProject[$0]! } ?? "e2e-project"
+            let name = project ?? "(none)"
+            let requests = Self.delivered(p, fcm) + (project == "beta" ? 3 : 0)
+            #expect(of(project, "herald_messages_total", ["outcome": "completed"]) == Self.delivered(p, fcm), "\(name): completed = delivered at FCM")
+            #expect(of(project, "herald_fcm_requests_total") == requests, "\(name): requests = what FCM received for the project")
+            #expect(of(project, "herald_fcm_requests_total", ["code": "OK"]) == Self.delivered(p, fcm), "\(name)")
+            #expect(of(project, "herald_fcm_request_duration_seconds_count") == requests, "\(name)")
+            #expect(of(project, "herald_delivery_latency_seconds_count") == Self.delivered(p, fcm), "\(name)")
+            #expect(of(project, "herald_messages_total", ["outcome": "dead"])
+                    == (try p.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project IS NOT DISTINCT FROM $1", [project.map { .text($0) }])), "\(name)")
+            #expect(of(project, "herald_access_token_refreshes_total") >= 1, "\(name): its own token")
+        }
+        #expect(Self.delivered(p, "alpha-fcm") == 120 && Self.delivered(p, "beta-fcm") == 80 && Self.delivered(p, "e2e-project") == 50)
+        #expect(of("beta", "herald_messages_total", ["outcome": "dead"]) == 3 && of("beta", "herald_fcm_requests_total", ["code": "INVALID_ARGUMENT"]) == 3)
+        // The pool's totals are the sums over the projects, as before.
+        #expect(page.sum("herald_messages_total", ["outcome": "completed"]) == p.stack.emulator.deliveredMessages().count)
+        #expect(page.sum("herald_fcm_requests_total") == stats["requests"]?.intValue)
+        #expect(page.text.contains("herald_project_rate_per_second{project=\"alpha\"}") && page.text.contains("herald_quota_paused{project=\"beta\"} 0\n"))
+        let lint = try promtool(["check", "metrics"], input: page.text)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+    }
+
+    /// The sum of `name`'s series of one project (nil: the series without a project label).
+    static func sum(_ page: MetricsPage, project: String?, _ name: String, _ labels: [String: String]) -> Int {
+        var total = 0.0
+        for (series, value) in page.samples {
+            guard series == name || series.hasPrefix(name + "{") else { continue }
+            guard labels.allSatisfy({ series.contains("\($0.key)=\"\($0.value)\"") }) else { continue }
+            let label = project.map { "project=\"\($0)\"" } ?? "project="
+            if series.contains(label) == (project != nil) { total += value }
+        }
+        return Int(total)
+    }
+
     @Test func aJobForAProjectNobodyRegisteredIsRefusedNamingIt() throws {
         let p = try Projects()
         defer { p.close() }

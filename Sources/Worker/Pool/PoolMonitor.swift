@@ -11,6 +11,8 @@ public let heraldVersion = "0.1.0"
 /// have a running process. Read from the admin server's thread, written by the supervisor's.
 public final class PoolMonitor: @unchecked Sendable {
     public let regions: [SlotRegion]
+    /// Each slot's registry project (nil: the jobs of no project), for the `project` label.
+    public let slotProjects: [String?]
     private struct Slot {
         var pid: pid_t?
         /// Why the slot has no process, when it has none.
@@ -25,10 +27,17 @@ public final class PoolMonitor: @unchecked Sendable {
     }
     private let state: Mutex<State>
 
-    public init(processes: Int) throws(SlotRegionError) {
+    /// `processes` slots, all of the jobs of no project.
+    public convenience init(processes: Int) throws(SlotRegionError) {
+        try self.init(slotProjects: Array(repeating: nil, count: max(1, processes)))
+    }
+
+    /// One slot per entry, labelled with its project (nil: the jobs of no project).
+    public init(slotProjects: [String?]) throws(SlotRegionError) {
         var regions: [SlotRegion] = []
-        for _ in 0..<max(1, processes) { regions.append(try SlotRegion.create()) }
+        for _ in 0..<max(1, slotProjects.count) { regions.append(try SlotRegion.create()) }
         self.regions = regions
+        self.slotProjects = slotProjects.isEmpty ? [nil] : slotProjects
         state = Mutex(State(slots: Array(repeating: Slot(pid: nil, lastExit: "not started yet"), count: regions.count)))
     }
 
@@ -81,6 +90,21 @@ public final class PoolMonitor: @unchecked Sendable {
                                   quotaPaused: snapshots.contains { $0.projectPausedUntil > now }, version: heraldVersion,
                                   cpuSeconds: shownCPU, residentBytes: resident)
         reading.supervisorLogWritesDropped = StandardStreams.droppedWrites
+        if slotProjects.contains(where: { $0 != nil }) {
+            // Per group, in the order the supervisor numbers them (the jobs of no project first).
+            var order: [String?] = []
+            var byProject: [String?: (totals: SlotSnapshot, paused: Bool)] = [:]
+            for (slot, snapshot) in snapshots.enumerated() {
+                let project = slotProjects[slot]
+                if byProject[project] == nil {
+                    order.append(project)
+                    byProject[project] = (SlotSnapshot(), false)
+                }
+                byProject[project]!.totals.add(snapshot)
+                if snapshot.projectPausedUntil > now { byProject[project]!.paused = true }
+            }
+            reading.projects = order.map { ProjectReading(project: $0, totals: byProject[$0]!.totals, quotaPaused: byProject[$0]!.paused) }
+        }
         return PoolExposition.render(reading)
     }
 

@@ -13,13 +13,16 @@ public final class Supervisor {
     public struct Group: Sendable {
         /// For logs: "project shop", or nil for the jobs of no project.
         public var label: String?
+        /// The registry project its workers send for (nil: the jobs of no project).
+        public var project: String?
         public var arguments: [String]
         /// A worker of the group refusing its settings (status 78) stops the whole pool (true),
         /// or only its group, which is started again `retryAfterRefusal` seconds later: a
         /// registry project whose key is missing or refused, while the others go on.
         public var refusalStopsPool: Bool
-        public init(label: String? = nil, arguments: [String] = [], refusalStopsPool: Bool = true) {
+        public init(label: String? = nil, project: String? = nil, arguments: [String] = [], refusalStopsPool: Bool = true) {
             self.label = label
+            self.project = project
             self.arguments = arguments
             self.refusalStopsPool = refusalStopsPool
         }

@@ -150,6 +150,61 @@ import TestSupport
         return Int(total)
     }
 
+    /// `sql` refused, with an error that names every one of `names`.
+    static func expectRefused(_ p: Projects, _ sql: String, naming names: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            try p.stack.connection.query(sql)
+            Issue.record("accepted: \(sql)", sourceLocation: sourceLocation)
+        } catch {
+            #expect(names.allSatisfy { "\(error)".contains($0) }, "\(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func aCampaignAndADeviceGroupOperationAreAddressedToAProjectAndTheCampaignsJobsTakeIt() throws {
+        let p = try Projects()
+        defer { p.close() }
+        // An unregistered name is refused, naming it; nothing is written.
+        Self.expectRefused(p, "SELECT herald.create_campaign('spring', project => 'gamma')", naming: ["gamma", "herald projects add"])
+        Self.expectRefused(p, "SELECT herald.enqueue_group_op('create', 'family', ARRAY['g1'], project => 'gamma')", naming: ["gamma", "herald projects add"])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.campaigns") == 0 && p.stack.count("SELECT count(*) FROM herald.jobs") == 0)
+
+        // A campaign of alpha: its jobs, inserted without a project, are alpha's.
+        let spring = try #require(try p.stack.connection.query("SELECT herald.create_campaign('spring', project => 'alpha')").int(0, 0))
+        try p.stack.connection.query("""
+            INSERT INTO herald.jobs (message, campaign_id)
+            SELECT jsonb_build_object('token', 'camp-' || g, 'notification', jsonb_build_object('title', 'Spring')), $1
+            FROM generate_series(1, 40) AS g
+            """, [.int(spring)])
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"camp-41\"}'::jsonb, campaign_id => $1)", [.int(spring)])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE campaign_id = $1 AND project = 'alpha'", [.int(spring)]) == 41)
+        // A job of the campaign naming another project is refused, naming both; so is a project's
+        // job in a campaign of no project.
+        Self.expectRefused(p, "INSERT INTO herald.jobs (message, campaign_id, project) VALUES ('{\"token\": \"x\"}', \(spring), 'beta')",
+                           naming: ["\"beta\"", "campaign \(spring)", "alpha"])
+        let plain = try #require(try p.stack.connection.query("SELECT herald.create_campaign('plain')").int(0, 0))
+        Self.expectRefused(p, "SELECT herald.enqueue('{\"token\": \"x\"}'::jsonb, campaign_id => \(plain), project => 'beta')",
+                           naming: ["\"beta\"", "campaign \(plain)", "no project"])
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"plain-1\"}'::jsonb, campaign_id => $1)", [.int(plain)])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE campaign_id = $1 AND project IS NULL", [.int(plain)]) == 1)
+        // Moving a job of another project into the campaign is refused as well.
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"beta-1\"}'::jsonb, project => 'beta')")
+        Self.expectRefused(p, "UPDATE herald.jobs SET campaign_id = \(spring) WHERE message->>'token' = 'beta-1'", naming: ["\"beta\"", "campaign \(spring)"])
+
+        // A device-group operation of beta.
+        _ = try p.stack.connection.query("SELECT herald.enqueue_group_op('create', 'family', ARRAY['g1', 'g2'], project => 'beta')")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE kind = 'group' AND project = 'beta'") == 1)
+
+        // One pool works them all, each with its own project's key.
+        let run = try p.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'") == 0, "\(run.output)")
+        let delivered = p.stack.emulator.deliveredMessages()
+        #expect(delivered.filter { ($0.token ?? "").hasPrefix("camp-") && $0.projectID == "alpha-fcm" }.count == 41)
+        #expect(delivered.filter { $0.token == "plain-1" }.map(\.projectID) == ["e2e-project"])
+        #expect(delivered.filter { $0.token == "beta-1" }.map(\.projectID) == ["beta-fcm"])
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0, "no request with another project's key")
+    }
+
     @Test func aJobForAProjectNobodyRegisteredIsRefusedNamingIt() throws {
         let p = try Projects()
         defer { p.close() }

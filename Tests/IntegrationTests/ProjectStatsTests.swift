@@ -95,6 +95,18 @@ import TestSupport
         #expect(none["available"]?.intValue == 4 && none["dead"]?.intValue == 2)
         #expect(try stack.get("/api/projects").status == 401, "the API needs the token")
 
+        // The dashboard's /metrics: the same counts as gauges, the jobs of no project without a project label.
+        let metrics = try stack.get("/metrics", headers: stack.bearer)
+        #expect(metrics.status == 200)
+        for line in ["herald_project_jobs{project=\"alpha\",state=\"available\"} 3", "herald_project_jobs{project=\"alpha\",state=\"running\"} 2",
+                     "herald_project_jobs{project=\"alpha\",state=\"scheduled\"} 2", "herald_project_jobs{state=\"available\"} 4",
+                     "herald_project_dead_letters{project=\"beta\"} 1", "herald_project_dead_letters 2",
+                     "herald_project_paused{project=\"beta\"} 1", "herald_project_paused{project=\"alpha\"} 0"] {
+            #expect(metrics.body.contains("\n" + line + "\n"), "\(line) in\n\(metrics.body)")
+        }
+        let lint = try promtoolCheckMetrics(metrics.body)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+
         let page = try stack.get("/", headers: ["Cookie": try stack.login()])
         let table = try #require(page.body.range(of: "<table id=\"registry\">.*?</table>", options: .regularExpression).map { String(page.body[$0]) },
                                  "\(page.body)")

@@ -150,6 +150,44 @@ import TestSupport
         return Int(total)
     }
 
+    @Test func aProjectAddedToTheRegistryWhileThePoolRunsIsWorkedAndARemovedOneStopped() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.stack.connection.query("SELECT herald.remove_project('beta')")
+        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"],
+                                   environment: ["HERALD_REGISTRY_POLL_SECONDS": "0.5"])
+        defer { _ = pool.stop() }
+        #expect(waitUntil(timeout: 60) { (try? pool.get("/readyz").status) == 200 }, "\(pool.process.output)")
+        let before = try pool.get("/healthz").body
+        #expect(before.contains("2 of 2 worker processes"), "the jobs of no project and alpha: \(before)")
+
+        // beta joins the registry: the running pool starts its workers, and its jobs go out with its key.
+        try p.register("beta", fcm: "beta-fcm", credentials: p.betaKey)
+        try p.enqueue(30, prefix: "b-", project: "beta")
+        try p.enqueue(10, prefix: "a-", project: "alpha")
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 30 && Self.delivered(p, "alpha-fcm") == 10 }, "\(pool.process.output)")
+        #expect(pool.process.output.contains("project beta joined the registry"), "\(pool.process.output)")
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/healthz").body.contains("3 of 3 worker processes")) == true })
+        #expect(waitUntil(timeout: 10) { (try? Self.sum(pool.metrics(), project: "beta", "herald_messages_total", ["outcome": "completed"])) == 30 },
+                "beta's counts under its project label")
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
+
+        // alpha leaves it: its worker stops, the pool stays healthy and keeps delivering the others'.
+        #expect(waitUntil(timeout: 30) {
+            (try? p.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'alpha' AND state <> 'completed'")) == 0
+        })
+        try p.stack.connection.query("SELECT herald.remove_project('alpha')")
+        #expect(waitUntil(timeout: 30) { pool.process.output.contains("project alpha left the registry") }, "\(pool.process.output)")
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/healthz"))?.body.contains("2 of 2 worker processes") == true },
+                "\((try? pool.get("/healthz").body) ?? "")")
+        #expect(try pool.get("/readyz").status == 200)
+        try p.enqueue(5, prefix: "b2-", project: "beta")
+        try p.enqueue(5, prefix: "n-", project: nil)
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 35 && Self.delivered(p, "e2e-project") == 5 }, "\(pool.process.output)")
+        #expect(pool.process.process.isRunning, "one pool throughout, never restarted")
+        #expect(try Self.sum(pool.metrics(), project: "alpha", "herald_messages_total", ["outcome": "completed"]) == 10, "alpha's counts are kept")
+    }
+
     /// `sql` refused, with an error that names every one of `names`.
     static func expectRefused(_ p: Projects, _ sql: String, naming names: [String], sourceLocation: SourceLocation = #_sourceLocation) {
         do {

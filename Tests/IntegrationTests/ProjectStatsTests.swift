@@ -30,6 +30,9 @@ import TestSupport
         for _ in 0..<2 { try f.add(reason: "INVALID_ARGUMENT: bad") }
         let beta = try f.add(reason: "INVALID_ARGUMENT: bad")
         try f.connection.query("UPDATE herald.dead_letters SET project = 'beta' WHERE id = $1", [.int(beta)])
+        // alpha's FCM project sends at 120/s and is held back by a quota answer for a minute.
+        try f.connection.query("INSERT INTO herald.project_rates (project_id, max_per_second, tokens, refilled_at) VALUES ('alpha-fcm', 120, 0, now())")
+        try f.connection.query("INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('alpha-fcm', now() + interval '60 seconds', 'QUOTA_EXCEEDED')")
     }
 
     static func project(_ list: [JSONValue], _ name: String?) throws -> JSONValue {
@@ -50,7 +53,9 @@ import TestSupport
         }
         #expect(lines.contains { $0.hasPrefix("PROJECT") && $0.contains("AVAILABLE") && $0.contains("DEAD") }, "\(plain.output)")
         // PROJECT FCM-PROJECT STATE AVAILABLE SCHEDULED RUNNING DEAD MAX-RATE RATE-NOW
-        #expect(row("alpha") == ["alpha", "alpha-fcm", "enabled", "3", "2", "2", "0", "-", "-"], "\(plain.output)")
+        let alphaRow = row("alpha") ?? []
+        #expect(alphaRow.prefix(3) == ["alpha", "alpha-fcm", "enabled"] && alphaRow.suffix(6) == ["3", "2", "2", "0", "-", "120/s"], "\(plain.output)")
+        #expect(alphaRow.count == 11 && alphaRow[3] == "(quota," && alphaRow[4].hasSuffix("s)"), "the quota pause beside the state: \(plain.output)")
         #expect(row("beta") == ["beta", "beta-fcm", "paused", "3", "0", "0", "1", "50/s", "-"], "\(plain.output)")
         #expect(row("-")?.suffix(7) == ["enabled", "4", "1", "0", "2", "-", "-"], "the jobs of no project: \(plain.output)")
         #expect(plain.output.contains("beta paused: key rotation"))
@@ -63,6 +68,8 @@ import TestSupport
         let alpha = try Self.project(projects, "alpha"), beta = try Self.project(projects, "beta"), none = try Self.project(projects, nil)
         #expect(alpha["available"]?.intValue == 3 && alpha["scheduled"]?.intValue == 2 && alpha["running"]?.intValue == 2 && alpha["dead"]?.intValue == 0)
         #expect(alpha["state"]?.stringValue == "enabled" && alpha["fcm_project_id"]?.stringValue == "alpha-fcm")
+        #expect(alpha["rate"]?.intValue == 120 && (alpha["quota_paused_seconds"]?.doubleValue ?? 0) > 50, "\(alpha)")
+        #expect(beta["rate"] == .null && beta["quota_paused_seconds"] == .null)
         #expect(beta["state"]?.stringValue == "paused" && beta["paused_reason"]?.stringValue == "key rotation" && beta["max_rate"]?.intValue == 50)
         #expect(beta["available"]?.intValue == 3 && beta["dead"]?.intValue == 1)
         #expect(none["available"]?.intValue == 4 && none["scheduled"]?.intValue == 1 && none["dead"]?.intValue == 2 && none["fcm_project_id"] == .null)
@@ -112,7 +119,8 @@ import TestSupport
                                  "\(page.body)")
         let rows = table.components(separatedBy: "</tr>").map { $0.replacingOccurrences(of: "<[^>]+>", with: "|", options: .regularExpression) }
         func cells(_ row: String) -> [String] { row.split(separator: "|").map(String.init) }
-        #expect(rows.map(cells).contains(["alpha", "alpha-fcm", "enabled", "3", "2", "2", "0", "-", "-"]), "\(rows)")
+        #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "alpha" && $0[2].hasPrefix("enabled (quota, ") && Array($0[3...]) == ["3", "2", "2", "0", "-", "120/s"] },
+                "\(rows)")
         #expect(rows.map(cells).contains(["beta", "beta-fcm", "paused: key rotation", "3", "0", "0", "1", "50/s", "-"]), "\(rows)")
         #expect(rows.map(cells).contains(["(none)", "the pools' key", "enabled", "4", "1", "0", "2", "-", "-"]), "\(rows)")
     }

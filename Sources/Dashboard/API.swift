@@ -25,6 +25,13 @@ enum API {
                            "last_hour": lastHour])
     }
 
+    /// The registry's projects and the jobs of no project (`project` null): pending jobs, dead
+    /// letters, pause and adapted rate, as `herald stats --json` gives them.
+    static func projects(_ request: DashboardRequest) throws -> HTTPServerResponse {
+        let projects = try request.database { try ProjectOverview.read($0) }
+        return .json(200, ["projects": .array(projects.map(\.json))])
+    }
+
     /// Topic subscriptions per topic (herald.topic_stats): subscribed, pending, removing, failed.
     static func topics(_ request: DashboardRequest) throws -> HTTPServerResponse {
         let topics = try request.database { try TopicSubscriptions.list($0) }

@@ -109,6 +109,7 @@ public final class Dashboard: Service, Sendable {
 
         Route("GET", "/api/queues", .api, API.queues),
         Route("GET", "/api/topics", .api, API.topics),
+        Route("GET", "/api/projects", .api, API.projects),
         Route("GET", "/api/dead-letters", .api, API.deadLetters),
         Route("GET", "/api/dead-letters/:id", .api, API.deadLetter),
         Route("POST", "/api/dead-letters/retry", .api, changesState: true, API.retryMatching),

@@ -6,14 +6,14 @@ import Queue
 /// cost the database at most one read per interval.
 enum Metrics {
     static func scrape(_ request: DashboardRequest) throws -> HTTPServerResponse {
-        let (snapshot, campaigns, tokens) = try request.database { connection in
+        let (snapshot, campaigns, tokens, projects) = try request.database { connection in
             (try request.dashboard.statistics.snapshot(connection), try CampaignPages.metricsText(connection),
-             try TokenCounts.read(connection))
+             try TokenCounts.read(connection), try ProjectOverview.read(connection))
         }
         return HTTPServerResponse(status: 200, headers: [
             HTTPHeader(name: "content-type", value: "text/plain; version=0.0.4; charset=utf-8"),
             HTTPHeader(name: "cache-control", value: "no-store"),
-        ], body: Array((text(snapshot) + campaigns + text(tokens) + loginText(request.dashboard.logins.counts)).utf8))
+        ], body: Array((text(snapshot) + text(projects) + campaigns + text(tokens) + loginText(request.dashboard.logins.counts)).utf8))
     }
 
     static func loginText(_ counts: (failed: Int, refused: Int)) -> String {
@@ -48,6 +48,30 @@ enum Metrics {
         for queue in snapshot.queues {
             lines.append("herald_dead_letters{queue=\"\(label(queue.name))\"} \(queue.deadLetters)")
         }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Pending jobs and dead letters per registry project, once a project is registered (or a job
+    /// names one). The jobs of no project carry no `project` label, as on a pool's /metrics.
+    static func text(_ projects: [ProjectOverview]) -> String {
+        guard projects.contains(where: { $0.name != nil }) else { return "" }
+        func labels(_ p: ProjectOverview, _ more: String = "") -> String {
+            let all = [p.name.map { "project=\"\(label($0))\"" }, more.isEmpty ? nil : more].compactMap { $0 }
+            return all.isEmpty ? "" : "{" + all.joined(separator: ",") + "}"
+        }
+        var lines = ["# HELP herald_project_jobs Pending jobs by registry project (none: the jobs of no project) and state; exact, from the pending partial indexes.",
+                     "# TYPE herald_project_jobs gauge"]
+        for p in projects {
+            for (state, count) in [("available", p.available), ("scheduled", p.scheduled), ("running", p.running)] {
+                lines.append("herald_project_jobs\(labels(p, "state=\"\(state)\"")) \(count)")
+            }
+        }
+        lines += ["# HELP herald_project_dead_letters Rows in herald.dead_letters by registry project (none: the jobs of no project).",
+                  "# TYPE herald_project_dead_letters gauge"]
+        for p in projects { lines.append("herald_project_dead_letters\(labels(p)) \(p.dead)") }
+        lines += ["# HELP herald_project_paused 1 while the registry project is paused (an operator's pause, or its key refused).",
+                  "# TYPE herald_project_paused gauge"]
+        for p in projects where p.name != nil { lines.append("herald_project_paused\(labels(p)) \(p.pausedReason == nil ? 0 : 1)") }
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -16,6 +16,7 @@ enum Pages {
              try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
         let tokens = try request.database { connection in try TokenCounts.read(connection) }
+        let registry = try request.database { connection in try ProjectOverview.read(connection) }
         let shown = ["available", "scheduled", "running", "completed", "discarded", "cancelled"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
         var rows = ""
@@ -38,6 +39,7 @@ enum Pages {
         if !snapshot.estimatedStates.isEmpty {
             body += "<p class=\"legend\">~ estimated from a sample of the table (it is large); pending states are exact.</p>"
         }
+        body += registryTable(registry)
         body += projectTable(projects)
         body += "<h2>Last hour</h2>" + HTML.throughputChart(throughput)
         if !topics.isEmpty {
@@ -66,6 +68,25 @@ enum Pages {
             + "<td class=\"n\">\(tokens.prunedUnregistered)</td><td class=\"n\">\(tokens.prunedIdle)</td></tr></table>"
             + "<p class=\"legend\">Stale: not reported through herald.touch_token for the aging rule's stale_after; campaigns can skip them. "
             + "Idle tokens are pruned after prune_after (herald.set_token_aging).</p>"
+    }
+
+    /// The registry's projects beside the jobs of no project: pending jobs, dead letters, the
+    /// operator's pause and the adapted rate. Nothing while no project is registered or named.
+    static func registryTable(_ projects: [ProjectOverview]) -> String {
+        guard projects.contains(where: { $0.name != nil }) else { return "" }
+        func rate(_ value: Double?) -> String { value.map { "\(Int($0.rounded()))/s" } ?? "-" }
+        var rows = ""
+        for p in projects {
+            var state = p.pausedReason.map { "paused: " + HTML.escape($0) } ?? "enabled"
+            if let paused = p.rate?.pausedFor { state += " (quota, \(HTML.formatAge(paused)))" }
+            rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? "the pools' key")</td>"
+                + "<td>\(state)</td><td class=\"n\">\(p.available)</td><td class=\"n\">\(p.scheduled)</td><td class=\"n\">\(p.running)</td>"
+                + "<td class=\"n\">\(p.dead)</td><td class=\"n\">\(rate(p.maxRate))</td><td class=\"n\">\(rate(p.rate?.rate))</td></tr>"
+        }
+        return "<h2>Projects</h2><table id=\"registry\"><tr><th>Project</th><th>FCM project</th><th>state</th><th class=\"n\">available</th>"
+            + "<th class=\"n\">scheduled</th><th class=\"n\">running</th><th class=\"n\">dead</th><th class=\"n\">max rate</th>"
+            + "<th class=\"n\">rate now</th></tr>\(rows)</table>"
+            + "<p class=\"legend\">(none): the jobs of no project, sent with the pools' own key. herald projects pause|resume NAME pauses a project.</p>"
     }
 
     /// The FCM projects whose rate FCM's quota answers lowered, or that are paused: the rate in

@@ -1,5 +1,6 @@
 import CommandOptions
 import Foundation
+import JSON
 import Logging
 import Postgres
 import Queue
@@ -8,15 +9,17 @@ enum StatsCommand {
     static let options: [Option] = [
         Option(name: "watch", help: "Redraw in place every --interval until interrupted."),
         Option(name: "interval", value: "SECONDS", help: "With --watch: seconds between redraws.", defaultText: "2"),
+        Option(name: "json", help: "Print one JSON document (queues, projects, the last minute and hour) instead of tables."),
     ] + DeadCommand.databaseOptions
 
     static let help = helpText(
         command: "stats", summary: "Queues, jobs per state, the oldest available job's age, and rates.",
-        usage: "[--watch [--interval SECONDS]]", options: options,
+        usage: "[--watch [--interval SECONDS]] [--json]", options: options,
         footer: """
         available, running (and scheduled where the schema indexes it) are exact; finished states are
         exact on small tables and estimated from a sample above 200,000 rows (marked ~). Rates count
-        what finished in the last minute and hour.
+        what finished in the last minute and hour. With registered Firebase projects, a table per
+        project: its pending jobs, dead letters, pause and adapted rate ("-": the jobs of no project).
         """)
 
     static func run(arguments: [String]) throws -> Int32 {
@@ -29,6 +32,11 @@ enum StatsCommand {
         configuration.finishedInterval = max(interval, 10)
         configuration.throughputInterval = 0
         let statistics = QueueStatistics(configuration: configuration)
+        if parsed.has("json") {
+            if parsed.has("watch") { throw UsageError("herald stats: --json prints one document; leave out --watch") }
+            print(try json(connection, statistics).serialized)
+            return 0
+        }
         guard parsed.has("watch") else {
             print(try render(connection, statistics).joined(separator: "\n"))
             return 0
@@ -66,7 +74,48 @@ enum StatsCommand {
         lines += ["",
                   "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.cancelled) cancelled, \(minute.dead) dead",
                   "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
+        lines += registryLines(try ProjectOverview.read(connection))
         lines += projectLines(try ProjectRate.all(connection))
+        return lines
+    }
+
+    /// `herald stats --json`: what the tables show, as one object.
+    static func json(_ connection: PGConnection, _ statistics: QueueStatistics) throws -> JSONValue {
+        let snapshot = try statistics.snapshot(connection)
+        let throughput = try statistics.throughput(connection)
+        let queues: [JSONValue] = snapshot.queues.map { queue in
+            var states = JSONObject()
+            for state in snapshot.states { states[state] = JSONValue(queue.count(state)) }
+            return ["queue": .string(queue.name), "states": .object(states), "dead": JSONValue(queue.deadLetters),
+                    "oldest_available_age_seconds": queue.oldestAvailableAge.map { .number(String(format: "%.3f", $0)) } ?? .null]
+        }
+        let hour = throughput.total
+        let minute = throughput.minutes.last ?? Throughput.Minute(start: 0)
+        func finished(_ c: Int, _ d: Int, _ x: Int, _ dead: Int) -> JSONValue {
+            ["completed": JSONValue(c), "discarded": JSONValue(d), "cancelled": JSONValue(x), "dead": JSONValue(dead)]
+        }
+        return ["queues": .array(queues), "estimated_states": .array(snapshot.estimatedStates.sorted().map { .string($0) }),
+                "projects": .array(try ProjectOverview.read(connection).map(\.json)),
+                "this_minute": finished(minute.completed, minute.discarded, minute.cancelled, minute.dead),
+                "last_hour": finished(hour.completed, hour.discarded, hour.cancelled, hour.dead)]
+    }
+
+    /// The registry's projects beside the jobs of no project: pending work, dead letters, the
+    /// operator's pause and the adapted rate. Nothing while no project is registered or named.
+    static func registryLines(_ projects: [ProjectOverview]) -> [String] {
+        guard projects.contains(where: { $0.name != nil }) else { return [] }
+        func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
+        var rows = [["PROJECT", "FCM PROJECT", "STATE", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD", "MAX RATE", "RATE NOW"]]
+        for p in projects {
+            var state = p.state
+            if let paused = p.rate?.pausedFor { state += " (quota, \(formatAge(paused)))" }
+            rows.append([p.name ?? "-", p.fcmProjectID ?? "(the pools' key)", state, String(p.available), String(p.scheduled),
+                         String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
+        }
+        var lines = [""] + formatColumns(rows)
+        for p in projects {
+            if let name = p.name, let reason = p.pausedReason { lines.append("\(name) paused: \(reason)") }
+        }
         return lines
     }
 

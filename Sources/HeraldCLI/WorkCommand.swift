@@ -154,15 +154,16 @@ enum WorkCommand {
             try environment.resolveDatabase(parsed)
             registered = try ProjectRegistry.list(try migrated()).map(\.name)
         }
-        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" })] : []
+        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
         if checked.jobsProject == nil {
-            groups += registered.map { Supervisor.Group(label: "project \($0)", arguments: ["--project", $0], refusalStopsPool: false) }
+            groups += registered.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
         }
         var monitor: PoolMonitor? = nil
         var admin: AdminServer? = nil
         if let (host, port) = adminAddress {
             let pool: PoolMonitor
-            do { pool = try PoolMonitor(processes: processes * groups.count) } catch {
+            let slotProjects = groups.flatMap { Array(repeating: $0.project, count: max(1, processes)) }
+            do { pool = try PoolMonitor(slotProjects: slotProjects) } catch {
                 throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
             }
             monitor = pool
@@ -196,6 +197,34 @@ enum WorkCommand {
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
+        if checked.jobsProject == nil && !drain {
+            // Projects added to (or removed from) the registry while the pool runs are started
+            // (or stopped) within registryPollInterval seconds, without a restart.
+            let databaseURL = environment.databaseURL
+            var registry: PGConnection? = nil
+            var failing = false
+            supervisor.registryPoll = {
+                do {
+                    if registry == nil { registry = try PGConnection(url: databaseURL) }
+                    let names = try ProjectRegistry.list(registry!).map(\.name)
+                    if failing { log.info("reading the project registry again") }
+                    failing = false
+                    return names
+                } catch {
+                    registry = nil
+                    if !failing { log.warning("cannot read the project registry (\(error)); the pool's projects stay as they are until it can") }
+                    failing = true
+                    return nil
+                }
+            }
+            supervisor.groupForProject = { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
+            if let seconds = ProcessInfo.processInfo.environment["HERALD_REGISTRY_POLL_SECONDS"] {
+                guard let value = Double(seconds), value >= 0.1, value <= 3600 else {
+                    throw UsageError("herald work: HERALD_REGISTRY_POLL_SECONDS \"\(seconds)\" is not a number of seconds from 0.1 to 3600")
+                }
+                supervisor.registryPollInterval = value
+            }
+        }
         if groups.count == 1 && checked.jobsProject == nil {
             log.info("starting \(processes) worker processes")
         } else {

@@ -10,6 +10,9 @@ public struct PoolReading: Sendable {
     public var residentBytes: Int
     /// Log lines the supervisor itself dropped (its workers' are in `totals`).
     public var supervisorLogWritesDropped: Int = 0
+    /// The pool's slots summed per worker group: the jobs of no project, and each registry
+    /// project the pool works. Empty: one group, `totals`, with no project label.
+    public var projects: [ProjectReading] = []
 
     public init(totals: SlotSnapshot, workerProcesses: Int, quotaPaused: Bool, version: String, cpuSeconds: Double, residentBytes: Int) {
         self.totals = totals
@@ -21,76 +24,105 @@ public struct PoolReading: Sendable {
     }
 }
 
+/// One worker group's counters: the jobs of no project (`project` nil), or one registry project's.
+public struct ProjectReading: Sendable {
+    /// The registry name; nil for the jobs of no project (the pool's own key).
+    public var project: String?
+    public var totals: SlotSnapshot
+    public var quotaPaused: Bool
+    public init(project: String?, totals: SlotSnapshot, quotaPaused: Bool) {
+        self.project = project
+        self.totals = totals
+        self.quotaPaused = quotaPaused
+    }
+}
+
 public enum PoolExposition {
     /// The pool's metrics in the Prometheus text format. Every queue a worker has seen gets all
     /// six outcomes (zeros included), so `rate()` and `increase()` have a series from the start.
     public static func render(_ reading: PoolReading) -> String {
         var out = Exposition()
-        let totals = reading.totals
-        let queues = totals.queues.keys.sorted()
+        // Each group's series carry its project as the label `project`; the jobs of no project
+        // carry none (to Prometheus the same as project=""), so a pool without projects shows
+        // exactly the series it always did, and a sum over `project` is the pool's total.
+        let groups = reading.projects.isEmpty
+            ? [ProjectReading(project: nil, totals: reading.totals, quotaPaused: reading.quotaPaused)] : reading.projects
+        func labels(_ group: ProjectReading, _ base: [(String, String)] = []) -> [(String, String)] {
+            group.project.map { base + [("project", $0)] } ?? base
+        }
 
-        out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue and outcome.")
-        for queue in queues {
-            let counts = totals.queues[queue]!
-            for outcome in MessageOutcome.allCases {
-                out.sample("herald_messages_total", labels: [("queue", queue), ("outcome", outcome.rawValue)], counts[outcome])
+        out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue, outcome and registry project (none: the jobs of no project).")
+        for group in groups {
+            for queue in group.totals.queues.keys.sorted() {
+                let counts = group.totals.queues[queue]!
+                for outcome in MessageOutcome.allCases {
+                    out.sample("herald_messages_total", labels: labels(group, [("queue", queue), ("outcome", outcome.rawValue)]), counts[outcome])
+                }
             }
         }
 
         out.family("herald_fcm_requests_total", .counter,
                    help: "FCM requests (sends and device-group operations) by answer: OK for 2xx, FCM's error code, UNAUTHENTICATED for our access token, TRANSPORT when no answer came.")
-        for code in totals.requestsByCode.keys.sorted() {
-            out.sample("herald_fcm_requests_total", labels: [("code", code)], totals.requestsByCode[code]!)
+        for group in groups {
+            for code in group.totals.requestsByCode.keys.sorted() {
+                out.sample("herald_fcm_requests_total", labels: labels(group, [("code", code)]), group.totals.requestsByCode[code]!)
+            }
         }
 
         out.family("herald_fcm_request_duration_seconds", .histogram, help: "Time from handing a request to the HTTP/2 client to its answer.")
-        out.histogram("herald_fcm_request_duration_seconds", bounds: SlotRegion.durationBounds,
-                      counts: totals.durationCounts, sum: totals.durationSumSeconds)
+        for group in groups {
+            out.histogram("herald_fcm_request_duration_seconds", labels: labels(group), bounds: SlotRegion.durationBounds,
+                          counts: group.totals.durationCounts, sum: group.totals.durationSumSeconds)
+        }
 
         out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to FCM's 200 for it, by queue.")
-        for queue in queues {
-            let counts = totals.queues[queue]!
-            out.histogram("herald_delivery_latency_seconds", labels: [("queue", queue)], bounds: SlotRegion.latencyBounds,
-                          counts: counts.latencyCounts, sum: counts.latencySumSeconds)
+        for group in groups {
+            for queue in group.totals.queues.keys.sorted() {
+                let counts = group.totals.queues[queue]!
+                out.histogram("herald_delivery_latency_seconds", labels: labels(group, [("queue", queue)]), bounds: SlotRegion.latencyBounds,
+                              counts: counts.latencyCounts, sum: counts.latencySumSeconds)
+            }
         }
 
         out.family("herald_in_flight", .gauge, help: "FCM requests sent and not yet answered, over the pool's worker processes.")
-        out.sample("herald_in_flight", Int(totals.inFlight))
+        for group in groups { out.sample("herald_in_flight", labels: labels(group), Int(group.totals.inFlight)) }
 
         out.family("herald_in_flight_limit", .gauge,
                    help: "Requests the pool's senders keep in flight at most now: it follows FCM's answer times, between 16 and --concurrency per process.")
-        out.sample("herald_in_flight_limit", Int(totals.window))
+        for group in groups { out.sample("herald_in_flight_limit", labels: labels(group), Int(group.totals.window)) }
 
         out.family("herald_worker_processes", .gauge, help: "Worker processes running under this supervisor.")
         out.sample("herald_worker_processes", reading.workerProcesses)
 
         out.family("herald_quota_paused", .gauge, help: "1 while a worker of this pool holds back new sends after FCM's QUOTA_EXCEEDED.")
-        out.sample("herald_quota_paused", reading.quotaPaused ? 1 : 0)
+        for group in groups { out.sample("herald_quota_paused", labels: labels(group), group.quotaPaused ? 1 : 0) }
 
         out.family("herald_fcm_quota_exceeded_total", .counter,
                    help: "FCM's QUOTA_EXCEEDED answers by the limit they were taken for: a device's, a topic's or the project's.")
-        for (label, _) in SlotRegion.quotaLimits {
-            out.sample("herald_fcm_quota_exceeded_total", labels: [("limit", label)], totals.quotaByLimit[label] ?? 0)
+        for group in groups {
+            for (label, _) in SlotRegion.quotaLimits {
+                out.sample("herald_fcm_quota_exceeded_total", labels: labels(group, [("limit", label)]), group.totals.quotaByLimit[label] ?? 0)
+            }
         }
 
         out.family("herald_jobs_snoozed_total", .counter,
                    help: "Jobs put back after a quota answer, or held back while their device or topic backs off, without using up an attempt.")
-        out.sample("herald_jobs_snoozed_total", totals.snoozed)
+        for group in groups { out.sample("herald_jobs_snoozed_total", labels: labels(group), group.totals.snoozed) }
 
         out.family("herald_project_rate_per_second", .gauge,
                    help: "The FCM project's adapted send rate in force (at most herald work --max-rate; lowered on a project quota answer, raised again while FCM accepts).")
-        out.sample("herald_project_rate_per_second", totals.projectRate)
+        for group in groups { out.sample("herald_project_rate_per_second", labels: labels(group), group.totals.projectRate) }
 
         out.family("herald_access_token_refreshes_total", .counter, help: "OAuth2 access tokens fetched from the token endpoint.")
-        out.sample("herald_access_token_refreshes_total", totals.tokenFetches)
+        for group in groups { out.sample("herald_access_token_refreshes_total", labels: labels(group), group.totals.tokenFetches) }
 
         out.family("herald_stale_outcomes_total", .counter,
                    help: "Outcomes PostgreSQL did not apply because the job's lease had run out and another worker held it (herald_messages_total counts them too).")
-        out.sample("herald_stale_outcomes_total", totals.staleOutcomes)
+        for group in groups { out.sample("herald_stale_outcomes_total", labels: labels(group), group.totals.staleOutcomes) }
 
         out.family("herald_log_lines_dropped_total", .counter,
                    help: "Log lines the supervisor and its workers could not write because stderr was closed (a log reader that went away); the pool works on.")
-        out.sample("herald_log_lines_dropped_total", totals.logWritesDropped + UInt64(reading.supervisorLogWritesDropped))
+        out.sample("herald_log_lines_dropped_total", reading.totals.logWritesDropped + UInt64(reading.supervisorLogWritesDropped))
 
         out.family("herald_build_info", .gauge, help: "Always 1; the version label says which herald runs.")
         out.sample("herald_build_info", labels: [("version", reading.version)], 1)

@@ -92,6 +92,157 @@ import TestSupport
         #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
     }
 
+    @Test func aPoolsMetricsShowEachProjectsCountsAndTheySumToWhatEachFCMProjectReceived() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.enqueue(120, prefix: "a-", project: "alpha")
+        try p.enqueue(80, prefix: "b-", project: "beta")
+        try p.enqueue(3, prefix: "fail-invalid-b", project: "beta")
+        try p.enqueue(50, prefix: "n-", project: nil)
+        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"])
+        defer { _ = pool.stop() }
+        #expect(waitUntil(timeout: 120) {
+            (try? p.stack.count("SELECT count(*) FROM herald.jobs WHERE state NOT IN ('completed', 'discarded')")) == 0
+        }, "\(pool.process.output)")
+        // Counted right after each commit: wait until the page has every delivery.
+        #expect(waitUntil(timeout: 10) { (try? pool.metrics().sum("herald_messages_total", ["outcome": "completed"])) == 250 })
+        let page = try pool.metrics()
+        func of(_ project: String?, _ name: String, _ labels: [String: String] = [:]) -> Int {
+            Self.sum(page, project: project, name, labels)
+        }
+        let byFCMProject = ["alpha": "alpha-fcm", "beta": "beta-fcm"]
+        // At FCM's side: 253 requests, of which beta's 3 refused (INVALID_ARGUMENT, dead at once), the rest delivered.
+        let stats = p.stack.emulator.statistics
+        let refused = stats["by_error"]?.objectValue ?? JSONObject()
+        #expect(stats["requests"]?.intValue == 253 && refused.keys.sorted() == ["INVALID_ARGUMENT"] && refused["INVALID_ARGUMENT"]?.intValue == 3)
+        for project in [nil, "alpha", "beta"] as [String?] {
+            let fcm = project.map { byFCMProject[$0]! } ?? "e2e-project"
+            let name = project ?? "(none)"
+            let requests = Self.delivered(p, fcm) + (project == "beta" ? 3 : 0)
+            #expect(of(project, "herald_messages_total", ["outcome": "completed"]) == Self.delivered(p, fcm), "\(name): completed = delivered at FCM")
+            #expect(of(project, "herald_fcm_requests_total") == requests, "\(name): requests = what FCM received for the project")
+            #expect(of(project, "herald_fcm_requests_total", ["code": "OK"]) == Self.delivered(p, fcm), "\(name)")
+            #expect(of(project, "herald_fcm_request_duration_seconds_count") == requests, "\(name)")
+            #expect(of(project, "herald_delivery_latency_seconds_count") == Self.delivered(p, fcm), "\(name)")
+            #expect(of(project, "herald_messages_total", ["outcome": "dead"])
+                    == (try p.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project IS NOT DISTINCT FROM $1", [project.map { .text($0) }])), "\(name)")
+            #expect(of(project, "herald_access_token_refreshes_total") >= 1, "\(name): its own token")
+        }
+        #expect(Self.delivered(p, "alpha-fcm") == 120 && Self.delivered(p, "beta-fcm") == 80 && Self.delivered(p, "e2e-project") == 50)
+        #expect(of("beta", "herald_messages_total", ["outcome": "dead"]) == 3 && of("beta", "herald_fcm_requests_total", ["code": "INVALID_ARGUMENT"]) == 3)
+        // The pool's totals are the sums over the projects, as before.
+        #expect(page.sum("herald_messages_total", ["outcome": "completed"]) == p.stack.emulator.deliveredMessages().count)
+        #expect(page.sum("herald_fcm_requests_total") == stats["requests"]?.intValue)
+        #expect(page.text.contains("herald_project_rate_per_second{project=\"alpha\"}") && page.text.contains("herald_quota_paused{project=\"beta\"} 0\n"))
+        let lint = try promtool(["check", "metrics"], input: page.text)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+    }
+
+    /// The sum of `name`'s series of one project (nil: the series without a project label).
+    static func sum(_ page: MetricsPage, project: String?, _ name: String, _ labels: [String: String]) -> Int {
+        var total = 0.0
+        for (series, value) in page.samples {
+            guard series == name || series.hasPrefix(name + "{") else { continue }
+            guard labels.allSatisfy({ series.contains("\($0.key)=\"\($0.value)\"") }) else { continue }
+            let label = project.map { "project=\"\($0)\"" } ?? "project="
+            if series.contains(label) == (project != nil) { total += value }
+        }
+        return Int(total)
+    }
+
+    @Test func aProjectAddedToTheRegistryWhileThePoolRunsIsWorkedAndARemovedOneStopped() throws {
+        let p = try Projects()
+        defer { p.close() }
+        try p.stack.connection.query("SELECT herald.remove_project('beta')")
+        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"],
+                                   environment: ["HERALD_REGISTRY_POLL_SECONDS": "0.5"])
+        defer { _ = pool.stop() }
+        #expect(waitUntil(timeout: 60) { (try? pool.get("/readyz").status) == 200 }, "\(pool.process.output)")
+        let before = try pool.get("/healthz").body
+        #expect(before.contains("2 of 2 worker processes"), "the jobs of no project and alpha: \(before)")
+
+        // beta joins the registry: the running pool starts its workers, and its jobs go out with its key.
+        try p.register("beta", fcm: "beta-fcm", credentials: p.betaKey)
+        try p.enqueue(30, prefix: "b-", project: "beta")
+        try p.enqueue(10, prefix: "a-", project: "alpha")
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 30 && Self.delivered(p, "alpha-fcm") == 10 }, "\(pool.process.output)")
+        #expect(pool.process.output.contains("project beta joined the registry"), "\(pool.process.output)")
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/healthz").body.contains("3 of 3 worker processes")) == true })
+        #expect(waitUntil(timeout: 10) { (try? Self.sum(pool.metrics(), project: "beta", "herald_messages_total", ["outcome": "completed"])) == 30 },
+                "beta's counts under its project label")
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0)
+
+        // alpha leaves it: its worker stops, the pool stays healthy and keeps delivering the others'.
+        #expect(waitUntil(timeout: 30) {
+            (try? p.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'alpha' AND state <> 'completed'")) == 0
+        })
+        try p.stack.connection.query("SELECT herald.remove_project('alpha')")
+        #expect(waitUntil(timeout: 30) { pool.process.output.contains("project alpha left the registry") }, "\(pool.process.output)")
+        #expect(waitUntil(timeout: 30) { (try? pool.get("/healthz"))?.body.contains("2 of 2 worker processes") == true },
+                "\((try? pool.get("/healthz").body) ?? "")")
+        #expect(try pool.get("/readyz").status == 200)
+        try p.enqueue(5, prefix: "b2-", project: "beta")
+        try p.enqueue(5, prefix: "n-", project: nil)
+        #expect(waitUntil(timeout: 60) { Self.delivered(p, "beta-fcm") == 35 && Self.delivered(p, "e2e-project") == 5 }, "\(pool.process.output)")
+        #expect(pool.process.process.isRunning, "one pool throughout, never restarted")
+        #expect(try Self.sum(pool.metrics(), project: "alpha", "herald_messages_total", ["outcome": "completed"]) == 10, "alpha's counts are kept")
+    }
+
+    /// `sql` refused, with an error that names every one of `names`.
+    static func expectRefused(_ p: Projects, _ sql: String, naming names: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+        do {
+            try p.stack.connection.query(sql)
+            Issue.record("accepted: \(sql)", sourceLocation: sourceLocation)
+        } catch {
+            #expect(names.allSatisfy { "\(error)".contains($0) }, "\(error)", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func aCampaignAndADeviceGroupOperationAreAddressedToAProjectAndTheCampaignsJobsTakeIt() throws {
+        let p = try Projects()
+        defer { p.close() }
+        // An unregistered name is refused, naming it; nothing is written.
+        Self.expectRefused(p, "SELECT herald.create_campaign('spring', project => 'gamma')", naming: ["gamma", "herald projects add"])
+        Self.expectRefused(p, "SELECT herald.enqueue_group_op('create', 'family', ARRAY['g1'], project => 'gamma')", naming: ["gamma", "herald projects add"])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.campaigns") == 0 && p.stack.count("SELECT count(*) FROM herald.jobs") == 0)
+
+        // A campaign of alpha: its jobs, inserted without a project, are alpha's.
+        let spring = try #require(try p.stack.connection.query("SELECT herald.create_campaign('spring', project => 'alpha')").int(0, 0))
+        try p.stack.connection.query("""
+            INSERT INTO herald.jobs (message, campaign_id)
+            SELECT jsonb_build_object('token', 'camp-' || g, 'notification', jsonb_build_object('title', 'Spring')), $1
+            FROM generate_series(1, 40) AS g
+            """, [.int(spring)])
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"camp-41\"}'::jsonb, campaign_id => $1)", [.int(spring)])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE campaign_id = $1 AND project = 'alpha'", [.int(spring)]) == 41)
+        // A job of the campaign naming another project is refused, naming both; so is a project's
+        // job in a campaign of no project.
+        Self.expectRefused(p, "INSERT INTO herald.jobs (message, campaign_id, project) VALUES ('{\"token\": \"x\"}', \(spring), 'beta')",
+                           naming: ["\"beta\"", "campaign \(spring)", "alpha"])
+        let plain = try #require(try p.stack.connection.query("SELECT herald.create_campaign('plain')").int(0, 0))
+        Self.expectRefused(p, "SELECT herald.enqueue('{\"token\": \"x\"}'::jsonb, campaign_id => \(plain), project => 'beta')",
+                           naming: ["\"beta\"", "campaign \(plain)", "no project"])
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"plain-1\"}'::jsonb, campaign_id => $1)", [.int(plain)])
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE campaign_id = $1 AND project IS NULL", [.int(plain)]) == 1)
+        // Moving a job of another project into the campaign is refused as well.
+        _ = try p.stack.connection.query("SELECT herald.enqueue('{\"token\": \"beta-1\"}'::jsonb, project => 'beta')")
+        Self.expectRefused(p, "UPDATE herald.jobs SET campaign_id = \(spring) WHERE message->>'token' = 'beta-1'", naming: ["\"beta\"", "campaign \(spring)"])
+
+        // A device-group operation of beta.
+        _ = try p.stack.connection.query("SELECT herald.enqueue_group_op('create', 'family', ARRAY['g1', 'g2'], project => 'beta')")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE kind = 'group' AND project = 'beta'") == 1)
+
+        // One pool works them all, each with its own project's key.
+        let run = try p.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'") == 0, "\(run.output)")
+        let delivered = p.stack.emulator.deliveredMessages()
+        #expect(delivered.filter { ($0.token ?? "").hasPrefix("camp-") && $0.projectID == "alpha-fcm" }.count == 41)
+        #expect(delivered.filter { $0.token == "plain-1" }.map(\.projectID) == ["e2e-project"])
+        #expect(delivered.filter { $0.token == "beta-1" }.map(\.projectID) == ["beta-fcm"])
+        #expect(p.stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 == 0, "no request with another project's key")
+    }
+
     @Test func aJobForAProjectNobodyRegisteredIsRefusedNamingIt() throws {
         let p = try Projects()
         defer { p.close() }

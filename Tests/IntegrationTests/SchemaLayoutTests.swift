@@ -15,11 +15,12 @@ import TestSupport
     /// multicast functions read and write herald.multicasts; the legacy translation's rejection
     /// reasons, HINT and comments cite docs/legacy.md instead of documents outside the repository;
     /// enqueue_multicast takes a project, and a replayed dead letter keeps its project and, in
-    /// requeue_dead_letters, its validate_only.)
+    /// requeue_dead_letters, its validate_only; create_campaign and enqueue_group_op take a project.)
     static let changedSinceRelease: Set<String> = ["claim_jobs", "take_project_tokens", "is_legacy", "_legacy_row", "enqueue",
                                                    "legacy_multicast", "legacy_result", "multicast_result", "_legacy_fan_out",
                                                    "_legacy_raise", "_legacy_translate", "_legacy_form_payload",
-                                                   "enqueue_multicast", "retry_dead_letter", "requeue_dead_letters"]
+                                                   "enqueue_multicast", "retry_dead_letter", "requeue_dead_letters",
+                                                   "create_campaign", "enqueue_group_op"]
     /// Triggers whose WHEN changed on purpose since the release (android_v2 is never legacy), and
     /// indexes rebuilt on purpose (migration 190: the claim's index leads with the job's project).
     static let triggersChangedSinceRelease: Set<String> = ["trigger jobs_legacy", "index herald.jobs_claim_unit", "index jobs_claim_unit"]

@@ -196,6 +196,42 @@ import Testing
         #expect(monitor.metricsText(now: 1_001).contains("\nherald_quota_paused 0\n"))
     }
 
+    @Test func eachProjectsWorkersAreCountedUnderItsProjectLabelAndTheJobsOfNoProjectUnderNone() throws {
+        // Slots as the supervisor numbers them: the jobs of no project, then alpha's two workers, then beta's.
+        let monitor = try PoolMonitor(slotProjects: [nil, "alpha", "alpha", "beta"])
+        let none = SlotWriter(region: monitor.regions[0], pid: 1)
+        none.recorded(queue: "default", outcome: .completed, count: 5)
+        none.answered(code: "OK", seconds: 0.01)
+        for slot in 1...2 {
+            let alpha = SlotWriter(region: monitor.regions[slot], pid: Int32(slot + 1))
+            alpha.recorded(queue: "default", outcome: .completed, count: 10 * slot)
+            alpha.recorded(queue: "mail", outcome: .dead)
+            alpha.setInFlight(slot)
+            alpha.setProjectRate(Double(100 * slot))
+        }
+        let beta = SlotWriter(region: monitor.regions[3], pid: 4)
+        beta.recorded(queue: "default", outcome: .completed, count: 7)
+        beta.quotaExceeded("project")
+        beta.setProjectPausedUntil(1_000)
+        let text = monitor.metricsText(now: 999)
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\"} 5\n"), "the jobs of no project carry no project label")
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project=\"alpha\"} 30\n"), "alpha's two workers summed")
+        #expect(text.contains("herald_messages_total{queue=\"mail\",outcome=\"dead\",project=\"alpha\"} 2\n"))
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project=\"beta\"} 7\n"))
+        #expect(!text.contains("queue=\"mail\",outcome=\"dead\",project=\"beta\""), "a queue shows only under the projects that had it")
+        #expect(text.contains("herald_in_flight{project=\"alpha\"} 3\n") && text.contains("herald_in_flight 0\n"))
+        #expect(text.contains("herald_project_rate_per_second{project=\"alpha\"} 100\n"), "a project's rate is its slowest worker's")
+        #expect(text.contains("herald_quota_paused{project=\"beta\"} 1\n") && text.contains("herald_quota_paused{project=\"alpha\"} 0\n")
+                && text.contains("herald_quota_paused 0\n"), "only beta is paused by its quota answer")
+        #expect(text.contains("herald_fcm_quota_exceeded_total{limit=\"project\",project=\"beta\"} 1\n"))
+        #expect(text.contains("herald_fcm_requests_total{code=\"OK\"} 1\n"))
+        #expect(text.contains("herald_worker_processes 0\n"), "worker processes stay one pool-wide gauge")
+        // A pool without projects shows exactly the series it always did: no project label anywhere.
+        let plain = try PoolMonitor(processes: 2)
+        SlotWriter(region: plain.regions[1], pid: 9).recorded(queue: "default", outcome: .completed)
+        #expect(!plain.metricsText().contains("project=") && plain.metricsText().contains("herald_messages_total{queue=\"default\",outcome=\"completed\"} 1\n"))
+    }
+
     @Test func adminAddressesAreParsed() {
         #expect(AdminServer.parseAddress("127.0.0.1:9464")! == ("127.0.0.1", 9464))
         #expect(AdminServer.parseAddress("0.0.0.0:0")! == ("0.0.0.0", 0))

@@ -13,13 +13,16 @@ public final class Supervisor {
     public struct Group: Sendable {
         /// For logs: "project shop", or nil for the jobs of no project.
         public var label: String?
+        /// The registry project its workers send for (nil: the jobs of no project).
+        public var project: String?
         public var arguments: [String]
         /// A worker of the group refusing its settings (status 78) stops the whole pool (true),
         /// or only its group, which is started again `retryAfterRefusal` seconds later: a
         /// registry project whose key is missing or refused, while the others go on.
         public var refusalStopsPool: Bool
-        public init(label: String? = nil, arguments: [String] = [], refusalStopsPool: Bool = true) {
+        public init(label: String? = nil, project: String? = nil, arguments: [String] = [], refusalStopsPool: Bool = true) {
             self.label = label
+            self.project = project
             self.arguments = arguments
             self.refusalStopsPool = refusalStopsPool
         }
@@ -40,9 +43,18 @@ public final class Supervisor {
     public static let configurationErrorStatus = 78
 
     let processes: Int
-    let groups: [Group]
+    private(set) var groups: [Group]
     /// How long a group whose worker refused its settings waits before it is started again.
     public var retryAfterRefusal = 30.0
+    /// The registry's project names now (nil: could not be read, nothing changes). Set, a pool
+    /// started without --project asks it every `registryPollInterval` seconds and starts the
+    /// workers of a project added to the registry (with `groupForProject`), and stops those of
+    /// one removed, without a restart. Not under --drain.
+    public var registryPoll: (() -> [String]?)?
+    public var groupForProject: ((String) -> Group)?
+    public var registryPollInterval = 10.0
+    /// Groups whose project left the registry: their workers are stopped and not restarted.
+    private var retiredGroups: Set<Int> = []
     let arguments: [String]
     let environment: [String: String]
     let drain: Bool
@@ -102,14 +114,16 @@ public final class Supervisor {
         var restarts = 0
         var stopping = false
         let slots = processes * groups.count
-        var failures = Array(repeating: 0, count: slots)
+        var failures: [Int: Int] = [:]
+        var nextPoll = Date().timeIntervalSince1970 + registryPollInterval
         var restartAt: [Int: Double] = [:]
         var finalStatus: Int32 = 0
         var killAt: Double? = nil
         for slot in 0..<slots where !spawn(slot: slot) { restartAt[slot] = Date().timeIntervalSince1970 + 5 }
         var set = Self.signalSet()
 
-        while !children.isEmpty || (!stopping && !restartAt.isEmpty) {
+        // A pool following the registry keeps running without workers too: a project may join.
+        while !children.isEmpty || (!stopping && (!restartAt.isEmpty || (registryPoll != nil && !drain))) {
             let now = Date().timeIntervalSince1970
             if let deadline = killAt, now >= deadline {
                 log.error("\(children.count) worker processes did not stop within \(Int(stopGrace)) s; killing them")
@@ -121,7 +135,12 @@ public final class Supervisor {
                 restarts += 1
                 if !spawn(slot: slot) { restartAt[slot] = now + 5 }
             }
-            let wait = restartAt.values.min().map { max(0.01, $0 - now) } ?? 1.0
+            if let poll = registryPoll, !stopping, !drain, now >= nextPoll {
+                nextPoll = now + registryPollInterval
+                if let names = poll() { followRegistry(names, restartAt: &restartAt) }
+            }
+            var wait = restartAt.values.min().map { max(0.01, $0 - now) } ?? 1.0
+            if registryPoll != nil && !stopping && !drain { wait = min(wait, max(0.01, nextPoll - now)) }
             var timeout = timespec(tv_sec: Int(wait), tv_nsec: Int((wait - Double(Int(wait))) * 1e9))
             let signal = sigtimedwait(&set, nil, &timeout)
             if signal == SIGTERM || signal == SIGINT {
@@ -146,6 +165,10 @@ public final class Supervisor {
                 let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
                 monitor?.workerExited(slot: slot, why: "pid \(pid) \(exited ? "exited with status \(code)" : "was killed by signal \(status & 0x7f)")")
                 if drain && code == 0 { monitor?.stopping() }
+                if retiredGroups.contains(slot / processes) {
+                    log.info("worker \(pid) of \(group(of: slot).label ?? "a group") stopped: its project left the registry")
+                    continue
+                }
                 if code == 0 {
                     failures[slot] = 0
                     if !stopping && !drain {
@@ -183,13 +206,53 @@ public final class Supervisor {
                 }
                 // A worker that ran healthily for a while starts its backoff afresh.
                 if Date().timeIntervalSince1970 - (startedAt[slot] ?? 0) > 60 { failures[slot] = 0 }
-                failures[slot] += 1
-                let delay = min(30, pow(2, Double(failures[slot] - 1)))
+                failures[slot, default: 0] += 1
+                let delay = min(30, pow(2, Double(failures[slot]! - 1)))
                 log.error("worker \(pid) \(exited ? "exited with status \(code)" : "was killed by signal \(status & 0x7f)"); restarting it in \(Int(delay)) s")
                 restartAt[slot] = Date().timeIntervalSince1970 + delay
             }
         }
         return Report(status: finalStatus, peakRSSBytes: peak, restarts: restarts, workerCPUSeconds: cpu)
+    }
+
+    /// Starts the workers of projects new in the registry (or back in it) and stops those of
+    /// projects that left it.
+    private func followRegistry(_ names: [String], restartAt: inout [Int: Double]) {
+        guard let make = groupForProject else { return }
+        let wanted = Set(names)
+        for (index, group) in groups.enumerated() {
+            guard let project = group.project, !group.refusalStopsPool else { continue }
+            let slots = (index * processes)..<((index + 1) * processes)
+            if !wanted.contains(project) && !retiredGroups.contains(index) {
+                log.info("project \(project) left the registry: stopping its \(processes) worker processes")
+                retiredGroups.insert(index)
+                monitor?.setRetired(slots: Array(slots), true)
+                for slot in slots { restartAt[slot] = nil }
+                for (pid, slot) in children where slots.contains(slot) { kill(pid, SIGTERM) }
+            } else if wanted.contains(project) && retiredGroups.contains(index) {
+                log.info("project \(project) is in the registry again: starting \(processes) worker processes for it")
+                retiredGroups.remove(index)
+                monitor?.setRetired(slots: Array(slots), false)
+                for slot in slots where !children.values.contains(slot) && !spawn(slot: slot) {
+                    restartAt[slot] = Date().timeIntervalSince1970 + 5
+                }
+            }
+        }
+        let known = Set(groups.compactMap { $0.refusalStopsPool ? nil : $0.project })
+        for name in names where !known.contains(name) {
+            if let monitor {
+                do { try monitor.addSlots(project: name, count: processes) } catch {
+                    log.error("project \(name) joined the registry, but its metrics cannot be set up (\(error)); not starting it")
+                    continue
+                }
+            }
+            groups.append(make(name))
+            let index = groups.count - 1
+            log.info("project \(name) joined the registry: starting \(processes) worker processes for it")
+            for slot in (index * processes)..<((index + 1) * processes) where !spawn(slot: slot) {
+                restartAt[slot] = Date().timeIntervalSince1970 + 5
+            }
+        }
     }
 
     private func spawn(slot: Int) -> Bool {

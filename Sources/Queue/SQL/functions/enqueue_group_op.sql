@@ -1,7 +1,10 @@
 -- enqueue_group_op: a device-group operation ('create', 'add' or 'remove') run by the worker
--- under the same retry rules as a send.
+-- under the same retry rules as a send. project: the registry name of the Firebase project whose
+-- key runs it (herald.projects; NULL: the pool's own credentials); a name not in the registry is
+-- refused, naming it.
 CREATE OR REPLACE FUNCTION herald.enqueue_group_op(operation text, name text, tokens text[],
-                                        queue text DEFAULT 'default', run_at timestamptz DEFAULT now())
+                                        queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
+                                        project text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 DECLARE
     new_id bigint;
@@ -15,10 +18,17 @@ BEGIN
     IF tokens IS NULL OR cardinality(tokens) = 0 THEN
         RAISE EXCEPTION 'herald.enqueue_group_op: tokens must hold at least one registration token';
     END IF;
-    INSERT INTO herald.jobs (kind, message, queue, run_at)
+    IF enqueue_group_op.project IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM herald.projects p WHERE p.name = enqueue_group_op.project) THEN
+        RAISE EXCEPTION 'herald.enqueue_group_op: no project named "%" in the registry (herald.projects)', left(enqueue_group_op.project, 100)
+            USING ERRCODE = 'foreign_key_violation',
+                  HINT = 'Register it first (herald projects add NAME --credentials FILE, or herald.add_project), '
+                      || 'or leave project NULL to send with the pool''s own credentials; herald projects list shows the names.';
+    END IF;
+    INSERT INTO herald.jobs (kind, message, queue, run_at, project)
     VALUES ('group', jsonb_build_object('operation', operation, 'notification_key_name', name,
                                         'registration_ids', to_jsonb(tokens)),
-            coalesce(enqueue_group_op.queue, 'default'), coalesce(enqueue_group_op.run_at, now()))
+            coalesce(enqueue_group_op.queue, 'default'), coalesce(enqueue_group_op.run_at, now()), enqueue_group_op.project)
     RETURNING id INTO new_id;
     RETURN new_id;
 END $$;

@@ -1,0 +1,127 @@
+import Foundation
+import JSON
+import Postgres
+import Testing
+import TestSupport
+
+/// The per-project view of `herald stats` (tables and --json) and of the dashboard (overview and
+/// /api/projects): each registry project's pending jobs, dead letters, pause and rate, beside
+/// the jobs of no project.
+@Suite struct ProjectStatsTests {
+    /// Two registered projects (beta paused by an operator, with a max rate), and jobs and dead
+    /// letters of each and of no project.
+    static func fill(_ f: DeadLetterFixture) throws {
+        try f.connection.query("SELECT herald.add_project('alpha', 'alpha-fcm', '/secrets/alpha.json')")
+        try f.connection.query("SELECT herald.add_project('beta', 'beta-fcm', 'env:BETA_KEY', max_rate => 50)")
+        try f.connection.query("SELECT herald.pause_project_sending('beta', 'key rotation')")
+        func jobs(_ n: Int, project: String?, runIn seconds: Int = 0) throws {
+            try f.connection.query("""
+                SELECT herald.enqueue(jsonb_build_object('token', 't' || g), run_at => now() + make_interval(secs => $3::int), project => $2)
+                FROM generate_series(1, $1::int) AS g
+                """, [.int(n), project.map { .text($0) }, .int(seconds)])
+        }
+        try jobs(5, project: "alpha")
+        try jobs(2, project: "alpha", runIn: 3600)
+        try jobs(3, project: "beta")
+        try jobs(4, project: nil)
+        try jobs(1, project: nil, runIn: 3600)
+        // Running: claimed by a worker of alpha (a lease held).
+        try f.connection.query("SELECT count(*) FROM herald.claim_batch(ARRAY['default'], 2, 60, 'test-worker', p_jobs_project => 'alpha')")
+        for _ in 0..<2 { try f.add(reason: "INVALID_ARGUMENT: bad") }
+        let beta = try f.add(reason: "INVALID_ARGUMENT: bad")
+        try f.connection.query("UPDATE herald.dead_letters SET project = 'beta' WHERE id = $1", [.int(beta)])
+        // alpha's FCM project sends at 120/s and is held back by a quota answer for a minute.
+        try f.connection.query("INSERT INTO herald.project_rates (project_id, max_per_second, tokens, refilled_at) VALUES ('alpha-fcm', 120, 0, now())")
+        try f.connection.query("INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('alpha-fcm', now() + interval '60 seconds', 'QUOTA_EXCEEDED')")
+    }
+
+    static func project(_ list: [JSONValue], _ name: String?) throws -> JSONValue {
+        try #require(list.first { $0["project"]?.stringValue == name && (name != nil || $0["project"] == .null) }, "\(name ?? "null") in \(list)")
+    }
+
+    @Test func statsShowEachProjectsPendingJobsDeadLettersAndPause() throws {
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        try Self.fill(f)
+        let environment = ["DATABASE_URL": f.database.url]
+
+        let plain = try HeraldProcess.run(["stats"], environment: environment, timeout: 60)
+        #expect(plain.status == 0, "\(plain.output)")
+        let lines = plain.output.split(separator: "\n").map(String.init)
+        func row(_ first: String) -> [String]? {
+            lines.map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }.first { $0.first == first }
+        }
+        #expect(lines.contains { $0.hasPrefix("PROJECT") && $0.contains("AVAILABLE") && $0.contains("DEAD") }, "\(plain.output)")
+        // PROJECT FCM-PROJECT STATE AVAILABLE SCHEDULED RUNNING DEAD MAX-RATE RATE-NOW
+        let alphaRow = row("alpha") ?? []
+        #expect(alphaRow.prefix(3) == ["alpha", "alpha-fcm", "enabled"] && alphaRow.suffix(6) == ["3", "2", "2", "0", "-", "120/s"], "\(plain.output)")
+        #expect(alphaRow.count == 11 && alphaRow[3] == "(quota," && alphaRow[4].hasSuffix("s)"), "the quota pause beside the state: \(plain.output)")
+        #expect(row("beta") == ["beta", "beta-fcm", "paused", "3", "0", "0", "1", "50/s", "-"], "\(plain.output)")
+        #expect(row("-")?.suffix(7) == ["enabled", "4", "1", "0", "2", "-", "-"], "the jobs of no project: \(plain.output)")
+        #expect(plain.output.contains("beta paused: key rotation"))
+
+        let json = try HeraldProcess.run(["stats", "--json"], environment: environment, timeout: 60)
+        #expect(json.status == 0, "\(json.output)")
+        let document = try JSONValue.parse(Array(json.output.utf8))
+        let projects = try #require(document["projects"]?.arrayValue)
+        #expect(projects.count == 3)
+        let alpha = try Self.project(projects, "alpha"), beta = try Self.project(projects, "beta"), none = try Self.project(projects, nil)
+        #expect(alpha["available"]?.intValue == 3 && alpha["scheduled"]?.intValue == 2 && alpha["running"]?.intValue == 2 && alpha["dead"]?.intValue == 0)
+        #expect(alpha["state"]?.stringValue == "enabled" && alpha["fcm_project_id"]?.stringValue == "alpha-fcm")
+        #expect(alpha["rate"]?.intValue == 120 && (alpha["quota_paused_seconds"]?.doubleValue ?? 0) > 50, "\(alpha)")
+        #expect(beta["rate"] == .null && beta["quota_paused_seconds"] == .null)
+        #expect(beta["state"]?.stringValue == "paused" && beta["paused_reason"]?.stringValue == "key rotation" && beta["max_rate"]?.intValue == 50)
+        #expect(beta["available"]?.intValue == 3 && beta["dead"]?.intValue == 1)
+        #expect(none["available"]?.intValue == 4 && none["scheduled"]?.intValue == 1 && none["dead"]?.intValue == 2 && none["fcm_project_id"] == .null)
+        // The queues' totals are the projects' sums.
+        let queue = try #require(document["queues"]?.arrayValue?.first)
+        #expect(queue["states"]?["available"]?.intValue == 10 && queue["dead"]?.intValue == 3, "\(queue)")
+        #expect(try HeraldProcess.run(["stats", "--json", "--watch"], environment: environment, timeout: 60).status == 2)
+    }
+
+    @Test func aDeploymentWithoutProjectsShowsNoProjectTable() throws {
+        let f = try DeadLetterFixture()
+        defer { f.close() }
+        try f.connection.query("SELECT herald.enqueue('{\"token\": \"t\"}')")
+        let plain = try HeraldProcess.run(["stats"], environment: ["DATABASE_URL": f.database.url], timeout: 60)
+        #expect(plain.status == 0 && !plain.output.contains("PROJECT"), "\(plain.output)")
+        let json = try JSONValue.parse(Array(try HeraldProcess.run(["stats", "--json"], environment: ["DATABASE_URL": f.database.url], timeout: 60).output.utf8))
+        #expect(json["projects"]?.arrayValue?.count == 1 && json["projects"]?.arrayValue?.first?["available"]?.intValue == 1)
+    }
+
+    @Test func theDashboardShowsEachProjectOnItsOverviewAndInItsAPI() throws {
+        let stack = try DashboardStack()
+        defer { stack.close() }
+        try Self.fill(stack.fixture)
+        let api = try stack.get("/api/projects", headers: stack.bearer)
+        #expect(api.status == 200, "\(api.body)")
+        let projects = try #require(try JSONValue.parse(Array(api.body.utf8))["projects"]?.arrayValue)
+        let alpha = try Self.project(projects, "alpha"), beta = try Self.project(projects, "beta"), none = try Self.project(projects, nil)
+        #expect(alpha["available"]?.intValue == 3 && alpha["running"]?.intValue == 2 && alpha["scheduled"]?.intValue == 2)
+        #expect(beta["paused_reason"]?.stringValue == "key rotation" && beta["dead"]?.intValue == 1)
+        #expect(none["available"]?.intValue == 4 && none["dead"]?.intValue == 2)
+        #expect(try stack.get("/api/projects").status == 401, "the API needs the token")
+
+        // The dashboard's /metrics: the same counts as gauges, the jobs of no project without a project label.
+        let metrics = try stack.get("/metrics", headers: stack.bearer)
+        #expect(metrics.status == 200)
+        for line in ["herald_project_jobs{project=\"alpha\",state=\"available\"} 3", "herald_project_jobs{project=\"alpha\",state=\"running\"} 2",
+                     "herald_project_jobs{project=\"alpha\",state=\"scheduled\"} 2", "herald_project_jobs{state=\"available\"} 4",
+                     "herald_project_dead_letters{project=\"beta\"} 1", "herald_project_dead_letters 2",
+                     "herald_project_paused{project=\"beta\"} 1", "herald_project_paused{project=\"alpha\"} 0"] {
+            #expect(metrics.body.contains("\n" + line + "\n"), "\(line) in\n\(metrics.body)")
+        }
+        let lint = try promtoolCheckMetrics(metrics.body)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+
+        let page = try stack.get("/", headers: ["Cookie": try stack.login()])
+        let table = try #require(page.body.range(of: "<table id=\"registry\">.*?</table>", options: .regularExpression).map { String(page.body[$0]) },
+                                 "\(page.body)")
+        let rows = table.components(separatedBy: "</tr>").map { $0.replacingOccurrences(of: "<[^>]+>", with: "|", options: .regularExpression) }
+        func cells(_ row: String) -> [String] { row.split(separator: "|").map(String.init) }
+        #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "alpha" && $0[2].hasPrefix("enabled (quota, ") && Array($0[3...]) == ["3", "2", "2", "0", "-", "120/s"] },
+                "\(rows)")
+        #expect(rows.map(cells).contains(["beta", "beta-fcm", "paused: key rotation", "3", "0", "0", "1", "50/s", "-"]), "\(rows)")
+        #expect(rows.map(cells).contains(["(none)", "the pools' key", "enabled", "4", "1", "0", "2", "-", "-"]), "\(rows)")
+    }
+}

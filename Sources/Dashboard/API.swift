@@ -108,11 +108,13 @@ enum API {
 /// Filters from a query string, a form or a JSON body, checked the same way everywhere.
 enum Filters {
     static func fromQuery(_ request: HTTPServerRequest) throws -> DeadLetterFilter {
-        try DeadLetterFilter(queue: nonEmpty(request.queryValue("queue")), reason: nonEmpty(request.queryValue("reason"))).validated()
+        try DeadLetterFilter(queue: nonEmpty(request.queryValue("queue")), reason: nonEmpty(request.queryValue("reason")),
+                             project: nonEmpty(request.queryValue("project"))).validated()
     }
 
     static func fromForm(_ request: DashboardRequest) throws -> DeadLetterFilter {
-        try DeadLetterFilter(queue: nonEmpty(request.formValue("queue")), reason: nonEmpty(request.formValue("reason"))).validated()
+        try DeadLetterFilter(queue: nonEmpty(request.formValue("queue")), reason: nonEmpty(request.formValue("reason")),
+                             project: nonEmpty(request.formValue("project"))).validated()
     }
 
     static func nonEmpty(_ text: String?) -> String? {
@@ -132,7 +134,7 @@ enum Filters {
         try integer(text, name: name, default: Optional(fallback), range: range) ?? fallback
     }
 
-    /// `{"queue": "...", "reason": "...", "older_than_seconds": N, "all": true}`. A filter is
+    /// `{"queue": "...", "reason": "...", "project": "...", "older_than_seconds": N, "all": true}`. A filter is
     /// required unless `all` is true: an empty body must not replay or delete everything.
     static func fromJSONBody(_ request: HTTPServerRequest, allowsAge: Bool) throws -> DeadLetterFilter {
         let body: JSONValue
@@ -146,7 +148,7 @@ enum Filters {
         guard let object = body.objectValue else {
             throw DashboardError(400, "the body must be a JSON object like {\"queue\": \"...\", \"reason\": \"...\"}, not \(body.typeName == "array" ? "an" : "a") \(body.typeName)")
         }
-        let known = allowsAge ? ["queue", "reason", "older_than_seconds", "all"] : ["queue", "reason", "all"]
+        let known = allowsAge ? ["queue", "reason", "project", "older_than_seconds", "all"] : ["queue", "reason", "project", "all"]
         for key in object.keys where !known.contains(key) {
             throw DashboardError(400, "unknown field \(JSONValue.quoted(key)); the fields are \(known.joined(separator: ", "))")
         }
@@ -155,7 +157,7 @@ enum Filters {
             guard let string = value.stringValue else { throw DashboardError(400, "\(key) must be a string, not a \(value.typeName)") }
             return nonEmpty(string)
         }
-        var filter = DeadLetterFilter(queue: try text("queue"), reason: try text("reason"))
+        var filter = DeadLetterFilter(queue: try text("queue"), reason: try text("reason"), project: try text("project"))
         if let age = object["older_than_seconds"], !age.isNull {
             guard let seconds = age.doubleValue, seconds >= 0 else {
                 throw DashboardError(400, "older_than_seconds must be a number of seconds of 0 or more")
@@ -169,7 +171,7 @@ enum Filters {
         case .some(let other): throw DashboardError(400, "all must be true or false, not a \(other.typeName)")
         }
         if filter.isEmpty && !all {
-            throw DashboardError(400, "give queue or reason to choose dead letters, or \"all\": true to act on every one")
+            throw DashboardError(400, "give queue, reason or project to choose dead letters, or \"all\": true to act on every one")
         }
         return try filter.validated()
     }

@@ -81,7 +81,8 @@ enum Pages {
             if let paused = p.rate?.pausedFor { state += " (quota, \(HTML.formatAge(paused)))" }
             rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? "the pools' key")</td>"
                 + "<td>\(state)</td><td class=\"n\">\(p.available)</td><td class=\"n\">\(p.scheduled)</td><td class=\"n\">\(p.running)</td>"
-                + "<td class=\"n\">\(p.dead)</td><td class=\"n\">\(rate(p.maxRate))</td><td class=\"n\">\(rate(p.rate?.rate))</td></tr>"
+                + "<td class=\"n\">\(p.name.map { p.dead > 0 ? "<a href=\"/dead-letters?\(query([("project", $0)]))\">\(p.dead)</a>" : "0" } ?? String(p.dead))</td>"
+                + "<td class=\"n\">\(rate(p.maxRate))</td><td class=\"n\">\(rate(p.rate?.rate))</td></tr>"
         }
         return "<h2>Projects</h2><table id=\"registry\"><tr><th>Project</th><th>FCM project</th><th>state</th><th class=\"n\">available</th>"
             + "<th class=\"n\">scheduled</th><th class=\"n\">running</th><th class=\"n\">dead</th><th class=\"n\">max rate</th>"
@@ -115,8 +116,9 @@ enum Pages {
         let http = request.http
         let queue = Filters.nonEmpty(http.queryValue("queue"))
         let reason = Filters.nonEmpty(http.queryValue("reason"))
+        let project = Filters.nonEmpty(http.queryValue("project"))
         let before = try Filters.integer(http.queryValue("before"), name: "before", default: nil, range: 1...Int.max)
-        var filter = DeadLetterFilter(queue: queue, reason: reason)
+        var filter = DeadLetterFilter(queue: queue, reason: reason, project: project)
         var problem: String? = nil
         do { filter = try filter.validated() } catch {
             problem = error.description
@@ -147,9 +149,10 @@ enum Pages {
             <form method="get" action="/dead-letters" class="filters">
             <label>Queue <select name="queue">\(options)</select></label>
             <label>Reason contains <input type="text" name="reason" value="\(HTML.escape(reason ?? ""))" size="32" placeholder="e.g. THIRD_PARTY_AUTH_ERROR"></label>
+            <label>Project <input type="text" name="project" value="\(HTML.escape(project ?? ""))" size="16" placeholder="registry name"></label>
             <button>Filter</button></form>
             """
-        let filterFields = [("queue", queue ?? ""), ("reason", reason ?? "")]
+        let filterFields = [("queue", queue ?? ""), ("reason", reason ?? ""), ("project", project ?? "")]
         if problem == nil {
             let matching = filter.isEmpty ? "in all" : "\(total == 1 ? "matches" : "match") \(HTML.escape(filter.summary))"
             body += "<p id=\"matching\"><strong>\(total)</strong> dead letter\(total == 1 ? "" : "s") \(matching). "
@@ -187,7 +190,8 @@ enum Pages {
 
     /// Where an action sends the browser back to: the list with the filter it was showing.
     static func backToList(_ request: DashboardRequest, _ notice: [(String, String)]) -> HTTPServerResponse {
-        let filter = [("queue", request.formValue("queue") ?? ""), ("reason", request.formValue("reason") ?? "")]
+        let filter = [("queue", request.formValue("queue") ?? ""), ("reason", request.formValue("reason") ?? ""),
+                      ("project", request.formValue("project") ?? "")]
         return .redirect("/dead-letters?" + query(filter + notice))
     }
 

@@ -124,4 +124,35 @@ import TestSupport
         #expect(rows.map(cells).contains(["beta", "beta-fcm", "paused: key rotation", "3", "0", "0", "1", "50/s", "-"]), "\(rows)")
         #expect(rows.map(cells).contains(["(none)", "the pools' key", "enabled", "4", "1", "0", "2", "-", "-"]), "\(rows)")
     }
+
+    /// An operator follows a project's dead letters from the overview: the count links to the
+    /// dead-letters page filtered by the project, the page and the API list only that project's
+    /// letters, and a retry of all matching ones replays those and no other project's.
+    @Test func aProjectsDeadLettersAreListedAndRetriedByItself() throws {
+        let stack = try DashboardStack()
+        defer { stack.close() }
+        try Self.fill(stack.fixture)
+        let betaLetters = try stack.fixture.connection.query("SELECT id FROM herald.dead_letters WHERE project = 'beta'")
+        let betaID = try #require(betaLetters.int(0, 0))
+        let cookie = try stack.login()
+
+        let overview = try stack.get("/", headers: ["Cookie": cookie])
+        #expect(overview.body.contains("<a href=\"/dead-letters?project=beta\">1</a>"), "\(overview.body)")
+        let page = try stack.get("/dead-letters?project=beta", headers: ["Cookie": cookie])
+        #expect(page.status == 200)
+        #expect(page.body.contains("id=\"dead-letter-\(betaID)\"") && page.body.components(separatedBy: "class=\"letter\"").count == 2, "\(page.body)")
+        #expect(page.body.contains("<strong>1</strong> dead letter match"), "\(page.body)")
+
+        let listed = try stack.get("/api/dead-letters?project=beta", headers: stack.bearer)
+        #expect(listed.json?["dead_letters"]?.arrayValue?.compactMap { $0["id"]?.intValue } == [betaID], "\(listed.body)")
+
+        var json = stack.bearer
+        json["Content-Type"] = "application/json"
+        let retried = try stack.post("/api/dead-letters/retry", headers: json, body: #"{"project": "beta"}"#)
+        #expect(retried.status == 200 && retried.json?["retried"]?.intValue == 1, "\(retried.body)")
+        let left = try stack.fixture.connection.query("SELECT count(*) FILTER (WHERE project = 'beta'), count(*) FROM herald.dead_letters")
+        #expect(left.int(0, 0) == 0 && left.int(0, 1) == 2, "beta's letter replayed, the two of no project kept")
+        let replayed = try stack.fixture.connection.query("SELECT project FROM herald.jobs WHERE id = (SELECT max(id) FROM herald.jobs)")
+        #expect(replayed[0, 0] == "beta", "the replayed job keeps its project")
+    }
 }

@@ -14,8 +14,8 @@ enum WorkCommand {
                defaultText: "256"),
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
-        Option(name: "project", env: "HERALD_PROJECT", value: "NAME",
-               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate.",
+        Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, the pool works each of them in workers of its own (a project whose key is refused is paused, the others go on).",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
@@ -118,26 +118,33 @@ enum WorkCommand {
             }
             return connection
         }
-        if let name = checked.jobsProject {
-            // The registry says where the project's key is: the database first, then FCM.
+        // --project, given once or more (or HERALD_PROJECT): only those registry projects.
+        let named = parsed.all("project").isEmpty ? (checked.jobsProject.map { [$0] } ?? []) : parsed.all("project")
+        if let twice = named.first(where: { name in named.filter { $0 == name }.count > 1 }) {
+            throw UsageError("herald work: --project \(twice) is given twice; give each project once")
+        }
+        if !named.isEmpty {
+            // The registry says where each project's key is: the database first, then FCM.
             if parsed.has("emulator") {
-                throw UsageError("herald work: --project \(name) sends with the registry's credentials; --emulator sends with its own; give one of them")
+                throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
             }
             try environment.resolveDatabase(parsed)
             environment.caFile = parsed.string("ca-file")
             if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
-            let project: WorkedProject
-            do {
-                project = try WorkedProject.load(try migrated(), name: name)
-                // Fail now, naming the file or variable, rather than in every worker.
-                _ = try project.account(environment: ProcessInfo.processInfo.environment)
-            } catch let error as UsageError {
-                throw error
-            } catch {
-                throw UsageError("herald work: --project \(name): \(error)")
-            }
-            if let reason = project.pausedReason {
-                log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
+            for name in named {
+                let project: WorkedProject
+                do {
+                    project = try WorkedProject.load(try migrated(), name: name)
+                    // Fail now, naming the file or variable, rather than in every worker.
+                    _ = try project.account(environment: ProcessInfo.processInfo.environment)
+                } catch let error as UsageError {
+                    throw error
+                } catch {
+                    throw UsageError("herald work: --project \(name): \(error)")
+                }
+                if let reason = project.pausedReason {
+                    log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
+                }
             }
         } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
             // No key of its own: the pool works the registry's projects, if there are any.
@@ -154,7 +161,13 @@ enum WorkCommand {
             try environment.resolveDatabase(parsed)
             registered = try ProjectRegistry.list(try migrated()).map(\.name)
         }
-        var groups: [Supervisor.Group] = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
+        var groups: [Supervisor.Group]
+        if named.count > 1 {
+            // Each named project in workers of its own, started with its --project alone.
+            groups = named.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
+        } else {
+            groups = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
+        }
         if checked.jobsProject == nil {
             groups += registered.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
         }
@@ -191,7 +204,7 @@ enum WorkCommand {
             log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
         }
         // Embedded with nothing else to do: show the sample delivered, then stop.
-        var childArguments = ["work"] + arguments
+        var childArguments = ["work"] + (named.count > 1 ? withoutProjects(arguments) : arguments)
         let drain = parsed.has("drain") || (embedded && parsed.string("sample") == nil)
         if drain && !parsed.has("drain") { childArguments.append("--drain") }
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
@@ -243,6 +256,21 @@ enum WorkCommand {
             try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
         }
         return report.status
+    }
+
+    /// The arguments without their `--project NAME` / `--project=NAME`: a pool of several named
+    /// projects gives each group of workers its own.
+    static func withoutProjects(_ arguments: [String]) -> [String] {
+        var kept: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            if argument == "--project" { index += 1; continue }
+            if argument.hasPrefix("--project=") { continue }
+            kept.append(argument)
+        }
+        return kept
     }
 
     /// `--admin-address`: nil for `off`.

@@ -392,6 +392,36 @@ import TestSupport
         #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS NULL AND state = 'available'") == 20)
     }
 
+    /// `--project` given twice restricts a pool to those two projects, each in workers of its own
+    /// with its own key; a third registered project and the jobs of no project stay for others.
+    @Test func aPoolGivenTwoProjectsWorksThoseTwoOnly() throws {
+        let p = try Projects()
+        defer { p.close() }
+        let gammaKey = NSTemporaryDirectory() + "herald-gamma-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: gammaKey) }
+        try p.stack.emulator.writeServiceAccount(to: gammaKey, projectID: "gamma-fcm")
+        try p.register("gamma", fcm: "gamma-fcm", credentials: gammaKey)
+        try p.enqueue(50, prefix: "a-", project: "alpha")
+        try p.enqueue(50, prefix: "b-", project: "beta")
+        try p.enqueue(50, prefix: "g-", project: "gamma")
+        try p.enqueue(50, prefix: "n-", project: nil)
+        let run = try p.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2", "--project", "alpha", "--project=beta"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("project alpha") && run.output.contains("project beta") && !run.output.contains("project gamma"), "\(run.output)")
+        #expect(Self.delivered(p, "alpha-fcm") == 50 && Self.delivered(p, "beta-fcm") == 50, "\(run.output)")
+        #expect(Self.delivered(p, "gamma-fcm") == 0 && Self.delivered(p, "e2e-project") == 0)
+        let misplaced = p.stack.emulator.deliveredMessages().filter {
+            ($0.token ?? "").hasPrefix("a-") != ($0.projectID == "alpha-fcm") || ($0.token ?? "").hasPrefix("b-") != ($0.projectID == "beta-fcm")
+        }
+        #expect(misplaced.isEmpty)
+        #expect(try p.stack.count("SELECT count(*) FROM herald.jobs WHERE (project = 'gamma' OR project IS NULL) AND state = 'available'") == 100)
+
+        let twice = try p.stack.work(["--drain", "--project", "alpha", "--project", "alpha"])
+        #expect(twice.status == 2 && twice.output.contains("--project alpha is given twice"), "\(twice.output)")
+        let unknown = try p.stack.work(["--drain", "--project", "alpha", "--project", "nosuch"])
+        #expect(unknown.status != 0 && unknown.output.contains("nosuch"), "\(unknown.output)")
+    }
+
     @Test func aProjectWithAMissingKeyIsPausedWhileTheOthersDeliverAndComesBackWhenTheFileDoes() throws {
         let p = try Projects()
         defer { p.close() }

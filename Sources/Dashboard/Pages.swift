@@ -16,7 +16,7 @@ enum Pages {
              try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
         }
         let tokens = try request.database { connection in try TokenCounts.read(connection) }
-        let registry = try request.database { connection in try ProjectOverview.read(connection) }
+        let registry = try request.database { connection in try ProjectOverview.read(connection, rates: projects) }
         let shown = ["available", "scheduled", "running", "completed", "discarded", "cancelled"]
             + snapshot.states.filter { !["available", "scheduled", "running", "completed", "discarded", "cancelled"].contains($0) }
         var rows = ""

@@ -74,8 +74,9 @@ enum StatsCommand {
         lines += ["",
                   "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.cancelled) cancelled, \(minute.dead) dead",
                   "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
-        lines += registryLines(try ProjectOverview.read(connection))
-        lines += projectLines(try ProjectRate.all(connection))
+        let rates = try ProjectRate.all(connection)
+        lines += registryLines(try ProjectOverview.read(connection, rates: rates))
+        lines += projectLines(rates)
         return lines
     }
 

@@ -131,10 +131,13 @@ enum WorkCommand {
             try environment.resolveDatabase(parsed)
             environment.caFile = parsed.string("ca-file")
             if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+            var registry: PGConnection? = nil  // one connection for every named project
             for name in named {
                 let project: WorkedProject
                 do {
-                    project = try WorkedProject.load(try migrated(), name: name)
+                    let connection = try registry ?? migrated()
+                    registry = connection
+                    project = try WorkedProject.load(connection, name: name)
                     // Fail now, naming the file or variable, rather than in every worker.
                     _ = try project.account(environment: ProcessInfo.processInfo.environment)
                 } catch let error as UsageError {
@@ -164,12 +167,12 @@ enum WorkCommand {
         var groups: [Supervisor.Group]
         if named.count > 1 {
             // Each named project in workers of its own, started with its --project alone.
-            groups = named.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
+            groups = named.map(projectGroup)
         } else {
             groups = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
         }
         if checked.jobsProject == nil {
-            groups += registered.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
+            groups += registered.map(projectGroup)
         }
         var monitor: PoolMonitor? = nil
         var admin: AdminServer? = nil
@@ -230,7 +233,7 @@ enum WorkCommand {
                     return nil
                 }
             }
-            supervisor.groupForProject = { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0], refusalStopsPool: false) }
+            supervisor.groupForProject = projectGroup
             if let seconds = ProcessInfo.processInfo.environment["HERALD_REGISTRY_POLL_SECONDS"] {
                 guard let value = Double(seconds), value >= 0.1, value <= 3600 else {
                     throw UsageError("herald work: HERALD_REGISTRY_POLL_SECONDS \"\(seconds)\" is not a number of seconds from 0.1 to 3600")
@@ -256,6 +259,12 @@ enum WorkCommand {
             try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
         }
         return report.status
+    }
+
+    /// The workers of one registry project, started with its `--project` alone; a key that
+    /// cannot be used pauses the project and leaves the rest of the pool running.
+    static func projectGroup(_ name: String) -> Supervisor.Group {
+        Supervisor.Group(label: "project \(name)", project: name, arguments: ["--project", name], refusalStopsPool: false)
     }
 
     /// The arguments without their `--project NAME` / `--project=NAME`: a pool of several named

@@ -1,7 +1,7 @@
 -- enqueue_group_op: a device-group operation ('create', 'add' or 'remove') run by the worker
 -- under the same retry rules as a send. project: the registry name of the Firebase project whose
 -- key runs it (herald.projects; NULL: the pool's own credentials); a name not in the registry is
--- refused, naming it.
+-- refused, naming it, by the jobs_project trigger as for herald.enqueue.
 CREATE OR REPLACE FUNCTION herald.enqueue_group_op(operation text, name text, tokens text[],
                                         queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
                                         project text DEFAULT NULL)
@@ -17,13 +17,6 @@ BEGIN
     END IF;
     IF tokens IS NULL OR cardinality(tokens) = 0 THEN
         RAISE EXCEPTION 'herald.enqueue_group_op: tokens must hold at least one registration token';
-    END IF;
-    IF enqueue_group_op.project IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM herald.projects p WHERE p.name = enqueue_group_op.project) THEN
-        RAISE EXCEPTION 'herald.enqueue_group_op: no project named "%" in the registry (herald.projects)', left(enqueue_group_op.project, 100)
-            USING ERRCODE = 'foreign_key_violation',
-                  HINT = 'Register it first (herald projects add NAME --credentials FILE, or herald.add_project), '
-                      || 'or leave project NULL to send with the pool''s own credentials; herald projects list shows the names.';
     END IF;
     INSERT INTO herald.jobs (kind, message, queue, run_at, project)
     VALUES ('group', jsonb_build_object('operation', operation, 'notification_key_name', name,

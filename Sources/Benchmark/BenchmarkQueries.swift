@@ -14,12 +14,26 @@ public enum BenchmarkJobs {
                    'data', jsonb_build_object('n', g::text))
         FROM generate_series($1::bigint, $2::bigint) AS g
         """
+    /// The same jobs addressed in turn to the registry projects $3 (job g to the (g mod n)-th).
+    static let insertForProjectsSQL = """
+        INSERT INTO herald.jobs (message, project)
+        SELECT jsonb_build_object(
+                   'token', 'bench-' || g,
+                   'notification', jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
+                   'data', jsonb_build_object('n', g::text)),
+               ($3::text[])[1 + g % cardinality($3::text[])]
+        FROM generate_series($1::bigint, $2::bigint) AS g
+        """
 
-    /// Enqueues the jobs for tokens `bench-<first>` ... `bench-<first + count - 1>`; returns how many.
+    /// Enqueues the jobs for tokens `bench-<first>` ... `bench-<first + count - 1>`, of no
+    /// project, or split evenly between the registry `projects`; returns how many.
     @discardableResult
-    public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int) throws(PostgresError) -> Int {
+    public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = []) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
-        return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
+        if projects.isEmpty {
+            return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
+        }
+        return try connection.query(insertForProjectsSQL, [.int(first), .int(first + count - 1), JobStore.textArray(projects)]).affectedRows
     }
     /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
     /// retention, so maintenance keeps them), as a table that has delivered for a while holds;
@@ -64,6 +78,11 @@ public enum BenchmarkJobs {
     /// Completed jobs above `afterID`.
     public static func completed(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> Int {
         try connection.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND id > $1", [.int(afterID)]).int(0, 0) ?? 0
+    }
+
+    /// herald.events rows of kind `completed` for the jobs above `afterID` (`herald bench --with events`).
+    public static func completedEvents(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> Int {
+        try connection.query("SELECT count(*) FROM herald.events WHERE kind = 'completed' AND job_id > $1", [.int(afterID)]).int(0, 0) ?? 0
     }
 
     /// Completed jobs above `afterID` and the last finished_at (seconds since 1970).

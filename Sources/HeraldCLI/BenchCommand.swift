@@ -27,6 +27,9 @@ enum BenchCommand {
         Option(name: "max-rate", value: "N",
                help: "The FCM project's rate (herald work --max-rate) the workers and the ceiling's claims run under: its token bucket is spent as in production. The default is far above what two cores deliver, so it never binds; 10000 (FCM's default quota, herald work's default) shows a drain paced at 10,000 a second.",
                defaultText: "1000000"),
+        Option(name: "with", value: "FEATURE", repeatable: true,
+               help: "Run with a feature of the queue set up in the bench's private PostgreSQL before the phases, to measure what it costs per message (give several, repeated or comma-separated): caps (a frequency cap of 1,000 a day per token on queue 'default', which never binds), quiet-hours (quiet hours on 'default' from 6 h to 7 h from now, UTC, so nothing waits), events (herald.set_queue_events('default', true): a herald.events row per job), projects (two registry projects with keys from the bench's emulator, the jobs of the throughput and latency phases split between them, --processes divided between their workers).",
+               defaultText: "none"),
         Option(name: "profile", help: "Load pg_stat_statements in the private PostgreSQL and print the statements of the throughput and ceiling phases (calls, rows, time)."),
     ] + connectionOptions
 
@@ -89,12 +92,19 @@ enum BenchCommand {
             finishedRows: parsed.int("finished-rows", default: 0, minimum: 0),
             maxRate: try parsed.rate("max-rate", default: 1_000_000),
             fcmLatencyMilliseconds: parsed.int("fcm-latency-ms", default: 0, minimum: 0),
-            tokenBytes: try tokenBytes(parsed))
+            tokenBytes: try tokenBytes(parsed),
+            features: try features(parsed))
 
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         if settings.finishedRows > 0 && parsed.string("database-url") != nil {
             throw UsageError("herald bench: --finished-rows fills herald.jobs with made-up finished jobs, which it does only in its private PostgreSQL; drop \(parsed.lookup("database-url")!.source) or --finished-rows")
+        }
+        if !settings.features.isEmpty && parsed.string("database-url") != nil {
+            throw UsageError("herald bench: --with \(settings.features.map(\.rawValue).joined(separator: ",")) changes the queue's settings (and the project registry), which it does only in its private PostgreSQL; drop \(parsed.lookup("database-url")!.source) or --with")
+        }
+        if settings.features.contains(.projects), parsed.string("credentials") != nil {
+            throw UsageError("herald bench: --with projects registers projects whose keys the bench's own emulator writes; it cannot be given with \(parsed.lookup("credentials")!.source) (that FCM would not know those keys)")
         }
         if settings.profile && parsed.string("database-url") != nil {
             throw UsageError("herald bench: --profile loads pg_stat_statements into the bench's private PostgreSQL; it cannot be given with \(parsed.lookup("database-url")!.source) (load pg_stat_statements in that server yourself)")
@@ -131,6 +141,23 @@ enum BenchCommand {
         return n
     }
 
+    /// `--with`: the features of the queue a run measures, in the order of this list.
+    enum Feature: String, CaseIterable {
+        case caps, quietHours = "quiet-hours", events, projects
+    }
+
+    static func features(_ parsed: ParsedOptions) throws -> [Feature] {
+        let names = parsed.all("with").flatMap { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+        var chosen = Set<Feature>()
+        for name in names where !name.isEmpty {
+            guard let feature = Feature(rawValue: name) else {
+                throw UsageError("herald bench: --with \(name) is not a feature; give one or more of \(Feature.allCases.map(\.rawValue).joined(separator: ", ")) (repeated or comma-separated)")
+            }
+            chosen.insert(feature)
+        }
+        return Feature.allCases.filter(chosen.contains)
+    }
+
     struct Settings {
         var jobs: Int
         var processes: Int
@@ -146,6 +173,7 @@ enum BenchCommand {
         var maxRate: Double
         var fcmLatencyMilliseconds: Int
         var tokenBytes: Int
+        var features: [Feature]
         var batch: Int { max(1, min(concurrency, 256)) }
     }
 }
@@ -163,6 +191,8 @@ struct BenchFigures {
     var poolSeconds = 0.0
     var throughputCompleted = 0
     var messagesPerSecond = 0.0
+    /// `--with events`: herald.events rows of kind completed for the phase's jobs.
+    var throughputEvents: Int?
     // phase 2
     var latencyJobs = 0
     var offeredRate = 0.0
@@ -191,6 +221,16 @@ struct BenchFigures {
     var ratio: Double { ceiling.jobsPerSecond > 0 ? messagesPerSecond / ceiling.jobsPerSecond : 0 }
     var peakRSSMiB: Double { Double(peakRSSBytes) / 1_048_576 }
 
+    /// `--with events`: what the throughput phase left in herald.events.
+    var featureNames: String {
+        settings.features.isEmpty ? "none" : settings.features.map(\.rawValue).joined(separator: ", ")
+    }
+
+    var eventsNote: String {
+        guard let throughputEvents else { return "" }
+        return "; \(grouped(throughputEvents)) completed events in herald.events"
+    }
+
     var table: String {
         let s = settings
         func row(_ name: String, _ value: String, _ target: String = "") -> String {
@@ -205,6 +245,7 @@ struct BenchFigures {
                 + (s.maxRate > 0 ? "project rate \(grouped(Int(s.maxRate)))/s (--max-rate)" : "no project rate")
                 + (s.finishedRows > 0 ? " on a table holding \(grouped(s.finishedRows)) finished jobs (throughput and ceiling phases)" : ""),
             "  database: \(database); FCM: \(fcm)",
+            "  features (--with): \(featureNames)",
             "",
             row("figure", "measured"),
             row("Herald end-to-end (msgs/s)", grouped(Int(messagesPerSecond.rounded())), ">= 20,000"),
@@ -223,7 +264,7 @@ struct BenchFigures {
             "",
             "Phases:",
             "  throughput: enqueue \(fixed(enqueueSeconds, 2)) s; first claim to last delivered \(fixed(deliverSeconds, 2)) s "
-                + "(\(grouped(throughputCompleted)) completed); pool start to exit \(fixed(poolSeconds, 2)) s",
+                + "(\(grouped(throughputCompleted)) completed); pool start to exit \(fixed(poolSeconds, 2)) s" + eventsNote,
             "  latency:    \(grouped(latencyJobs)) jobs offered at \(grouped(Int(offeredRate.rounded())))/s over \(fixed(s.latencySeconds, 0)) s; max \(fixed(maxLatency, 1)) ms; "
                 + "worker CPU \(fixed(latencyWorkerCPUSeconds, 2)) s (\(fixed(latencyJobs > 0 ? latencyWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 1)) us per job offered, warm-up and idle included; "
                 + "\(fixed(latencyJobs > 0 ? latencyWindowWorkerCPUSeconds * 1e6 / Double(latencyJobs) : 0, 1)) us per job while they were offered and delivered)",
@@ -276,9 +317,11 @@ struct BenchFigures {
         return [
             "machine": ["cores": JSONValue(cores), "postgresql": .string(postgresVersion), "build": .string(build)],
             "settings": ["processes": JSONValue(s.processes), "concurrency": JSONValue(s.concurrency), "claim_batch": JSONValue(s.batch),
-                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "max_rate": number(s.maxRate, 0), "fcm_latency_ms": JSONValue(s.fcmLatencyMilliseconds), "token_bytes": JSONValue(s.tokenBytes), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
+                         "jobs": JSONValue(s.jobs), "finished_rows": JSONValue(s.finishedRows), "max_rate": number(s.maxRate, 0), "fcm_latency_ms": JSONValue(s.fcmLatencyMilliseconds), "token_bytes": JSONValue(s.tokenBytes),
+                         "features": .array(s.features.map { .string($0.rawValue) }), "rate": JSONValue(s.rate), "latency_seconds": number(s.latencySeconds, 1)],
             "end_to_end_msgs_per_second": number(messagesPerSecond, 0),
-            "throughput": ["completed": JSONValue(throughputCompleted), "enqueue_seconds": number(enqueueSeconds, 3),
+            "throughput": ["completed": JSONValue(throughputCompleted), "completed_events": throughputEvents.map { JSONValue($0) } ?? .null,
+                           "enqueue_seconds": number(enqueueSeconds, 3),
                            "first_claim_to_last_delivered_seconds": number(deliverSeconds, 3), "pool_seconds": number(poolSeconds, 3)],
             "latency_ms": ["offered_rate": number(offeredRate, 0), "jobs": JSONValue(latencyJobs),
                            "p50": number(p50, 2), "p99": number(p99, 2), "max": number(maxLatency, 2)],
@@ -342,6 +385,8 @@ final class Bench {
     var baseID = 0
     /// The private cluster's CPU; nil with DATABASE_URL (its server is not ours to read).
     let serverCPU: ServerCPU?
+    /// `--with projects`: the registry projects the throughput and latency jobs are split between.
+    var projects: [String] = []
 
     init(settings: BenchCommand.Settings, environment: RunEnvironment, log: Logger) throws {
         self.settings = settings
@@ -400,7 +445,58 @@ final class Bench {
     /// the bench's own jobs are deleted.
     func clear() throws {
         try BenchmarkJobs.clear(connection, ownDatabase: ownDatabase, afterID: baseID)
+        if settings.features.contains(.events) { try connection.execute("TRUNCATE herald.events") }
     }
+
+    /// `--with`: sets each feature up on queue 'default' (the bench's jobs' queue), so that it
+    /// runs on every claim and record but holds nothing back.
+    func setUpFeatures() throws {
+        if ownDatabase {
+            // The private cluster outlives a run: what an earlier run set up goes first, so a
+            // run without a feature runs without it, and each run starts from the same tables.
+            try clear()
+            try connection.query("SELECT herald.set_frequency_cap('default', NULL, NULL)")
+            try connection.query("SELECT herald.set_quiet_hours('default', NULL, NULL)")
+            try connection.query("SELECT herald.set_queue_events('default', $1)", [.bool(false)])
+            try connection.execute("TRUNCATE herald.token_sends, herald.events")
+            try connection.query("SELECT herald.remove_project(name) FROM herald.projects WHERE name IN ('bench-a', 'bench-b')")
+        }
+        for feature in settings.features {
+            switch feature {
+            case .caps:
+                try connection.query("SELECT herald.set_frequency_cap('default', $1, $2::interval)", [.int(1000), .text("1 day")])
+            case .quietHours:
+                // A window of an hour starting 6 hours from now (UTC: the bench's tokens have no time zone).
+                try connection.query("""
+                    SELECT herald.set_quiet_hours('default', (now() AT TIME ZONE 'UTC' + $1::interval)::time,
+                                                  (now() AT TIME ZONE 'UTC' + $2::interval)::time)
+                    """, [.text("6 hours"), .text("7 hours")])
+            case .events:
+                try connection.query("SELECT herald.set_queue_events('default', $1)", [.bool(true)])
+            case .projects:
+                guard let emulator = environment.emulator else {
+                    throw UsageError("herald bench: --with projects needs the bench's own emulator (no GOOGLE_APPLICATION_CREDENTIALS)")
+                }
+                let folder = (environment.credentialsPath as NSString).deletingLastPathComponent
+                for name in ["bench-a", "bench-b"] {
+                    let key = folder + "/\(name)-service-account.json"
+                    try emulator.writeServiceAccount(to: key, projectID: "herald-\(name)")
+                    try connection.query("SELECT herald.add_project($1, $2, $3)", [.text(name), .text("herald-\(name)"), .text(key)])
+                    projects.append(name)
+                }
+            }
+        }
+        if !settings.features.isEmpty { log.info("set up on queue 'default': \(settings.features.map(\.rawValue).joined(separator: ", ")) (--with)") }
+    }
+
+    /// The pool's groups of workers: one, for the jobs of no project, or one per project of
+    /// `--with projects`, `--processes` divided between them (the same worker processes in all).
+    var poolGroups: [Supervisor.Group] {
+        projects.isEmpty ? [Supervisor.Group()]
+            : projects.map { Supervisor.Group(label: "project \($0)", project: $0, arguments: ["--project", $0]) }
+    }
+
+    var processesPerGroup: Int { max(1, settings.processes / poolGroups.count) }
 
     func maxID() throws -> Int { try BenchmarkJobs.maxID(connection) }
 
@@ -426,6 +522,7 @@ final class Bench {
             : environment.fcmBaseURL
         if figures.build == "debug" { log.warning("this is a debug build; build with `swift build -c release` for real figures") }
 
+        try setUpFeatures()
         try throughput(&figures)
         try latency(&figures)
         try ceiling(&figures)
@@ -442,7 +539,7 @@ final class Bench {
         let before = try maxID()
         log.info("throughput: enqueueing \(grouped(settings.jobs)) jobs with one INSERT ... SELECT generate_series")
         let enqueueStart = monotonicSeconds()
-        try BenchmarkJobs.enqueue(connection, count: settings.jobs)
+        try BenchmarkJobs.enqueue(connection, count: settings.jobs, projects: projects)
         figures.enqueueSeconds = monotonicSeconds() - enqueueStart
         try resetProfile()
 
@@ -451,8 +548,8 @@ final class Bench {
         let progress = Progress(url: environment.databaseURL, afterID: before, total: settings.jobs, label: "throughput")
         progress.start()
         log.info("throughput: \(settings.processes) worker processes, herald work --drain")
-        let supervisor = Supervisor(processes: settings.processes, arguments: workerArguments + ["--drain"],
-                                    environment: environment.childEnvironment, drain: true, log: log)
+        let supervisor = Supervisor(processes: processesPerGroup, arguments: workerArguments + ["--drain"],
+                                    environment: environment.childEnvironment, drain: true, log: log, groups: poolGroups)
         let poolStart = monotonicSeconds()
         let report = supervisor.run()
         figures.poolSeconds = monotonicSeconds() - poolStart
@@ -472,6 +569,9 @@ final class Bench {
         }
         figures.deliverSeconds = max(0.001, lastFinished - firstClaim)
         figures.messagesPerSecond = Double(settings.jobs) / figures.deliverSeconds
+        if settings.features.contains(.events) {
+            figures.throughputEvents = try BenchmarkJobs.completedEvents(connection, afterID: before)
+        }
         figures.throughputCPU = CPUPerMessage(seconds: report.workerCPUSeconds, postgres: serverSeconds, emulator: emulatorSeconds,
                                               messages: figures.throughputCompleted)
         if settings.profile {
@@ -484,13 +584,13 @@ final class Bench {
 
     func latency(_ figures: inout BenchFigures) throws {
         try clear()
-        let processes = settings.processes, arguments = workerArguments, childEnvironment = environment.childEnvironment
+        let processes = processesPerGroup, groups = poolGroups, arguments = workerArguments, childEnvironment = environment.childEnvironment
         let log = self.log
         let report = Locked<Supervisor.Report?>(nil)
         let stopped = DispatchSemaphore(value: 0)
         log.info("latency: \(processes) worker processes without --drain; \(grouped(settings.rate)) jobs/s for \(fixed(settings.latencySeconds, 0)) s after a 1 s warm-up")
         let thread = Thread {
-            let supervisor = Supervisor(processes: processes, arguments: arguments, environment: childEnvironment, drain: false, log: log)
+            let supervisor = Supervisor(processes: processes, arguments: arguments, environment: childEnvironment, drain: false, log: log, groups: groups)
             let result = supervisor.run()
             report.withLock { $0 = result }
             stopped.signal()
@@ -501,7 +601,7 @@ final class Bench {
         var token = 1
         // Wait until every worker has started, connected and fetched its access token; then warm up at the same rate.
         let readyBy = monotonicSeconds() + 30
-        while try Administration.connectedWorkers(connection) < processes {
+        while try Administration.connectedWorkers(connection) < processes * groups.count {
             if monotonicSeconds() > readyBy || report.value != nil {
                 throw BenchError("the worker pool of the latency phase did not start within 30 s; see the messages above")
             }
@@ -563,11 +663,11 @@ final class Bench {
             let elapsed = monotonicSeconds() - start
             let due = min(total, Int(Double(rate) * elapsed))
             if due > sent {
-                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: due - sent)
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: due - sent, projects: projects)
                 sent = due
             }
             if elapsed >= seconds {
-                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: total - sent)
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: total - sent, projects: projects)
                 sent = total
                 break
             }

@@ -70,6 +70,13 @@ enum BenchCommand {
                       i.e. each exited backend), less the backend of the bench's progress watch;
                       not measured with DATABASE_URL;
           emulator:   the CPU clocks of the emulator's event-loop threads in this process.
+        --with FEATURE sets a feature up on queue 'default' (the bench's jobs' queue) in the private
+        PostgreSQL before the phases, so its cost per message shows against a run without it:
+          herald bench --jobs 50000 --latency-seconds 2
+          herald bench --jobs 50000 --latency-seconds 2 --with caps
+        (alternate the two several times: one run against another moves by a fifth on a busy
+        machine). Each run first removes what an earlier run set up. With projects the ceiling
+        phase still claims jobs of no project (its claims are the workers' of no project).
         Targets are printed next to the figures; nothing is asserted.
         """)
 

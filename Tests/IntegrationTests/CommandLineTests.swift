@@ -24,6 +24,25 @@ import TestSupport
         #expect(again.status == 0, "\(again.output)")
         #expect(!again.output.contains("applied"), "nothing left to apply: \(again.output)")
     }
+
+    @Test func theBenchWithEventsAndProjectsDeliversEveryJobAndWritesAnEventForEach() throws {
+        let folder = NSTemporaryDirectory() + "herald-bench-with-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let figuresFile = folder + "/figures.json"
+        let run = try HeraldProcess.run(["bench", "--jobs", "300", "--latency-seconds", "1", "--rate", "200", "--processes", "2",
+                                         "--with", "events,projects", "--data-dir", folder, "--json", figuresFile],
+                                        environment: [:], timeout: 300)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("features (--with): events, projects"), "\(run.output)")
+        let figures = try JSONValue.parse(String(contentsOfFile: figuresFile, encoding: .utf8))
+        #expect(figures["settings"]?["features"]?.arrayValue?.compactMap(\.stringValue) == ["events", "projects"])
+        #expect(figures["throughput"]?["completed"]?.intValue == 300, "every job of the throughput phase delivered")
+        #expect(figures["throughput"]?["completed_events"]?.intValue == 300, "one completed event per job")
+
+        let refused = try HeraldProcess.run(["bench", "--with", "caps,quiet", "--data-dir", folder], environment: [:], timeout: 30)
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("--with quiet is not a feature; give one or more of caps, quiet-hours, events, projects"), "\(refused.output)")
+    }
 }
 
 /// What a first day at the shell runs into: a typo, a version question, a bad number or URL.

@@ -76,7 +76,9 @@ enum BenchCommand {
           herald bench --jobs 50000 --latency-seconds 2 --with caps
         (alternate the two several times: one run against another moves by a fifth on a busy
         machine). Each run first removes what an earlier run set up. With projects the ceiling
-        phase still claims jobs of no project (its claims are the workers' of no project).
+        phase still claims jobs of no project (its claims are the workers' of no project). The
+        adaptive project rate has no switch of its own: --max-rate 0 runs without any project
+        rate (neither the adaptive rate nor the token bucket).
         Targets are printed next to the figures; nothing is asserted.
         """)
 

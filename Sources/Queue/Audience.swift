@@ -13,6 +13,13 @@ extension JobStore {
         try connection.query(SQL.deleteOldEvents, [.double(olderThan), .int(batch)]).affectedRows
     }
 
+    /// Deletes up to `batch` rows of herald.token_sends that no longer hold a token back: every
+    /// send in them is older than the queue's cap period at `now` (nil: the database's clock), or
+    /// the queue has no cap any more. Returns how many.
+    public func deleteSpentTokenSends(now: Double? = nil, batch: Int = 10_000) throws(PostgresError) -> Int {
+        try connection.query(SQL.deleteSpentTokenSends, [.int(batch), now.map { .double($0) }]).affectedRows
+    }
+
     /// Runs the token registry's aging rule (herald.age_tokens) at `now` (nil: the database's
     /// clock): how many tokens it marked stale and pruned.
     public func ageTokens(now: Double? = nil, batch: Int = 10_000) throws(PostgresError) -> (markedStale: Int, pruned: Int) {

@@ -3,11 +3,13 @@ import Queue
 
 /// The leader's upkeep of the audience tables (migration 130): the token registry's aging rule
 /// (herald.age_tokens), dedupe keys past their period, delivery
-/// events past their retention (7 days).
+/// events past their retention (7 days), and frequency-cap rows whose sends are all past the
+/// cap's period (herald.token_sends).
 enum AudienceUpkeep {
     struct Report: Sendable, Equatable {
         var dedupeKeysDeleted = 0
         var eventsDeleted = 0
+        var tokenSendsDeleted = 0
         var tokensMarkedStale = 0
         var tokensPruned = 0
     }
@@ -19,6 +21,7 @@ enum AudienceUpkeep {
         var report = Report()
         report.dedupeKeysDeleted = try store.deleteExpiredDedupeKeys(batch: batch)
         report.eventsDeleted = try store.deleteOldEvents(olderThan: eventsRetention, batch: batch)
+        report.tokenSendsDeleted = try store.deleteSpentTokenSends(batch: batch)
         let aged = try store.ageTokens(batch: batch)
         report.tokensMarkedStale = aged.markedStale
         report.tokensPruned = aged.pruned

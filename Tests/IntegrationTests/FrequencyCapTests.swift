@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Postgres
 import TestSupport
+import Queue
 
 /// Frequency caps and quiet hours per queue, enforced in the claim (herald.claim_batch at a time
 /// the test gives: p_now).
@@ -111,6 +112,31 @@ import TestSupport
         }
         let left = try c.query("SELECT count(*) FROM herald.queues").int(0, 0)
         #expect(left == 0)
+    }
+
+    @Test func upkeepDeletesCapRowsWhoseSendsAreAllPastThePeriod() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.query("SELECT herald.set_frequency_cap('marketing', 2, '1 day')")
+        try c.query("""
+            INSERT INTO herald.token_sends (queue, token, sent_at, last_counted) VALUES
+                ('marketing', 'idle-device', ARRAY['2026-05-29 09:00:00+00', '2026-05-30 09:00:00+00']::timestamptz[], 1),
+                ('marketing', 'recent-device', ARRAY['2026-06-01 10:00:00+00', '2026-06-01 11:00:00+00']::timestamptz[], 1),
+                ('uncapped', 'any-device', ARRAY['2026-06-01 11:00:00+00']::timestamptz[], 1)
+            """)
+        let noon = try #require(try c.query("SELECT extract(epoch FROM timestamptz '2026-06-01 12:00:00+00')::float8").double(0, 0))
+        let store = JobStore(connection: c)
+        #expect(try store.deleteSpentTokenSends(now: noon) == 2, "the idle device's row and the row of a queue without a cap")
+        let left = try c.query("SELECT queue || '/' || token, cardinality(sent_at) FROM herald.token_sends")
+        #expect(left.rowCount == 1 && left[0, 0] == "marketing/recent-device" && left.int(0, 1) == 2,
+                "a row with sends inside the period is kept")
+        // The recent device is still held to its cap at noon; the idle one starts counting again.
+        for token in ["recent-device", "idle-device", "idle-device", "idle-device"] {
+            try enqueue(c, token, at: "2026-06-01 11:30:00+00")
+        }
+        #expect(try claim(c, at: "2026-06-01 12:00:00+00").sorted() == ["idle-device", "idle-device"])
+        #expect(try store.deleteSpentTokenSends(now: noon) == 0)
     }
 
     /// A benchmark figure: the claim's cost with a cap and quiet hours on, against the same claim

@@ -1,13 +1,14 @@
--- Numbers each new herald.events row. The writing transaction's id (xid) is assigned first, then
--- the event id is taken from herald.events_id_seq: so every event id is taken after its writer's
--- xid exists, which is what lets herald.events_since tell when no smaller id can still commit.
+-- Gives a transaction that writes herald.events rows its transaction id (xid) before the rows
+-- take their ids: the statement's BEFORE trigger runs before any of its rows is formed, and each
+-- row's id comes from its column's default, nextval('herald.events_id_seq'). So every event id
+-- is taken after its writer's xid exists, which is what lets herald.events_since tell when no
+-- smaller id can still commit. Once per statement, not per row (migration 220).
 CREATE OR REPLACE FUNCTION herald._event_id() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     PERFORM pg_current_xact_id();
-    NEW.id := nextval('herald.events_id_seq');
-    RETURN NEW;
+    RETURN NULL;
 END $$;
 
 CREATE OR REPLACE TRIGGER events_id BEFORE INSERT ON herald.events
-    FOR EACH ROW EXECUTE FUNCTION herald._event_id();
+    FOR EACH STATEMENT EXECUTE FUNCTION herald._event_id();

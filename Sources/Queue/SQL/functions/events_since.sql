@@ -7,7 +7,7 @@
 -- of which has finished are returned:
 --   1. read the sequence's last value H (every id up to H is taken);
 --   2. take this transaction's own xid X. Each event row's id is taken after its writer's xid
---      was assigned (trigger events_id), so the writer of any id <= H got its xid before X;
+--      was assigned (the statement trigger events_id), so the writer of any id <= H got its xid before X;
 --   3. wait until the oldest transaction still running (pg_snapshot_xmin of a fresh snapshot)
 --      is X itself or younger: every writer of an id <= H has then committed or rolled back.
 -- Then the rows above after_id up to H are read with a new snapshot. The wait is on every

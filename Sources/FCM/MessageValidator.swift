@@ -223,8 +223,9 @@ private struct Evaluation {
             guard case .string(let s) = value else { return }
             if s.utf8.count > max { report(rule, "max_bytes", ["value": render(value), "max": String(max)]) }
 
-        case .dataMap(let reserved, let prefixes):
+        case .dataMap(let keys):
             guard case .object(let object) = value else { return }
+            let reserved = keys.reserved, prefixes = keys.prefixes
             var issues: [(key: String, issue: ValidationIssue)] = []
             object.members.withUnsafeBufferPointer { members in
                 for i in 0..<members.count {
@@ -281,8 +282,10 @@ private struct Evaluation {
             }
             add(rule, issues)
 
-        case .payloadSize(let max, let topicMax, let topicTargets, let paths, let platforms):
+        case .payloadSize(let limit):
             guard case .object(let object) = value else { return }
+            let max = limit.max, topicMax = limit.topicMax, topicTargets = limit.topicTargets
+            let paths = limit.paths, platforms = limit.platforms
             var largest = -1
             var largestPlatform = 0
             // Each distinct part (data, notification, ...) is measured once for all platforms.

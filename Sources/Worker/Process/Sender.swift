@@ -35,7 +35,7 @@ final class Sender: @unchecked Sendable {
     private var notSentLeaseEnding = 0
     /// The validation rules with the operator's extra fields.
     let rules: MessageRuleSet
-    private var inFlight: [UInt64: InFlight] = [:]
+    private var inFlight: [JobKey: InFlight] = [:]
     private var nextTag: UInt64 = 1
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
@@ -338,7 +338,7 @@ final class Sender: @unchecked Sendable {
         }
         let tag = nextTag
         nextTag &+= 1
-        inFlight[tag] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
+        inFlight[JobKey(Int(bitPattern: UInt(tag)))] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
                                  sentAt: Date().timeIntervalSince1970)
         client.submit(request, tag: tag)
         counters.sent += 1
@@ -370,7 +370,7 @@ final class Sender: @unchecked Sendable {
                 }
                 continue
             }
-            guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
+            guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
             if let outage {
                 circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: outage)
             } else {

@@ -176,7 +176,7 @@ private let curlGlobalInit: CURLcode = herald_global_init()
 public final class HTTPClient: @unchecked Sendable {
     private let configuration: HTTPClientConfiguration
     private let multi: UnsafeMutableRawPointer
-    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var active: [HandleKey: Transfer] = [:]
     private var idle: [EasyHandle] = []
     /// Requests that failed before reaching curl, reported by the next poll.
     private var failedEarly: [HTTPCompletion] = []
@@ -218,7 +218,7 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     deinit {
-        for handle in active.keys { curl_multi_remove_handle(multi, handle) }
+        for key in active.keys { curl_multi_remove_handle(multi, key.handle) }
         active.removeAll()
         idle.removeAll()
         curl_multi_cleanup(multi)
@@ -231,27 +231,32 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
     public func submit(_ request: HTTPRequest, tag: UInt64) {
-        guard let key = originKey(request.url) else {
+        guard let origin = origin(of: request.url) else {
             start(request, tag: tag, role: .plain)
             return
-        }
-        let origin: Origin
-        if let known = origins[key] {
-            origin = known
-        } else {
-            origin = Origin(key: key)
-            origins[key] = origin
         }
         origin.pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
         admit(origin)
     }
 
-    /// The last URL submitted and its cleartext origin: a sender sends to one URL.
-    private var lastURL: (url: String, origin: String?)?
+    /// The last URL submitted and its cleartext origin (nil: not cleartext): a sender sends to
+    /// one URL, so most requests find their origin here without parsing the URL or hashing the
+    /// origin's key. Origins are never removed from `origins`, so the one kept here stays the
+    /// one listed there.
+    private var lastURL: (url: String, origin: Origin?)?
 
-    private func originKey(_ url: String) -> String? {
+    private func origin(of url: String) -> Origin? {
         if let last = lastURL, last.url == url { return last.origin }
-        let origin = HTTPClient.cleartextOrigin(url)
+        var origin: Origin? = nil
+        if let key = HTTPClient.cleartextOrigin(url) {
+            if let known = origins[key] {
+                origin = known
+            } else {
+                let made = Origin(key: key)
+                origins[key] = made
+                origin = made
+            }
+        }
         lastURL = (url, origin)
         return origin
     }
@@ -298,7 +303,7 @@ public final class HTTPClient: @unchecked Sendable {
                 HTTPClientError(kind: .other, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(code)))"))))
             return false
         }
-        active[easy.handle] = transfer
+        active[HandleKey(easy.handle)] = transfer
         startedSinceDrive = true
         return true
     }
@@ -375,7 +380,7 @@ public final class HTTPClient: @unchecked Sendable {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
             let code = herald_msg_result(message)
             curl_multi_remove_handle(multi, handle)
-            guard let transfer = active.removeValue(forKey: handle) else { continue }
+            guard let transfer = active.removeValue(forKey: HandleKey(handle)) else { continue }
             let result = transfer.result(code)
             finished.append(HTTPCompletion(tag: transfer.tag, result: result))
             settle(transfer, result, into: &finished)
@@ -757,6 +762,20 @@ private final class HeaderList {
     }
 
     deinit { curl_slist_free_all(list) }
+}
+
+/// An easy handle as a dictionary key. Its address is libcurl's allocation, not outside input, so
+/// a multiply-and-fold hash serves: it spares the standard SipHash on the two look-ups of every
+/// request.
+private struct HandleKey: Hashable {
+    let handle: UnsafeMutableRawPointer
+    init(_ handle: UnsafeMutableRawPointer) { self.handle = handle }
+    static func == (a: HandleKey, b: HandleKey) -> Bool { a.handle == b.handle }
+    func hash(into hasher: inout Hasher) { hasher.combine(handle) }
+    func _rawHashValue(seed: Int) -> Int {
+        let mixed = (Int(bitPattern: handle) ^ seed) &* -7_046_029_254_386_353_131
+        return mixed ^ (mixed &>> 31)
+    }
 }
 
 /// A URL as curl parsed it (`CURLU`); freed when no handle holds it.

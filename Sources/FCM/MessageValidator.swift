@@ -223,8 +223,9 @@ private struct Evaluation {
             guard case .string(let s) = value else { return }
             if s.utf8.count > max { report(rule, "max_bytes", ["value": render(value), "max": String(max)]) }
 
-        case .dataMap(let reserved, let prefixes):
+        case .dataMap(let keys):
             guard case .object(let object) = value else { return }
+            let reserved = keys.reserved, prefixes = keys.prefixes
             var issues: [(key: String, issue: ValidationIssue)] = []
             object.members.withUnsafeBufferPointer { members in
                 for i in 0..<members.count {
@@ -281,8 +282,10 @@ private struct Evaluation {
             }
             add(rule, issues)
 
-        case .payloadSize(let max, let topicMax, let topicTargets, let paths, let platforms):
+        case .payloadSize(let limit):
             guard case .object(let object) = value else { return }
+            let max = limit.max, topicMax = limit.topicMax, topicTargets = limit.topicTargets
+            let paths = limit.paths, platforms = limit.platforms
             var largest = -1
             var largestPlatform = 0
             // Each distinct part (data, notification, ...) is measured once for all platforms.
@@ -298,7 +301,7 @@ private struct Evaluation {
                                 parts[part].withUnsafeBufferPointer { alternatives in
                                     for index in alternatives {
                                         if sizes[index] == -1 {
-                                            sizes[index] = resolve(paths[index]).map(Self.measure) ?? -2
+                                            sizes[index] = Self.measured(object, paths[index][...]) ?? -2
                                         }
                                         if sizes[index] >= 0 {
                                             size += sizes[index]
@@ -433,6 +436,23 @@ private struct Evaluation {
             }
         }
         return plain ? "." + key : "[" + Text.quote(Text.truncate(key, limit: limit, ellipsis: ellipsis)) + "]"
+    }
+
+    /// Payload bytes of the value at `path` below `object`, nil when it is absent or JSON null:
+    /// `resolve(path).map(measure)` without copying the values on the way.
+    static func measured(_ object: JSONObject, _ path: ArraySlice<String>) -> Int? {
+        guard let key = path.first else { return nil }
+        let count = key.utf8.count
+        return object.members.withUnsafeBufferPointer { buffer -> Int? in
+            for i in 0..<buffer.count where buffer[i].key.utf8.count == count && buffer[i].key == key {
+                switch buffer[i].value {
+                case .null: return nil
+                case .object(let inner) where path.count > 1: return measured(inner, path.dropFirst())
+                default: return path.count == 1 ? measure(buffer[i].value) : nil
+                }
+            }
+            return nil
+        }
     }
 
     /// Payload bytes of a value, as defined on `MessageValidator`.

@@ -59,6 +59,17 @@ public enum SendClassification: Sendable, Equatable {
         }
     }
 
+    /// Classifies an answer of the HTTP client: the same as `init(httpStatus:headers:...)`, but
+    /// the answer's headers are read only when they can matter (FCM's usual 200 is settled by
+    /// its body alone).
+    public init(response: HTTPResponse, now: Date, redacting secrets: [String] = []) {
+        if (200..<300).contains(response.status), let name = Self.onlyName(in: response.body) {
+            self = .delivered(name: name)
+            return
+        }
+        self.init(httpStatus: response.status, headers: response.headers, body: response.body, now: now, redacting: secrets)
+    }
+
     /// The value of `name` when `body` is exactly a JSON object with that one member, a string of
     /// printable ASCII without escapes (what FCM answers a send); nil for anything else, which
     /// the full parse then reads.

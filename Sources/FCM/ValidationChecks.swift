@@ -364,7 +364,8 @@ enum ConditionChecker {
 }
 
 /// The member names of a closed object, and the nearest of them to a name that is not one.
-struct KnownFields: Sendable {
+/// A class: a rule's check hands it over with one retain instead of one per list.
+final class KnownFields: Sendable {
     let names: [String]
     /// Every name's UTF-8 bytes, one after another, and where each one ends: a name is found by
     /// comparing lengths and bytes, which for a dozen names costs less than hashing the key.

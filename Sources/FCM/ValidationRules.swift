@@ -236,11 +236,41 @@ enum Check: Sendable {
     case color
     case httpsURL
     case maxBytes(Int)
-    case dataMap(reserved: [String], prefixes: [String])
+    case dataMap(ReservedKeys)
     case stringMap
     case stringArray
     case knownFields(KnownFields)
-    case payloadSize(max: Int, topicMax: Int, topicTargets: [String], paths: [[String]], platforms: [Platform])
+    case payloadSize(PayloadLimit)
+}
+
+// The checks with lists are classes: matching a check hands each over with one retain instead of
+// one per list.
+
+/// A data map's reserved names and name prefixes.
+final class ReservedKeys: Sendable {
+    let reserved: [String]
+    let prefixes: [String]
+    init(reserved: [String], prefixes: [String]) {
+        self.reserved = reserved
+        self.prefixes = prefixes
+    }
+}
+
+/// The payload limit: `max` bytes, `topicMax` when a `topicTargets` member is present, measured
+/// per platform over `paths`.
+final class PayloadLimit: Sendable {
+    let max: Int
+    let topicMax: Int
+    let topicTargets: [String]
+    let paths: [[String]]
+    let platforms: [Platform]
+    init(max: Int, topicMax: Int, topicTargets: [String], paths: [[String]], platforms: [Platform]) {
+        self.max = max
+        self.topicMax = topicMax
+        self.topicTargets = topicTargets
+        self.paths = paths
+        self.platforms = platforms
+    }
 }
 
 enum Condition: Sendable {
@@ -358,7 +388,7 @@ final class Rule: Sendable {
             case "color": check = .color
             case "https_url": check = .httpsURL
             case "max_bytes": check = .maxBytes(try int("max"))
-            case "data_map": check = .dataMap(reserved: try strings("reserved"), prefixes: try strings("reserved_prefixes"))
+            case "data_map": check = .dataMap(ReservedKeys(reserved: try strings("reserved"), prefixes: try strings("reserved_prefixes")))
             case "string_map": check = .stringMap
             case "string_array": check = .stringArray
             case "known_fields": check = .knownFields(KnownFields(try strings("fields")))
@@ -379,8 +409,8 @@ final class Rule: Sendable {
                         }
                     }))
                 }
-                check = .payloadSize(max: try int("max"), topicMax: try int("topic_max"),
-                                     topicTargets: try strings("topic_targets"), paths: paths, platforms: platforms)
+                check = .payloadSize(PayloadLimit(max: try int("max"), topicMax: try int("topic_max"),
+                                                  topicTargets: try strings("topic_targets"), paths: paths, platforms: platforms))
             default:
                 throw fail("unknown check \(checkName.serialized); this build of Herald is older than its rules")
             }

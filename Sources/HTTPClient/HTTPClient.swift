@@ -25,14 +25,68 @@ public struct HTTPRequest: Sendable {
 /// The final answer to a request (interim 1xx answers are dropped).
 public struct HTTPResponse: Sendable {
     public var status: Int
-    /// In the order received; names lowercased.
-    public var headers: [(name: String, value: String)]
+    /// In the order received; names lowercased. Read from the header lines as received when
+    /// first asked for (each read reads them again): most answers are judged by status and body
+    /// alone, and turning every header line into two Strings cost more than the rest of the
+    /// answer's handling.
+    public var headers: [(name: String, value: String)] {
+        get { given ?? HTTPResponse.parse(headerLines) }
+        set { given = newValue; headerLines = [] }
+    }
     public var body: [UInt8]
+    /// The headers as the caller gave them (nil: read them from `headerLines`).
+    private var given: [(name: String, value: String)]?
+    /// The final answer's header lines, each as curl handed it over (CRLF included).
+    private var headerLines: [UInt8]
 
     public init(status: Int, headers: [(name: String, value: String)] = [], body: [UInt8] = []) {
         self.status = status
-        self.headers = headers
+        self.given = headers
+        self.headerLines = []
         self.body = body
+    }
+
+    init(status: Int, headerLines: [UInt8], body: [UInt8]) {
+        self.status = status
+        self.given = nil
+        self.headerLines = headerLines
+        self.body = body
+    }
+
+    /// `name: value` lines (CRLF or LF ended) as (lowercased name, value) pairs, spaces around
+    /// both cut; lines without a colon or with an empty name are left out.
+    static func parse(_ lines: [UInt8]) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        lines.withUnsafeBytes { bytes in
+            var start = 0
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count && bytes[end] != 0x0A { end += 1 }
+                let line = UnsafeRawBufferPointer(rebasing: bytes[start..<min(end + 1, bytes.count)])
+                start = end + 1
+                guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+                let name = text(line[..<colon], lowercased: true)
+                guard !name.isEmpty else { continue }
+                headers.append((name: name, value: text(line[(colon + 1)...], lowercased: false)))
+            }
+        }
+        return headers
+    }
+
+    /// `part` without the spaces around it, as a String; header names are ASCII, so lowering
+    /// them byte by byte is enough.
+    private static func text(_ part: Slice<UnsafeRawBufferPointer>, lowercased: Bool) -> String {
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
+        guard let first = part.firstIndex(where: { !isSpace($0) }),
+              let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
+        let bytes = part[first...last]
+        guard lowercased else { return String(decoding: bytes, as: UTF8.self) }
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            for (offset, byte) in bytes.enumerated() {
+                buffer[offset] = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
+            }
+            return bytes.count
+        }
     }
 
     /// The first value of the header `name` (any case), or nil.
@@ -122,7 +176,7 @@ private let curlGlobalInit: CURLcode = herald_global_init()
 public final class HTTPClient: @unchecked Sendable {
     private let configuration: HTTPClientConfiguration
     private let multi: UnsafeMutableRawPointer
-    private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+    private var active: [HandleKey: Transfer] = [:]
     private var idle: [EasyHandle] = []
     /// Requests that failed before reaching curl, reported by the next poll.
     private var failedEarly: [HTTPCompletion] = []
@@ -164,7 +218,7 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     deinit {
-        for handle in active.keys { curl_multi_remove_handle(multi, handle) }
+        for key in active.keys { curl_multi_remove_handle(multi, key.handle) }
         active.removeAll()
         idle.removeAll()
         curl_multi_cleanup(multi)
@@ -177,27 +231,32 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
     public func submit(_ request: HTTPRequest, tag: UInt64) {
-        guard let key = originKey(request.url) else {
+        guard let origin = origin(of: request.url) else {
             start(request, tag: tag, role: .plain)
             return
-        }
-        let origin: Origin
-        if let known = origins[key] {
-            origin = known
-        } else {
-            origin = Origin(key: key)
-            origins[key] = origin
         }
         origin.pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
         admit(origin)
     }
 
-    /// The last URL submitted and its cleartext origin: a sender sends to one URL.
-    private var lastURL: (url: String, origin: String?)?
+    /// The last URL submitted and its cleartext origin (nil: not cleartext): a sender sends to
+    /// one URL, so most requests find their origin here without parsing the URL or hashing the
+    /// origin's key. Origins are never removed from `origins`, so the one kept here stays the
+    /// one listed there.
+    private var lastURL: (url: String, origin: Origin?)?
 
-    private func originKey(_ url: String) -> String? {
+    private func origin(of url: String) -> Origin? {
         if let last = lastURL, last.url == url { return last.origin }
-        let origin = HTTPClient.cleartextOrigin(url)
+        var origin: Origin? = nil
+        if let key = HTTPClient.cleartextOrigin(url) {
+            if let known = origins[key] {
+                origin = known
+            } else {
+                let made = Origin(key: key)
+                origins[key] = made
+                origin = made
+            }
+        }
         lastURL = (url, origin)
         return origin
     }
@@ -244,7 +303,7 @@ public final class HTTPClient: @unchecked Sendable {
                 HTTPClientError(kind: .other, message: "curl_multi_add_handle failed: \(String(cString: curl_multi_strerror(code)))"))))
             return false
         }
-        active[easy.handle] = transfer
+        active[HandleKey(easy.handle)] = transfer
         startedSinceDrive = true
         return true
     }
@@ -321,7 +380,7 @@ public final class HTTPClient: @unchecked Sendable {
             guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
             let code = herald_msg_result(message)
             curl_multi_remove_handle(multi, handle)
-            guard let transfer = active.removeValue(forKey: handle) else { continue }
+            guard let transfer = active.removeValue(forKey: HandleKey(handle)) else { continue }
             let result = transfer.result(code)
             finished.append(HTTPCompletion(tag: transfer.tag, result: result))
             settle(transfer, result, into: &finished)
@@ -534,10 +593,11 @@ public final class HTTPClient: @unchecked Sendable {
         }
 
         let list: HeaderList
-        if let last = lastHeaderList, last.lines == request.headers {
+        let largeBody = method.sendsBody && request.body.count > HeaderList.expectThreshold
+        if let last = lastHeaderList, last.largeBody == largeBody, last.lines == request.headers {
             list = last
         } else {
-            guard let made = HeaderList(request.headers) else {
+            guard let made = HeaderList(request.headers, largeBody: largeBody) else {
                 easy.settings = nil
                 return HTTPClientError(kind: .other, message: "curl_slist_append failed (out of memory)")
             }
@@ -675,13 +735,20 @@ private struct HandleSettings {
 /// A curl header list and the lines it was made from; freed when no handle holds it.
 private final class HeaderList {
     let lines: [String]
+    /// Made for a body larger than `expectThreshold`.
+    let largeBody: Bool
     let list: UnsafeMutablePointer<curl_slist>?
 
-    init?(_ lines: [String]) {
+    /// libcurl 7.88 sends `Expect: 100-continue` (and waits for the answer to it) only for an
+    /// HTTP/1.1 body larger than this (its EXPECT_100_THRESHOLD, 1 MiB).
+    static let expectThreshold = 1024 * 1024
+
+    init?(_ lines: [String], largeBody: Bool) {
         var list: UnsafeMutablePointer<curl_slist>?
         var all = lines
         // An empty `Expect:` stops curl from waiting for 100 Continue on large HTTP/1.1 bodies.
-        if !all.contains(where: { $0.lowercased().hasPrefix("expect:") }) { all.append("Expect:") }
+        // Smaller bodies go without it: every custom header costs curl a look at each request.
+        if largeBody && !all.contains(where: { $0.lowercased().hasPrefix("expect:") }) { all.append("Expect:") }
         for line in all {
             guard let appended = curl_slist_append(list, line) else {
                 curl_slist_free_all(list)
@@ -690,10 +757,25 @@ private final class HeaderList {
             list = appended
         }
         self.lines = lines
+        self.largeBody = largeBody
         self.list = list
     }
 
     deinit { curl_slist_free_all(list) }
+}
+
+/// An easy handle as a dictionary key. Its address is libcurl's allocation, not outside input, so
+/// a multiply-and-fold hash serves: it spares the standard SipHash on the two look-ups of every
+/// request.
+private struct HandleKey: Hashable {
+    let handle: UnsafeMutableRawPointer
+    init(_ handle: UnsafeMutableRawPointer) { self.handle = handle }
+    static func == (a: HandleKey, b: HandleKey) -> Bool { a.handle == b.handle }
+    func hash(into hasher: inout Hasher) { hasher.combine(handle) }
+    func _rawHashValue(seed: Int) -> Int {
+        let mixed = (Int(bitPattern: handle) ^ seed) &* -7_046_029_254_386_353_131
+        return mixed ^ (mixed &>> 31)
+    }
 }
 
 /// A URL as curl parsed it (`CURLU`); freed when no handle holds it.
@@ -755,7 +837,8 @@ private final class EasyHandle {
 private final class Transfer {
     let tag: UInt64
     let easy: EasyHandle
-    var headers: [(name: String, value: String)] = []
+    /// The header lines of the answer so far, as curl handed them over.
+    var headerLines: [UInt8] = []
     var body: [UInt8] = []
     var role: Role = .plain
 
@@ -785,35 +868,21 @@ private final class Transfer {
         }
         var status = 0
         _ = herald_easy_getinfo_long(easy.handle, CURLINFO_RESPONSE_CODE, &status)
-        return .success(HTTPResponse(status: status, headers: headers, body: body))
+        return .success(HTTPResponse(status: status, headerLines: headerLines, body: body))
     }
 
-    /// One header line as curl hands it over (with its CRLF).
+    /// One header line as curl hands it over (with its CRLF), kept as bytes: `HTTPResponse`
+    /// reads them only when asked.
     func header(_ line: UnsafeRawBufferPointer) {
-        if line.starts(with: "HTTP/".utf8) {
-            headers.removeAll()  // a new status line: an interim answer's headers are not the final ones
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+           line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
+            headerLines.removeAll(keepingCapacity: true)  // a new status line: an interim answer's headers are not the final ones
             return
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = Transfer.text(line[..<colon], lowercased: true)
-        guard !name.isEmpty else { return }
-        headers.append((name: name, value: Transfer.text(line[(colon + 1)...], lowercased: false)))
-    }
-
-    /// `part` without the spaces around it, as a String; header names are ASCII, so lowering
-    /// them byte by byte is enough (and spares `lowercased()`'s copy for every header).
-    private static func text(_ part: Slice<UnsafeRawBufferPointer>, lowercased: Bool) -> String {
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D || $0 == 0x0A }
-        guard let first = part.firstIndex(where: { !isSpace($0) }),
-              let last = part.lastIndex(where: { !isSpace($0) }) else { return "" }
-        let bytes = part[first...last]
-        guard lowercased else { return String(decoding: bytes, as: UTF8.self) }
-        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
-            for (offset, byte) in bytes.enumerated() {
-                buffer[offset] = byte >= 0x41 && byte <= 0x5A ? byte + 0x20 : byte
-            }
-            return bytes.count
-        }
+        if headerLines.isEmpty { headerLines.reserveCapacity(256) }
+        headerLines.append(contentsOf: line)
+        // A line curl handed over without its LF still ends here.
+        if line.last != 0x0A { headerLines.append(0x0A) }
     }
 }
 

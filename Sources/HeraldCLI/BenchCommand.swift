@@ -734,7 +734,7 @@ extension Bench {
         log.info("sends alone: \(grouped(settings.jobs)) FCM requests on \(settings.processes) threads x \(settings.concurrency) in flight, no PostgreSQL")
         let emulatorBefore = environment.emulator?.cpuSeconds
         let result = try SenderBenchmark.run(url: endpoint.sendURL,
-                                             headers: ["Authorization: \(authorization)", "Content-Type: application/json"],
+                                             headers: ["Authorization: \(authorization)", "Content-Type: application/json", "Accept:"],
                                              bodies: bodies, requests: settings.jobs, threads: settings.processes,
                                              concurrency: settings.concurrency, configuration: configuration)
         let emulatorSeconds = emulatorBefore.flatMap { before in environment.emulator.map { $0.cpuSeconds - before } }

@@ -193,6 +193,11 @@ public final class PGConnection: @unchecked Sendable {
     private var handle: OpaquePointer?
     public let url: String
     private var prepared: [String: String] = [:]
+    /// The same statements found by where their text is stored: the statements a worker runs
+    /// are constants, and a look-up by address spares hashing a statement's whole text (some are
+    /// kilobytes) for every query. Each entry keeps its text, so no other text can come to be
+    /// stored at its address; a hit is still compared (by identity first, which is immediate).
+    private var preparedByStorage: [Int: (sql: String, name: String)] = [:]
     private var listening: [String] = []
     /// Seconds the server runs one statement at most (its `statement_timeout`), nil: no limit.
     public private(set) var statementTimeout: Double?
@@ -219,7 +224,7 @@ public final class PGConnection: @unchecked Sendable {
             throw PostgresError("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         handle = connection
-        prepared = [:]
+        forgetPrepared()
         // Notices (e.g. "relation already exists, skipping") are not errors; keep them off stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         // The server's side of a silent path: it probes the client too, and its backend (and the
@@ -315,7 +320,7 @@ public final class PGConnection: @unchecked Sendable {
     private func abandon() {
         if let handle { PQfinish(handle) }
         handle = nil
-        prepared = [:]
+        forgetPrepared()
     }
 
     /// Sends with `send` and waits for the answer, at most `statementTimeout + answerGrace`
@@ -361,7 +366,7 @@ public final class PGConnection: @unchecked Sendable {
     public func query(_ sql: String, _ parameters: [PGValue?] = []) throws(PostgresError) -> PGResult {
         guard let handle else { throw PostgresError("connection is closed") }
         let name: String
-        if let existing = prepared[sql] {
+        if let existing = preparedName(sql) {
             name = existing
         } else {
             name = "herald_\(prepared.count)"
@@ -375,6 +380,27 @@ public final class PGConnection: @unchecked Sendable {
             return try perform { PQsendQueryPrepared($0, name, Int32(pointers.count), pointers, nil, nil, 0) }
         }
         return try check(result, sql: sql)
+    }
+
+    /// The name `sql` was prepared under on this connection, nil when it was not.
+    private func preparedName(_ sql: String) -> String? {
+        let address = Self.storageAddress(sql)
+        if let address, let entry = preparedByStorage[address], entry.sql == sql { return entry.name }
+        guard let name = prepared[sql] else { return nil }
+        if let address, preparedByStorage.count < 256 { preparedByStorage[address] = (sql, name) }
+        return name
+    }
+
+    private func forgetPrepared() {
+        prepared = [:]
+        preparedByStorage = [:]
+    }
+
+    /// Where the UTF-8 of `text` is stored, for texts that are stored out of line (not the
+    /// short ones kept inside the String value itself).
+    private static func storageAddress(_ text: String) -> Int? {
+        guard text.utf8.count > 15 else { return nil }
+        return text.utf8.withContiguousStorageIfAvailable { Int(bitPattern: $0.baseAddress) } ?? nil
     }
 
     /// Runs one or more statements without parameters (migrations, BEGIN/COMMIT).
@@ -401,7 +427,7 @@ public final class PGConnection: @unchecked Sendable {
             let message = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
             let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
             let primary = PQresultErrorField(result, Int32(UInt8(ascii: "M"))).map { String(cString: $0) }
-            if let handle, PQstatus(handle) != CONNECTION_OK { prepared = [:] }
+            if let handle, PQstatus(handle) != CONNECTION_OK { forgetPrepared() }
             throw PostgresError(message.isEmpty ? "statement failed" : message, sqlState: state, serverMessage: primary)
         }
     }

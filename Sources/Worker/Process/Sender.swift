@@ -35,7 +35,7 @@ final class Sender: @unchecked Sendable {
     private var notSentLeaseEnding = 0
     /// The validation rules with the operator's extra fields.
     let rules: MessageRuleSet
-    private var inFlight: [UInt64: InFlight] = [:]
+    private var inFlight: [JobKey: InFlight] = [:]
     private var nextTag: UInt64 = 1
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
@@ -211,10 +211,13 @@ final class Sender: @unchecked Sendable {
     }
 
     /// The send headers for `authorization`: the same array (and so the same libcurl header
-    /// list) for every message until the access token changes.
+    /// list) for every message until the access token changes. The empty `Accept:` leaves out
+    /// the `Accept: */*` libcurl adds by default (it means nothing to FCM), which libcurl 7.88
+    /// prints into its text request byte by byte and parses back into an HTTP/2 header for every
+    /// message.
     private func headers(_ authorization: String) -> [String] {
         if sendHeaders.authorization != authorization {
-            sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json"])
+            sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json", "Accept:"])
         }
         return sendHeaders.lines
     }
@@ -335,7 +338,7 @@ final class Sender: @unchecked Sendable {
         }
         let tag = nextTag
         nextTag &+= 1
-        inFlight[tag] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
+        inFlight[JobKey(Int(bitPattern: UInt(tag)))] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
                                  sentAt: Date().timeIntervalSince1970)
         client.submit(request, tag: tag)
         counters.sent += 1
@@ -367,7 +370,7 @@ final class Sender: @unchecked Sendable {
                 }
                 continue
             }
-            guard let entry = inFlight.removeValue(forKey: completion.tag) else { continue }
+            guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
             if let outage {
                 circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: outage)
             } else {
@@ -382,7 +385,7 @@ final class Sender: @unchecked Sendable {
                     metrics.window(window)
                 }
                 // A 2xx answer keeps no text, so there is nothing to redact.
-                classification = SendClassification(httpStatus: response.status, headers: response.headers, body: response.body, now: now,
+                classification = SendClassification(response: response, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
                 metrics.answered(code: Self.metricCode(classification), seconds: answered - entry.sentAt)
                 if case .delivered = classification { metrics.delivered(entry.job, now: answered) }

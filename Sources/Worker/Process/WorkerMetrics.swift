@@ -12,7 +12,7 @@ public final class WorkerMetrics: @unchecked Sendable {
 
     let slot: SlotWriter?
     /// The queue of every job claimed and not yet recorded (store thread only).
-    private var queueOfJob: [Int: String] = [:]
+    private var queueOfJob: [JobKey: String] = [:]
 
     init(slot: SlotWriter?) { self.slot = slot }
 
@@ -39,7 +39,7 @@ public final class WorkerMetrics: @unchecked Sendable {
         // Without a slot nothing is counted, and nothing may be kept: `recorded` would never
         // take the entries back, and the map would grow by one entry per job for good.
         guard slot != nil else { return }
-        for job in jobs { queueOfJob[job.id] = job.queue }
+        for job in jobs { queueOfJob[JobKey(job.id)] = job.queue }
     }
 
     /// Outcomes PostgreSQL has just committed; `stale` of them were for jobs another worker held by then.
@@ -50,7 +50,7 @@ public final class WorkerMetrics: @unchecked Sendable {
         // less than hashing each job's queue name.
         var counts: [(queue: String, byOutcome: [Int])] = []
         for outcome in outcomes {
-            let queue = queueOfJob.removeValue(forKey: outcome.id) ?? "(unknown)"
+            let queue = queueOfJob.removeValue(forKey: JobKey(outcome.id)) ?? "(unknown)"
             let position: Int
             if let found = counts.lastIndex(where: { $0.queue == queue }) {
                 position = found

@@ -1,12 +1,6 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Release builds of the modules a worker runs per message leave out Swift's dynamic exclusivity
-// checks (`swift_beginAccess`/`swift_endAccess` around every access to a class property or
-// global): about 2 % of a worker's instructions per message (docs/performance.md, "Where a
-// worker's CPU goes"). Debug builds, and so the tests, keep them.
-let hotPath: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-
 // The C libraries come from Debian (see .ci/install-deps); each is bound by one systemLibrary
 // target and used by exactly one Swift module, so nothing above that layer sees a C type.
 let package = Package(
@@ -25,27 +19,27 @@ let package = Package(
         .systemLibrary(name: "CEpoll"),  // epoll, eventfd, timerfd, spawn close-from: not in Swift's Glibc module
 
         // Pure Swift foundations
-        .target(name: "JSON", swiftSettings: hotPath),
+        .target(name: "JSON"),
         .target(name: "CommandOptions"),
         .target(name: "Crypto", dependencies: ["COpenSSL", "JSON"]),
         .target(name: "Logging", dependencies: ["JSON"]),
         // Prometheus text format, and the shared-memory counters a pool's workers write
-        .target(name: "Metrics", swiftSettings: hotPath),
+        .target(name: "Metrics"),
         // The one shape of every long-running part (`Service`) and the group that runs and stops them
         .target(name: "Lifecycle"),
 
         // One module per concern
-        .target(name: "Postgres", dependencies: ["CLibPQ"], swiftSettings: hotPath),
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
         // A private PostgreSQL cluster (initdb, pg_ctl) for the embedded default, the bench and the tests
         .target(name: "LocalPostgres", dependencies: ["Postgres", "CEpoll"]),
-        .target(name: "HTTPClient", dependencies: ["CCurl"], swiftSettings: hotPath),
+        .target(name: "HTTPClient", dependencies: ["CCurl"]),
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
-                exclude: ["Rules"], swiftSettings: hotPath, plugins: [.plugin(name: "EmbedMessageRules")]),
+                exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics", "Lifecycle"],
-                exclude: ["SQL"], swiftSettings: hotPath, plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
+                exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
-                                              "Logging", "Metrics", "Lifecycle"], swiftSettings: hotPath),
+                                              "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient"]),

@@ -6,22 +6,15 @@ import Synchronization
 /// Jobs for benchmarks: valid v1 messages to tokens `bench-<g>`, added with one
 /// `INSERT ... SELECT generate_series` per call, the way a campaign would be enqueued.
 public enum BenchmarkJobs {
+    /// Jobs $1 to $2, addressed in turn to the registry projects $3 (job g to the (g mod n)-th;
+    /// none: jobs of no project).
     static let insertSQL = """
-        INSERT INTO herald.jobs (message)
-        SELECT jsonb_build_object(
-                   'token', 'bench-' || g,
-                   'notification', jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
-                   'data', jsonb_build_object('n', g::text))
-        FROM generate_series($1::bigint, $2::bigint) AS g
-        """
-    /// The same jobs addressed in turn to the registry projects $3 (job g to the (g mod n)-th).
-    static let insertForProjectsSQL = """
         INSERT INTO herald.jobs (message, project)
         SELECT jsonb_build_object(
                    'token', 'bench-' || g,
                    'notification', jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
                    'data', jsonb_build_object('n', g::text)),
-               ($3::text[])[1 + g % cardinality($3::text[])]
+               ($3::text[])[1 + g % nullif(cardinality($3::text[]), 0)]
         FROM generate_series($1::bigint, $2::bigint) AS g
         """
 
@@ -30,10 +23,7 @@ public enum BenchmarkJobs {
     @discardableResult
     public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = []) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
-        if projects.isEmpty {
-            return try connection.query(insertSQL, [.int(first), .int(first + count - 1)]).affectedRows
-        }
-        return try connection.query(insertForProjectsSQL, [.int(first), .int(first + count - 1), JobStore.textArray(projects)]).affectedRows
+        return try connection.query(insertSQL, [.int(first), .int(first + count - 1), JobStore.textArray(projects)]).affectedRows
     }
     /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
     /// retention, so maintenance keeps them), as a table that has delivered for a while holds;

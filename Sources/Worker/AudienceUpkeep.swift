@@ -17,11 +17,15 @@ enum AudienceUpkeep {
     /// How long delivery events are kept (herald.events): a consumer away longer misses some.
     static let eventsRetention: Double = 7 * 86_400
 
-    static func run(_ store: JobStore, batch: Int) throws(PostgresError) -> Report {
+    /// Rows of herald.token_sends looked at per pass: the pass reads that many entries of its
+    /// primary key, however large the table, and the passes sweep it from end to end.
+    static let tokenSendsSlice = 50_000
+
+    static func run(_ store: JobStore, batch: Int, tokenSends sweep: inout TokenSendsSweep?) throws(PostgresError) -> Report {
         var report = Report()
         report.dedupeKeysDeleted = try store.deleteExpiredDedupeKeys(batch: batch)
         report.eventsDeleted = try store.deleteOldEvents(olderThan: eventsRetention, batch: batch)
-        report.tokenSendsDeleted = try store.deleteSpentTokenSends(batch: batch)
+        report.tokenSendsDeleted = try store.deleteSpentTokenSends(batch: tokenSendsSlice, from: &sweep)
         let aged = try store.ageTokens(batch: batch)
         report.tokensMarkedStale = aged.markedStale
         report.tokensPruned = aged.pruned

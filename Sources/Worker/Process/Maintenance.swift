@@ -75,6 +75,8 @@ final class Maintenance {
     let upkeepInterval: Double
     private var lastUpkeep: Double?
     private var lastAudience: Double?
+    /// Where the audience upkeep's sweep of herald.token_sends has got to.
+    private var tokenSendsSweep: TokenSendsSweep?
     let clock: () -> Double
 
     init(grace: Double, ttl: Double = 15, upkeepInterval: Double = 0, purgeBatch: Int = 5_000, purgeStatements: Int = 10,
@@ -119,7 +121,7 @@ final class Maintenance {
         // upkeep interval. It runs last, so a failure of it never holds back taking leases back.
         if leadership.isLeader, leadership.holds(now: clock()), lastAudience.map({ now - $0 >= upkeepInterval }) ?? true {
             lastAudience = now
-            report.audience = try AudienceUpkeep.run(store, batch: purgeBatch)
+            report.audience = try AudienceUpkeep.run(store, batch: purgeBatch, tokenSends: &tokenSendsSweep)
         }
         return report
     }

@@ -1,0 +1,81 @@
+import Foundation
+import Postgres
+import Queue
+import Testing
+import TestSupport
+
+/// The maintenance role of a pool that dies: its PostgreSQL sessions end with it, so nothing it
+/// held waits out a timer of the role's (a silent partition, where the session is still listed,
+/// is PartitionTests').
+@Suite(.serialized) struct LeadershipTests {
+    @Test func aKilledLeadersJobsAreTakenBackWithinTheirLeaseNotTheRolesToo() throws {
+        // A slow FCM: the pool always holds a window of claimed jobs waiting for answers.
+        let stack = try WorkerStack(latencyMilliseconds: 2000)
+        defer { stack.close() }
+        try stack.enqueue(600, prefix: "lead-")
+        let common = ["work", "--processes", "1", "--concurrency", "64", "--lease", "5", "--poll-interval", "0.2"]
+        let poolA = try HeraldProcess(common, environment: stack.environment)
+        try poolA.start()
+        defer { poolA.signal(SIGKILL); poolA.wait(timeout: 10) }
+
+        // A alone: it leads, and its worker holds jobs.
+        var leaderID = ""
+        #expect(waitUntil(timeout: 60) {
+            leaderID = (try? stack.connection.query("SELECT leader_id FROM herald.leaders WHERE name = 'maintenance'"))?[0, 0] ?? ""
+            guard !leaderID.isEmpty else { return false }
+            return ((try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running' AND locked_by = $1", [.text(leaderID)])) ?? 0) > 0
+        }, "\(poolA.output)")
+        let workerPID = try #require(leaderID.split(separator: ":").dropLast().last.flatMap { Int32($0) })
+        #expect(workerPID != poolA.pid, "the role is held by the worker process, not the supervisor")
+
+        // The whole pool dies at once, then a fresh pool starts.
+        kill(poolA.pid, SIGKILL)
+        kill(workerPID, SIGKILL)
+        let killedAt = Date()
+        let held = try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running' AND locked_by = $1", [.text(leaderID)])
+        #expect(held > 0)
+        let poolB = try HeraldProcess(common, environment: stack.environment)
+        try poolB.start()
+        defer { poolB.signal(SIGKILL); poolB.wait(timeout: 10) }
+
+        // The dead pool's jobs come back after their own lease (5 s) and the new leader's grace
+        // (one lease), not after the dead holder's role lease (15 s) on top.
+        let takenBack = waitUntil(timeout: 40, interval: 0.1) {
+            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'running' AND locked_by = $1", [.text(leaderID)])) == 0
+        }
+        let seconds = Date().timeIntervalSince(killedAt)
+        print("leadership: \(held) jobs held by the killed leader taken back \(String(format: "%.1f", seconds)) s after the kill (target 15 s)")
+        #expect(takenBack, "\(poolB.output)")
+        #expect(seconds <= 15, "taken back \(seconds) s after the kill\n\(poolB.output)")
+        let leader = try stack.connection.query("SELECT leader_id FROM herald.leaders WHERE name = 'maintenance'")[0, 0]
+        #expect(leader != leaderID, "the fresh pool leads")
+
+        // And it delivers them.
+        #expect(waitUntil(timeout: 120) {
+            (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'")) == 0
+        }, "\(poolB.output)")
+        poolB.signal(SIGTERM)
+        #expect(poolB.wait(timeout: 60) == 0, "\(poolB.output)")
+    }
+
+    @Test func aListedHoldersRoleIsKeptUntilItsLeaseRunsOut() throws {
+        // The holder's session still listed (a stalled or partitioned process): the lease rule.
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        var holder: JobStore? = JobStore(connection: try database.connect(), workerID: "host:1:a")
+        let candidate = try database.connect()
+        let candidateStore = JobStore(connection: candidate, workerID: "host:2:b")
+        #expect(try holder?.takeLeadership(.maintenance, seconds: 30) == true)
+        #expect(try !candidateStore.takeLeadership(.maintenance, seconds: 30), "the holder's session is alive and its lease runs")
+        // Its session ends (the process died): the role is free at once.
+        holder = nil
+        #expect(waitUntil(timeout: 10) { (try? candidateStore.takeLeadership(.maintenance, seconds: 30)) == true })
+        let row = try candidate.query("SELECT leader_id, backend_pid = pg_backend_pid() FROM herald.leaders WHERE name = 'maintenance'")
+        #expect(row[0, 0] == "host:2:b")
+        #expect(row[0, 1] == "t", "the new holder's session is recorded")
+        // A row of an earlier release (no session recorded) keeps the lease rule.
+        try candidate.query("UPDATE herald.leaders SET backend_pid = NULL, backend_start = NULL")
+        let third = JobStore(connection: try database.connect(), workerID: "host:3:c")
+        #expect(try !third.takeLeadership(.maintenance, seconds: 30))
+    }
+}

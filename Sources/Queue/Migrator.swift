@@ -5,16 +5,24 @@ import Postgres
 /// Brings a database to the schema this binary carries, under an advisory lock so two deploys
 /// cannot race, in two steps (the pattern of Flyway's versioned and repeatable migrations):
 ///
-/// 1. `migrations/*.sql`, numbered, each applied once, in order, in its own transaction, recorded
-///    in herald.schema_migrations: tables, indexes, constraints, drops of old function signatures
+/// 1. `migrations/*.sql`, numbered, each applied once, in order, recorded in
+///    herald.schema_migrations: tables, indexes, constraints, drops of old function signatures
 ///    and data moves.
 /// 2. `Sources/Queue/SQL/functions/*.sql` and `SQL/views/*.sql`: each holds the one current
 ///    definition of one `herald.*` function (with the triggers that call it) or view, written with
 ///    CREATE OR REPLACE. A file is applied whenever its text differs from the one recorded in
 ///    herald.schema_definitions (and all of them after any numbered migration ran, which may have
-///    dropped an old signature), all in one transaction.
+///    dropped an old signature).
 ///
-/// Then it stores the binary's FCM validation rules for herald.validate_message.
+/// Then it stores the binary's FCM validation rules for herald.validate_message. All of it is
+/// one transaction: a pool still running the previous release sees the schema before the upgrade
+/// or after it, never a migration applied and the functions that go with it not yet.
+///
+/// Before applying anything it checks the database against the binary, inside the same
+/// transaction, and applies nothing when:
+/// - a migration is recorded that this binary does not carry (a newer release migrated it);
+/// - a function or view differs in the catalog from what the last `herald migrate` left there
+///   (edited by hand): the definition that run recorded is compared with the catalog's.
 public enum Migrator {
     /// pg_advisory_lock key: "herald" in ASCII.
     public static let lockKey = 0x6865_7261_6c64
@@ -44,7 +52,7 @@ public enum Migrator {
         "110_fcm_surface": "RTeC47HRTIQ7oMtKBR1CY4DBUHNa4j1Jx3HBe37n474",
     ]
 
-    /// What one run applied.
+    /// What one run applied (or, for `plan`, would apply).
     public struct Applied: Sendable, Equatable {
         /// The numbered migrations applied, in order.
         public var migrations: [String] = []
@@ -56,25 +64,151 @@ public enum Migrator {
         }
     }
 
+    /// A function or view whose definition in the database is not the one `herald migrate` left.
+    public struct Edited: Sendable, Equatable {
+        /// The definition file (`functions/claim_batch`).
+        public var name: String
+        /// The first line that differs, as recorded and as the catalog has it now (nil: absent).
+        public var recorded: String?
+        public var current: String?
+    }
+
+    /// Why a database is not migrated: nothing was applied.
+    public enum Refusal: Error, Sendable, Equatable, CustomStringConvertible {
+        /// Migrations recorded in the database that this binary does not carry.
+        case newerDatabase(unknown: [String], newest: String)
+        /// Definitions changed in the database since they were applied.
+        case editedDefinitions([Edited])
+
+        public var description: String {
+            switch self {
+            case let .newerDatabase(unknown, newest):
+                return """
+                    the database was migrated by a newer release of Herald: it records migration\(unknown.count == 1 ? "" : "s") \(unknown.joined(separator: ", ")), \
+                    which this binary does not carry (its newest is \(newest)). Nothing was applied. Run the newer release's \
+                    herald migrate and herald work; a schema never goes back to an older release.
+                    """
+            case let .editedDefinitions(edited):
+                let lines = edited.map { item in
+                    "  \(item.name): was \(item.recorded.map { "\"\($0)\"" } ?? "(absent)"), is now \(item.current.map { "\"\($0)\"" } ?? "(absent)")"
+                }
+                return """
+                    \(edited.count) herald function\(edited.count == 1 ? "" : "s") or view\(edited.count == 1 ? "" : "s") changed in the database since herald migrate applied \(edited.count == 1 ? "it" : "them") \
+                    (edited by hand?). Nothing was applied. The first line that differs:
+                    \(lines.joined(separator: "\n"))
+                    Put your change into Herald's source instead, or run herald migrate --replace-edited to replace \(edited.count == 1 ? "it" : "them") with this release's definition\(edited.count == 1 ? "" : "s").
+                    """
+            }
+        }
+    }
+
     /// Returns the names of the numbered migrations it applied (empty when none was due); see
     /// `apply` for the function and view files too.
     @discardableResult
-    public static func migrate(_ connection: PGConnection, log: (String) -> Void = { _ in }) throws(PostgresError) -> [String] {
+    public static func migrate(_ connection: PGConnection, log: (String) -> Void = { _ in }) throws -> [String] {
         try apply(connection, log: log).migrations
     }
 
-    /// Applies what is due; `log` hears warnings (a migration whose recorded text differs from
-    /// the embedded one in a way not planned).
+    /// Applies what is due, in one transaction; `log` hears warnings (a migration whose recorded
+    /// text differs from the embedded one in a way not planned). Throws a `Refusal`, having
+    /// applied nothing, when the database is newer than the binary or a definition was edited in
+    /// it (unless `replaceEdited`). A transaction that meets a deadlock with a running pool (a
+    /// migration's table lock against a claim) is tried again, up to five times.
     @discardableResult
-    public static func apply(_ connection: PGConnection, log: (String) -> Void = { _ in }) throws(PostgresError) -> Applied {
+    public static func apply(_ connection: PGConnection, replaceEdited: Bool = false, log: (String) -> Void = { _ in }) throws -> Applied {
+        try run(connection, replaceEdited: replaceEdited, commit: true, log: log)
+    }
+
+    /// What `apply` would apply now, or the refusal it would meet; changes nothing (the same
+    /// checks, in a transaction that is rolled back).
+    public static func plan(_ connection: PGConnection, replaceEdited: Bool = false) throws -> Applied {
+        try run(connection, replaceEdited: replaceEdited, commit: false, log: { _ in })
+    }
+
+    private static func run(_ connection: PGConnection, replaceEdited: Bool, commit: Bool, log: (String) -> Void) throws -> Applied {
         try connection.query(SQL.schemaLock, [.int(lockKey)])
         defer { _ = try? connection.query(SQL.schemaUnlock, [.int(lockKey)]) }
-        try connection.execute(SQL.schemaRecords)
-        var applied = Applied()
-        applied.migrations = try applyMigrations(connection, log: log)
-        applied.definitions = try applyDefinitions(connection, all: !applied.migrations.isEmpty)
-        try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
-        return applied
+        var attempt = 0
+        while true {
+            attempt += 1
+            var warnings: [String] = []
+            do {
+                try connection.execute("BEGIN")
+                let applied: Applied
+                do {
+                    // Herald's own objects are named with their schema; nothing another role made
+                    // may stand in for a built-in while the schema is written.
+                    try connection.query(SQL.schemaSearchPath)
+                    try connection.execute(SQL.schemaRecords)
+                    let edited = try refuseWhatIsNotOurs(connection, replaceEdited: replaceEdited)
+                    var due = Applied()
+                    due.migrations = try applyMigrations(connection, log: { warnings.append($0) })
+                    due.definitions = try applyDefinitions(connection, all: !due.migrations.isEmpty, also: Set(edited))
+                    applied = due
+                    try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
+                    try recordCatalog(connection)
+                    if !commit {
+                        try connection.execute("ROLLBACK")
+                        return applied
+                    }
+                    try connection.execute("COMMIT")
+                } catch {
+                    try? connection.execute("ROLLBACK")
+                    throw error
+                }
+                warnings.forEach(log)
+                return applied
+            } catch let error as PostgresError where attempt < 5 && ["40P01", "40001", "55P03"].contains(error.sqlState ?? "") {
+                // A deadlock or serialization failure against a running pool: nothing was applied.
+                continue
+            }
+        }
+    }
+
+    /// Throws a `Refusal` when the database records a migration this binary does not carry, or
+    /// when a function or view differs from the definition the last run recorded for it; with
+    /// `replaceEdited`, returns the files of the latter instead, to be applied again.
+    private static func refuseWhatIsNotOurs(_ connection: PGConnection, replaceEdited: Bool) throws -> [String] {
+        let recorded = try connection.query(SQL.schemaMigrationsApplied)
+        let known = Set(migrations.map(\.name))
+        let unknown = (0..<recorded.rowCount).compactMap { recorded[$0, 0] }.filter { !known.contains($0) }.sorted()
+        if !unknown.isEmpty {
+            throw Refusal.newerDatabase(unknown: unknown, newest: migrations.last?.name ?? "none")
+        }
+        let left = try connection.query(SQL.schemaDefinitionsCatalogRecorded)
+        var recordedCatalog: [String: String] = [:]
+        for row in 0..<left.rowCount { recordedCatalog[left[row, 0]!] = left[row, 1]! }
+        guard !recordedCatalog.isEmpty else { return [] }
+        let now = try catalog(connection)
+        var edited: [Edited] = []
+        for (name, before) in recordedCatalog.sorted(by: { $0.key < $1.key }) where now[name] != before {
+            let old = before.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let new = now[name].map { $0.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
+            guard let new else {
+                edited.append(Edited(name: name, recorded: old.first, current: nil))
+                continue
+            }
+            let index = (0..<min(old.count, new.count)).first { old[$0] != new[$0] } ?? min(old.count, new.count)
+            edited.append(Edited(name: name, recorded: index < old.count ? old[index] : nil,
+                                 current: index < new.count ? new[index] : nil))
+        }
+        if !edited.isEmpty && !replaceEdited { throw Refusal.editedDefinitions(edited) }
+        return edited.map(\.name)
+    }
+
+    /// The catalog's text of every herald function (all overloads of a name together) and view,
+    /// keyed as the definition files are (`functions/NAME`, `views/NAME`).
+    static func catalog(_ connection: PGConnection) throws(PostgresError) -> [String: String] {
+        let rows = try connection.query(SQL.schemaCatalog)
+        var result: [String: String] = [:]
+        for row in 0..<rows.rowCount { result[rows[row, 0]!] = rows[row, 1] ?? "" }
+        return result
+    }
+
+    /// Records, for every definition file, the catalog's text of what it defines now: what the
+    /// next run compares the catalog with.
+    private static func recordCatalog(_ connection: PGConnection) throws(PostgresError) {
+        try connection.query(SQL.schemaDefinitionsRecordCatalog)
     }
 
     static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }
@@ -94,11 +228,9 @@ public enum Migrator {
                 }
                 continue
             }
-            do {
-                try connection.transaction { () throws(PostgresError) in
-                    try connection.execute(migration.sql)
-                    try connection.query(SQL.schemaMigrationRecord, [.text(migration.name), .text(checksum)])
-                }
+            do throws(PostgresError) {
+                try connection.execute(migration.sql)
+                try connection.query(SQL.schemaMigrationRecord, [.text(migration.name), .text(checksum)])
             } catch {
                 throw PostgresError("migration \(migration.name) failed: \(error.message)", sqlState: error.sqlState)
             }
@@ -108,17 +240,17 @@ public enum Migrator {
     }
 
     /// Applies the function and view files whose text is not the one recorded (all of them when
-    /// `all`), in one transaction. A definition that names a function or view not created yet
+    /// `all`, and those named in `also`), in the run's transaction. A definition that names a function or view not created yet
     /// (a SQL-language function is checked when created) is tried again after the others, so the
     /// files need no order of their own; one that still fails after a round without progress
     /// fails the run, naming its file.
-    private static func applyDefinitions(_ connection: PGConnection, all: Bool) throws(PostgresError) -> [String] {
+    private static func applyDefinitions(_ connection: PGConnection, all: Bool, also: Set<String> = []) throws(PostgresError) -> [String] {
         let recorded = try connection.query(SQL.schemaDefinitionsApplied)
         var done: [String: String] = [:]
         for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
-        let due = definitions.filter { all || done[$0.name] != checksum($0.sql) }
+        let due = definitions.filter { all || also.contains($0.name) || done[$0.name] != checksum($0.sql) }
         if due.isEmpty { return [] }
-        try connection.transaction { () throws(PostgresError) in
+        do {
             var waiting = due
             while !waiting.isEmpty {
                 var failed: [(name: String, sql: String)] = []

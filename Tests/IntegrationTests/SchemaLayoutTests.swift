@@ -148,17 +148,64 @@ import TestSupport
         let c = try database.connect()
         #expect(try Migrator.apply(c) == Migrator.Applied())
 
-        // A definition the database holds from another text (an older binary) is replaced whole.
+        // A definition the database holds from another text (an older binary, which recorded no
+        // catalog text) is replaced whole.
         try c.execute("""
             CREATE OR REPLACE FUNCTION herald._burst(rate double precision) RETURNS double precision
             LANGUAGE sql IMMUTABLE AS $$ SELECT 0::double precision $$;
-            UPDATE herald.schema_definitions SET checksum = 'older' WHERE name = 'functions/_burst';
+            UPDATE herald.schema_definitions SET checksum = 'older', catalog_definition = NULL WHERE name = 'functions/_burst';
             """)
         #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "0")
         let applied = try Migrator.apply(c)
         #expect(applied == Migrator.Applied(migrations: [], definitions: ["functions/_burst"]))
         // The bucket of a 100/s limit holds a tenth of a second's worth again.
         #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "10")
+    }
+
+    @Test func aDefinitionEditedInTheDatabaseIsRefusedNamedAndKeptUntilAskedToReplaceIt() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.execute("""
+            CREATE OR REPLACE FUNCTION herald._burst(rate double precision) RETURNS double precision
+            LANGUAGE sql IMMUTABLE AS $$ SELECT 0::double precision $$
+            """)
+        // A migration is due too: nothing at all is applied while the edit stands.
+        try c.execute("DELETE FROM herald.schema_migrations WHERE version = '270_leader_sessions'")
+        try c.execute("ALTER TABLE herald.leaders DROP COLUMN backend_pid, DROP COLUMN backend_start")
+        let refused = try HeraldProcess.run(["migrate"], environment: ["DATABASE_URL": database.url])
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("functions/_burst"), "\(refused.output)")
+        #expect(refused.output.contains("Nothing was applied"), "\(refused.output)")
+        #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "0", "the edit is kept")
+        #expect(try c.query("SELECT count(*) FROM herald.schema_migrations WHERE version = '270_leader_sessions'").int(0, 0) == 0)
+        #expect(try c.query("SELECT count(*) FROM pg_attribute WHERE attrelid = 'herald.leaders'::regclass AND attname = 'backend_pid'").int(0, 0) == 0,
+                "the due migration was not applied")
+        // --dry-run says the same and changes nothing.
+        let dry = try HeraldProcess.run(["migrate", "--dry-run"], environment: ["DATABASE_URL": database.url])
+        #expect(dry.status == 2 && dry.output.contains("functions/_burst"), "\(dry.output)")
+        // Asked to, it replaces the edited definition and applies the rest.
+        let planned = try HeraldProcess.run(["migrate", "--dry-run", "--replace-edited"], environment: ["DATABASE_URL": database.url])
+        #expect(planned.status == 0)
+        #expect(planned.output.contains("would apply 270_leader_sessions"), "\(planned.output)")
+        #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "0", "a dry run changes nothing")
+        let replaced = try HeraldProcess.run(["migrate", "--replace-edited"], environment: ["DATABASE_URL": database.url])
+        #expect(replaced.status == 0, "\(replaced.output)")
+        #expect(try c.query("SELECT herald._burst(100)")[0, 0] == "10")
+        #expect(try Migrator.apply(c) == Migrator.Applied(), "up to date afterwards")
+    }
+
+    @Test func aDatabaseOfANewerReleaseIsRefusedWithNothingApplied() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.execute("INSERT INTO herald.schema_migrations (version, checksum) VALUES ('990_from_the_future', 'x')")
+        try c.execute("UPDATE herald.schema_definitions SET checksum = 'older' WHERE name = 'functions/_burst'")
+        let refused = try HeraldProcess.run(["migrate"], environment: ["DATABASE_URL": database.url])
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("newer release") && refused.output.contains("990_from_the_future"), "\(refused.output)")
+        #expect(try c.query("SELECT checksum FROM herald.schema_definitions WHERE name = 'functions/_burst'")[0, 0] == "older",
+                "nothing was applied")
     }
 
     static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }

@@ -54,6 +54,63 @@ public enum TestDatabase {
         return try names.map { (String($0.dropLast(4)), try String(contentsOf: folder.appendingPathComponent($0), encoding: .utf8)) }
     }
 
+    /// The folder of the previous release's SQL (Tests/Fixtures/PreviousRelease): its numbered
+    /// migrations, its function and view files, and the statements its workers and admin
+    /// commands run, as they were at its release.
+    public static var previousRelease: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/PreviousRelease")
+    }
+
+    /// The `.sql` files of a folder of the previous release, by name without `.sql`, in name order.
+    public static func previousReleaseFiles(_ folder: String) throws -> [(name: String, sql: String)] {
+        let directory = previousRelease.appendingPathComponent(folder)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }.sorted()
+        guard !names.isEmpty else { throw TestFailure("no SQL files in \(directory.path)") }
+        return try names.map { (String($0.dropLast(4)), try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)) }
+    }
+
+    /// Brings an empty database to the previous release's schema the way its `herald migrate`
+    /// did: each numbered migration in its own transaction, recorded with its checksum, then every
+    /// function and view file (recorded likewise, one transaction), then the validation rules.
+    public static func migrateAsPreviousRelease(_ connection: PGConnection) throws {
+        let checksum = { (text: String) in Base64URL.encode(SHA256.hash(Array(text.utf8))) }
+        try connection.execute("""
+            CREATE SCHEMA IF NOT EXISTS herald;
+            CREATE TABLE IF NOT EXISTS herald.schema_migrations (
+                version text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+            CREATE TABLE IF NOT EXISTS herald.schema_definitions (
+                name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+            """)
+        for migration in try previousReleaseFiles("migrations") {
+            try connection.transaction { () throws(PostgresError) in
+                try connection.execute(migration.sql)
+                try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
+                                     [.text(migration.name), .text(checksum(migration.sql))])
+            }
+        }
+        let definitions = try previousReleaseFiles("SQL/functions").map { ("functions/\($0.name)", $0.sql) }
+            + previousReleaseFiles("SQL/views").map { ("views/\($0.name)", $0.sql) }
+        try connection.transaction { () throws(PostgresError) in
+            var waiting = definitions
+            while !waiting.isEmpty {
+                var failed: [(String, String)] = []
+                for (name, sql) in waiting {
+                    do throws(PostgresError) {
+                        try connection.savepoint("definition") { () throws(PostgresError) in try connection.execute(sql) }
+                        try connection.query("INSERT INTO herald.schema_definitions (name, checksum) VALUES ($1, $2)",
+                                             [.text(name), .text(checksum(sql))])
+                    } catch where ["42883", "42P01", "42704"].contains(error.sqlState ?? "") {
+                        failed.append((name, sql))
+                    }
+                }
+                if failed.count == waiting.count { throw PostgresError("the previous release's \(failed[0].0) does not apply") }
+                waiting = failed
+            }
+        }
+        try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
+    }
+
     /// Brings an empty database to the schema of the last release the way its `herald migrate`
     /// did: each released migration in its own transaction, recorded with its checksum, then the
     /// validation rules stored.

@@ -89,6 +89,7 @@ final class RunEnvironment {
             return
         }
         let directory = Self.dataDirectory(parsed) + "/" + folder
+        try claimDataDirectory(parsed)
         log.info("no DATABASE_URL: starting a private PostgreSQL in \(directory)")
         let started = try LocalCluster.start(directory: directory, durable: durable,
                                              settings: ["shared_buffers": "256MB", "max_wal_size": "2GB"].merging(serverSettings) { $1 })
@@ -99,6 +100,39 @@ final class RunEnvironment {
         databaseURL = started.url
         let connection = try PGConnection(url: databaseURL)
         for name in try Migrator.migrate(connection) { log.info("applied migration \(name)") }
+    }
+
+    /// An emulator key written for this process only, removed when it ends.
+    private var temporaryCredentials: String?
+    deinit { if let temporaryCredentials { try? FileManager.default.removeItem(atPath: temporaryCredentials) } }
+
+    /// The claim on the data folder, held until this process exits.
+    private var folderLock: FolderLock?
+
+    /// Takes the data folder (the private PostgreSQL, the emulator's key) for this run, or
+    /// refuses at once naming the run that has it: a second run in the same folder would stop the
+    /// first one's server under it and rewrite the key its workers read.
+    private func claimDataDirectory(_ parsed: ParsedOptions) throws {
+        guard folderLock == nil else { return }
+        let directory = Self.dataDirectory(parsed)
+        let command = parsed.command
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw UsageError("herald \(command): cannot create the folder \(directory) for the private PostgreSQL: \(error.localizedDescription)")
+        }
+        let started = ISO8601DateFormatter().string(from: Date())
+        do {
+            folderLock = try FolderLock(path: directory + "/herald.lock",
+                                        holder: "herald \(command) (pid \(getpid()), started \(started))")
+        } catch let held as FolderLock.Held {
+            throw UsageError("""
+                herald \(command): the data folder \(directory) is in use: \(held.holder.isEmpty ? "another herald run" : held.holder) has it.
+                Wait for that run to finish (or stop it), or give this one a data folder of its own: --data-dir DIR (or HERALD_HOME=DIR).
+                """)
+        } catch {
+            throw UsageError("herald \(command): \(error)")
+        }
     }
 
     /// When a command may send to the FCM emulator in its own process instead of to FCM.
@@ -145,9 +179,16 @@ final class RunEnvironment {
         let server = EmulatorServer(configuration: configuration)
         try server.start()
         emulator = server
-        let directory = Self.dataDirectory(parsed)
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        credentialsPath = directory + "/emulator-service-account.json"
+        if embeddedDefault {
+            // The embedded default's key lives in its data folder, which this run takes.
+            try claimDataDirectory(parsed)
+            credentialsPath = Self.dataDirectory(parsed) + "/emulator-service-account.json"
+        } else {
+            // --emulator beside a database of the user's: a key of this process's own, so two such
+            // runs never rewrite each other's.
+            credentialsPath = NSTemporaryDirectory() + "herald-emulator-account-\(getpid()).json"
+            temporaryCredentials = credentialsPath
+        }
         try server.writeServiceAccount(to: credentialsPath, projectID: "herald-local")
         account = try ServiceAccount.load(path: credentialsPath)
         fcmBaseURL = server.baseURL

@@ -30,7 +30,9 @@ enum WorkCommand {
         Option(name: "max-rate", env: "HERALD_MAX_RATE", value: "N",
                help: "Messages per second for the whole FCM project, shared by every pool of the project through PostgreSQL and spread evenly over each second; 0 for no limit.",
                defaultText: "10000 (FCM's default quota, 600,000 a minute)"),
-        Option(name: "drain", help: "Exit with status 0 once the queues hold no available, scheduled or running job."),
+        Option(name: "drain", help: "Exit with status 0 once no job is available or running and none is scheduled within --drain-horizon; says how many wait for later."),
+        Option(name: "drain-horizon", env: "HERALD_DRAIN_HORIZON", value: "DURATION",
+               help: "With --drain: scheduled jobs due within this long are waited for; later ones are left for a pool that keeps running.", defaultText: "1m"),
         Option(name: "keep", help: "On the embedded default: leave its private PostgreSQL running after the run and print how to reach and stop it."),
         Option(name: "sample", value: "N", help: "Enqueue N sample messages first (the embedded default enqueues 1,000 when nothing is configured)."),
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
@@ -81,6 +83,7 @@ enum WorkCommand {
         c.requestTimeout = try parsed.seconds("request-timeout", default: 30)
         c.connectTimeout = try parsed.seconds("connect-timeout", default: 10)
         c.drain = parsed.has("drain")
+        c.drainHorizon = try parsed.seconds("drain-horizon", default: 60)
         c.maxRate = try parsed.rate("max-rate", default: 10_000)
         c.poolProcesses = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
         let logger = try RunEnvironment.logger(parsed, prefix: "herald")

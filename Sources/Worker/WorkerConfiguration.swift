@@ -32,6 +32,8 @@ public struct WorkerConfiguration: Sendable {
     public var statementTimeout: Double = 20
     /// Exit once the queues hold no available, scheduled or running job.
     public var drain: Bool = false
+    /// With `drain`: scheduled jobs due within this many seconds are waited for, later ones not.
+    public var drainHorizon: Double = 60
     /// Seconds between polls when no notification arrives.
     public var pollInterval: Double = 1
     public var requestTimeout: Double = 30

@@ -118,4 +118,85 @@ import TestSupport
         let dead = try connection.query("SELECT count(*) FROM herald.dead_letters")
         #expect(dead[0, 0] == "2", "both runs' dead letters are there to look at")
     }
+
+    /// Two embedded runs in one data folder: the second refuses at once, naming the first, which
+    /// finishes as if alone.
+    @Test func aSecondEmbeddedRunInTheSameFolderRefusesNamingTheFirst() throws {
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let first = try HeraldProcess(["work", "--sample", "3000", "--drain", "--processes", "1"], environment: ["HERALD_HOME": home])
+        try first.start()
+        defer { first.signal(SIGKILL); first.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 120) { first.output.contains("starting a private PostgreSQL") }, "\(first.output)")
+        let startedAt = Date()
+        let second = try HeraldProcess.run(["work", "--sample", "10", "--drain", "--processes", "1"], environment: ["HERALD_HOME": home], timeout: 60)
+        let seconds = Date().timeIntervalSince(startedAt)
+        #expect(second.status == 2, "\(second.output)")
+        #expect(seconds < 5, "refused in \(seconds) s")
+        #expect(second.output.contains("is in use") && second.output.contains("herald work (pid \(first.pid)"), "\(second.output)")
+        #expect(second.output.contains("--data-dir"), "says how to run beside it: \(second.output)")
+        #expect(first.wait(timeout: 240) == 0, "\(first.output)")
+        #expect(first.output.contains("completed  "), "the first run ends with its summary: \(first.output)")
+        #expect(first.output.contains("completed  2993"), "all its sample delivered: \(first.output)")
+    }
+
+    /// A supervisor killed with SIGKILL takes its workers with it.
+    @Test func noWorkerOutlivesAKilledSupervisor() throws {
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let pool = try HeraldProcess(["work", "--sample", "20000", "--processes", "2"], environment: ["HERALD_HOME": home])
+        try pool.start()
+        defer { pool.signal(SIGKILL); pool.wait(timeout: 10) }
+        var workers: [Int32] = []
+        #expect(waitUntil(timeout: 120) {
+            workers = Self.children(of: pool.pid)
+            return workers.count == 2 && pool.output.contains("serving /metrics")
+        }, "\(pool.output)")
+        kill(pool.pid, SIGKILL)
+        let killedAt = Date()
+        let gone = waitUntil(timeout: 10, interval: 0.1) { workers.allSatisfy { kill($0, 0) != 0 } }
+        print("supervisor killed: its \(workers.count) workers gone after \(String(format: "%.1f", Date().timeIntervalSince(killedAt))) s")
+        #expect(gone, "workers \(workers.filter { kill($0, 0) == 0 }) still run 10 s after the supervisor's SIGKILL")
+        pool.wait(timeout: 10)
+        // The next run in the folder takes the private PostgreSQL the killed one left, and stops it.
+        let next = try HeraldProcess.run(["work", "--sample", "5", "--drain", "--processes", "1"], environment: ["HERALD_HOME": home], timeout: 240)
+        #expect(next.status == 0, "\(next.output)")
+    }
+
+    /// The processes whose parent is `pid` (from /proc).
+    static func children(of pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { Int32($0) }.filter { child in
+            guard let stat = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 2 && Int32(fields[1]) == pid
+        }
+    }
+
+    /// `--drain` after the README's campaign for tomorrow morning: it delivers what is due (and
+    /// what comes due within its horizon), then stops, saying what waits for later.
+    @Test func aDrainDoesNotWaitForTomorrowsCampaign() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        try stack.connection.execute("""
+            INSERT INTO herald.jobs (message, run_at, queue)
+            SELECT jsonb_build_object('token', 'campaign-device-' || g, 'notification', jsonb_build_object('title', 'Winter sale')),
+                   date_trunc('day', now()) + interval '1 day 9 hours', 'marketing'
+            FROM generate_series(1, 1000) AS g;
+            INSERT INTO herald.jobs (message, run_at) VALUES ('{"token": "soon-device", "data": {"k": "v"}}', now() + interval '3 seconds');
+            """)
+        try stack.enqueue(5, prefix: "now-device-")
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let startedAt = Date()
+        let run = try HeraldProcess.run(["work", "--emulator", "--drain", "--processes", "1", "--poll-interval", "0.2"],
+                                        environment: ["DATABASE_URL": stack.database.url, "HERALD_HOME": home], timeout: 90)
+        let seconds = Date().timeIntervalSince(startedAt)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(seconds < 60, "exited after \(seconds) s")
+        #expect(run.output.contains("1000 scheduled jobs wait for later"), "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 6, "the due ones and the one due in 3 s")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled'") == 1000)
+    }
 }

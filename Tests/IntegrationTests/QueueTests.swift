@@ -85,7 +85,10 @@ import TestSupport
             #expect(claimed.allSatisfy { $0.attempt == 1 && $0.maxAttempts == 25 })
             #expect(try store.claim(queues: ["marketing"], limit: 10, leaseSeconds: 60).map(\.id) == [other])
             #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the scheduled job is not due")
-            #expect(try store.hasPendingWork(queues: []))
+            let pending = try store.pendingWork(queues: [], horizon: 60)
+            #expect(pending.due, "jobs are running")
+            #expect(pending.later == 1, "the job due in an hour waits beyond a minute's horizon")
+            #expect(abs((pending.nextDueIn ?? 0) - 3600) < 60)
         }
     }
 
@@ -347,7 +350,9 @@ import TestSupport
             let moved = try enqueue(c, token: "m")
             try c.query("UPDATE herald.jobs SET run_at = now() + interval '5 minutes' WHERE id = $1", [.int(moved)])
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(moved)])[0, 0] == "scheduled")
-            #expect(try store.hasPendingWork(queues: []))
+            let pending = try store.pendingWork(queues: [], horizon: 600)
+            #expect(pending.due, "due within ten minutes")
+            #expect(pending.later == (try c.query("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled' AND run_at > now() + interval '10 minutes'").int(0, 0)))
         }
     }
 

@@ -77,12 +77,29 @@ extension JobStore {
                          nextDueIn: result.double(0, try result.column("next_due_in")))
     }
 
+    /// What a drain asks before it stops: whether a job is due, and what waits beyond.
+    public struct PendingWork: Sendable, Equatable {
+        /// A job available, running, or scheduled within the horizon.
+        public var due: Bool
+        /// Scheduled jobs due after the horizon, and in how many seconds the first of them is.
+        public var later: Int
+        public var nextDueIn: Double?
+        public init(due: Bool, later: Int = 0, nextDueIn: Double? = nil) {
+            self.due = due
+            self.later = later
+            self.nextDueIn = nextDueIn
+        }
+    }
+
     /// Whether the queues (all when empty) hold a job of this worker's project (`jobsProject`)
-    /// not yet finished (scheduled, available or running).
-    public func hasPendingWork(queues: [String]) throws(PostgresError) -> Bool {
+    /// that is due: available, running, or scheduled within `horizon` seconds; and how many are
+    /// scheduled beyond it.
+    public func pendingWork(queues: [String], horizon: Double) throws(PostgresError) -> PendingWork {
         let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : Self.textArray(queues),
-                                                               jobsProject.map { .text($0) }])
-        return result.bool(0, try result.column("pending")) ?? false
+                                                               jobsProject.map { .text($0) }, .double(horizon)])
+        return PendingWork(due: result.bool(0, try result.column("pending")) ?? false,
+                           later: result.int(0, try result.column("later")) ?? 0,
+                           nextDueIn: result.double(0, try result.column("next_due")))
     }
 
     /// Extends the leases of jobs this worker still holds (a heartbeat for requests that take

@@ -23,6 +23,8 @@ final class StoreLoop: @unchecked Sendable {
     private(set) var machine: StoreMachine
     private(set) var recorded = 0
     private var activity = ActivityWindow()
+    /// What the drain's last check found waiting beyond its horizon, for its last word.
+    private var drainedLeaving: JobStore.PendingWork?
     /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
     private let adaptive: AdaptiveRate
     private var rateState = AdaptiveRate.State()
@@ -161,10 +163,11 @@ final class StoreLoop: @unchecked Sendable {
                 leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
-                let workLeft = try store.hasPendingWork(queues: configuration.queues)
-                machine.drainChecked(workLeft: workLeft, now: now)
+                let work = try store.pendingWork(queues: configuration.queues, horizon: configuration.drainHorizon)
+                drainedLeaving = work
+                machine.drainChecked(workLeft: work.due, now: now)
             case .stopSender:
-                log.info("drained: no scheduled, available or running job left")
+                log.info(Self.drainedMessage(drainedLeaving, horizon: configuration.drainHorizon))
                 stop.set()
                 inbox.signal()
                 machine.senderStopRequested(now: now)
@@ -261,6 +264,29 @@ final class StoreLoop: @unchecked Sendable {
 }
 
 /// Outcomes counted for the activity line the store thread logs once a minute, by their word.
+extension StoreLoop {
+    /// The log line of a finished drain: what it leaves for later, and when that is due.
+    static func drainedMessage(_ work: JobStore.PendingWork?, horizon: Double) -> String {
+        let within = horizon > 0 ? " or due within \(span(horizon))" : ""
+        guard let work, work.later > 0 else {
+            return "drained: no job available, running\(within) left"
+        }
+        let next = work.nextDueIn.map { " (the next in \(span(max(0, $0))))" } ?? ""
+        return "drained: no job available, running\(within); \(work.later) scheduled job\(work.later == 1 ? "" : "s") wait for later\(next), for a pool that keeps running"
+    }
+
+    /// "45s", "3m20s", "14h02m", "2d03h".
+    static func span(_ seconds: Double) -> String {
+        let s = Int(seconds.rounded())
+        switch s {
+        case ..<60: return "\(s)s"
+        case ..<3600: return "\(s / 60)m" + (s % 60 == 0 ? "" : "\(s % 60)s")
+        case ..<86_400: return "\(s / 3600)h" + String(format: "%02dm", s % 3600 / 60)
+        default: return "\(s / 86_400)d" + String(format: "%02dh", s % 86_400 / 3600)
+        }
+    }
+}
+
 struct ActivityWindow {
     var counts = [Int](repeating: 0, count: MessageOutcome.allCases.count)
     var start = Date().timeIntervalSince1970

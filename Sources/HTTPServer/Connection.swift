@@ -57,7 +57,7 @@ final class Connection {
         switch engine {
         case .detecting: return false
         case .http1(let session): return session.hasPendingResponses
-        case .http2(let session): return session.hasOpenStreams
+        case .http2(let session): return session.owesResponses
         }
     }
 

@@ -11,6 +11,8 @@ final class HTTP2Stream {
     /// Content-Length said more than the server accepts: answered 413 when the headers end.
     var declaredTooLarge = false
     var responded = false
+    /// Its response was submitted (`responded` is also set for one scheduled to go later).
+    var answered = false
     /// When its headers began: a request still incomplete `requestTimeoutSeconds` later ends the connection.
     let began = monotonicNanoseconds()
     var responseBody: [UInt8] = []
@@ -56,7 +58,10 @@ final class HTTP2Session {
         pumpOutput()
     }
 
-    var hasOpenStreams: Bool { !streams.isEmpty }
+    /// Whether a stream still waits for its answer (a delayed one, or a request still arriving).
+    /// A stream answered early (413) that the client keeps open does not count, so an idle
+    /// connection holding only such streams is still closed.
+    var owesResponses: Bool { streams.values.contains { !$0.answered } }
 
     /// When the oldest request still arriving (not answered yet, body incomplete) began, or 0.
     var oldestIncompleteRequest: UInt64 {
@@ -191,6 +196,7 @@ final class HTTP2Session {
     func respond(stream id: Int32, with response: HTTPServerResponse) {
         guard let session, let stream = streams[id] else { return }
         stream.responded = true
+        stream.answered = true
         stream.responseBody = response.body
         stream.responseOffset = 0
 

@@ -16,6 +16,18 @@ public struct DashboardConfiguration: Sendable {
     public var port: Int = 8080
     /// The access token; nil: read-only, and only on a loopback address. Default nil.
     public var token: String? = nil
+    /// Where operators reach the dashboard through a reverse proxy: its host is answered besides
+    /// the listen address and loopback names, and an https one makes the cookie `Secure`. Default nil.
+    public var publicURL: DashboardPublicURL? = nil
+    /// Addresses (IP literals) of reverse proxies whose `X-Forwarded-Proto: https` is believed
+    /// (the session cookie is then `Secure`); from any other peer that header is ignored. Default none.
+    public var trustedProxies: [String] = []
+    /// Largest request body (forms and JSON actions are small); a larger declared one gets 413
+    /// before it is sent. Default 64 KiB.
+    public var maxBodyBytes: Int = 64 * 1024
+    /// A request not arrived whole this long after its first byte gets 408 and its connection is
+    /// closed, so a body that never comes holds nothing. Default 30 s.
+    public var requestTimeoutSeconds: Int = 30
     /// Event-loop threads, each with at most one database connection in use. Default 2.
     public var threads: Int = 2
     /// How long a login lasts, in seconds. Default 12 h.
@@ -67,6 +79,7 @@ public final class Dashboard: Service, Sendable {
     let statistics: QueueStatistics
     let pool: ConnectionPool
     let logins: LoginLimiter
+    let hosts: HostCheck
     private let router: Router
     private let server: Mutex<HTTPServer?> = Mutex(nil)
     private let boundPort = Atomic<Int>(0)
@@ -79,6 +92,7 @@ public final class Dashboard: Service, Sendable {
         pool = ConnectionPool(url: configuration.databaseURL, statementTimeoutMilliseconds: configuration.statementTimeoutMilliseconds)
         router = Router(routes: Dashboard.routes)
         logins = LoginLimiter(limit: configuration.loginLimit, window: configuration.loginWindow)
+        hosts = HostCheck(listenHost: configuration.host, publicURL: configuration.publicURL, trustedProxies: configuration.trustedProxies)
     }
 
     /// Throws 429 when `request`'s client has used up its failed logins.
@@ -86,6 +100,12 @@ public final class Dashboard: Service, Sendable {
         guard let wait = logins.retryAfter(request.remoteAddress, now: configuration.clock()) else { return }
         throw DashboardError(429, "too many wrong tokens from this address; try again in \(Int(wait)) s",
                              headers: [HTTPHeader(name: "retry-after", value: String(Int(wait)))])
+    }
+
+    /// Every method and path the router knows, with an id where one is captured: what a check
+    /// that must hold for every route (the Host check) is tested over.
+    public static var routeSignatures: [(method: String, path: String)] {
+        routes.map { ($0.method, $0.pattern) }
     }
 
     /// Every page and endpoint. To add one (`/campaigns`, say), add its line here and its
@@ -136,7 +156,8 @@ public final class Dashboard: Service, Sendable {
             }
         }
         var http = HTTPServer.Configuration(host: configuration.host, port: configuration.port, threads: configuration.threads)
-        http.maxBodyBytes = 64 * 1024
+        http.maxBodyBytes = configuration.maxBodyBytes
+        http.requestTimeoutSeconds = configuration.requestTimeoutSeconds
         let httpServer = HTTPServer(configuration: http) { [weak self] request in
             guard let self else { return HTTPServerResponse(status: 503) }
             return self.handle(request)
@@ -195,6 +216,12 @@ public final class Dashboard: Service, Sendable {
 
     private func answer(_ request: HTTPServerRequest) -> HTTPServerResponse {
         let audience: Audience = Router.isAPIPath(request.path) ? .api : .page
+        // Before anything else, for every path (/metrics included): a request under another
+        // site's name is refused, so a DNS-rebinding page reads no page, no data, no token.
+        let host = request.header("host")
+        guard hosts.allows(host, port: port) else {
+            return render(DashboardError(421, hostRefusal(host)), audience: audience)
+        }
         do {
             switch router.match(method: request.method, path: request.path) {
             case .notFound:
@@ -268,6 +295,19 @@ public final class Dashboard: Service, Sendable {
             return session
         }
     }
+
+    /// Says which names this dashboard answers to and which setting adds another.
+    private func hostRefusal(_ host: String?) -> String {
+        let named = host.map { text -> String in
+            let shown = String(text.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7f }.prefix(100).map(Character.init))
+            return "Host \"\(shown)\""
+        } ?? "a request without a Host header"
+        return "this dashboard does not answer to \(named): it answers to \(hosts.names(port: port).joined(separator: ", ")). "
+            + "To reach it under another name (a reverse proxy's), set --public-url or HERALD_DASHBOARD_PUBLIC_URL to the URL operators open, e.g. https://herald.example.com"
+    }
+
+    /// Whether the browser reached the dashboard over TLS (see `HostCheck.isHTTPS`): its cookie is then `Secure`.
+    func isHTTPS(_ request: HTTPServerRequest) -> Bool { hosts.isHTTPS(request) }
 
     private func render(_ error: DashboardError, audience: Audience) -> HTTPServerResponse {
         switch audience {

@@ -322,12 +322,12 @@ enum Pages {
             dashboard.logins.failed(request.http.remoteAddress, now: dashboard.configuration.clock())
             return loginPage(request, status: 401, problem: "That is not this dashboard's token.", next: next)
         }
-        let cookie = access.sessionCookie(access.newSession(now: Date().timeIntervalSince1970), secure: request.http.isSecure)
+        let cookie = access.sessionCookie(access.newSession(now: Date().timeIntervalSince1970), secure: request.dashboard.isHTTPS(request.http))
         return .redirect(next, headers: [cookie])
     }
 
     static func logout(_ request: DashboardRequest) throws -> HTTPServerResponse {
-        .redirect("/login", headers: [Access.clearedCookie(secure: request.http.isSecure)])
+        .redirect("/login", headers: [Access.clearedCookie(secure: request.dashboard.isHTTPS(request.http))])
     }
 
     static func loginPage(_ request: DashboardRequest, status: Int, problem: String?, next: String) -> HTTPServerResponse {
@@ -357,6 +357,7 @@ enum Pages {
         case 401: title = "Log in first"
         case 403: title = "Not allowed"
         case 404: title = "Not found"
+        case 421: title = "Not this dashboard's address"
         case 409: title = "Conflict"
         case 503: title = "Database unavailable"
         default: title = "Error \(error.status)"

@@ -13,6 +13,8 @@ enum Audience: Sendable {
 /// for, and whether it changes anything (only POST may). New pages add a line to `Dashboard.routes`.
 struct Route: Sendable {
     let method: String
+    /// As written, e.g. `/api/dead-letters/:id`.
+    let pattern: String
     let segments: [Substring]
     let audience: Audience
     let changesState: Bool
@@ -24,6 +26,7 @@ struct Route: Sendable {
          _ action: @escaping @Sendable (DashboardRequest) throws -> HTTPServerResponse) {
         precondition(!changesState || method == "POST", "a route that changes state must be a POST: \(pattern)")
         self.method = method
+        self.pattern = pattern
         self.segments = pattern.split(separator: "/")
         self.audience = audience
         self.changesState = changesState

@@ -156,9 +156,6 @@ final class Credentials: Sendable {
         guard let entry = tokens.withLock({ $0[token] }) else { return .invalid }
         return entry.expiresAt > now ? .project(entry.projectID) : .expired
     }
-
-    /// Forgets every access token (tests use it to force a renewal).
-    func revokeAll() { tokens.withLock { $0.removeAll() } }
 }
 
 /// Wall-clock seconds since 1970.

@@ -406,6 +406,10 @@ final class KnownFields: Sendable {
     /// The known name nearest to `key` if it is close enough to be the one meant (see
     /// message-rules.json's `about`), else nil.
     func suggestion(for key: String) -> String? {
+        // A lowerCamelCase name (proto JSON's spelling) whose snake_case form is known: that form,
+        // however many words it has (`useAsV1DataMessage` is 4 edits from `use_as_v1_data_message`).
+        let snake = Self.snakeCased(key)
+        if snake != key, contains(snake) { return snake }
         let typed = Self.fold(key)
         var best: (distance: Int, index: Int)? = nil
         for (index, name) in folded.enumerated() {
@@ -415,6 +419,22 @@ final class KnownFields: Sendable {
             if distance <= limit, distance < (best?.distance ?? Int.max) { best = (distance, index) }
         }
         return best.map { names[$0.index] }
+    }
+
+    /// `useAsV1DataMessage` as `use_as_v1_data_message`: each ASCII capital after the first
+    /// character becomes `_` and its lower case, a first one only its lower case; digits and
+    /// everything else stay. The SQL validator's `_mv_suggest` does the same.
+    static func snakeCased(_ key: String) -> String {
+        var out = ""
+        for (offset, scalar) in key.unicodeScalars.enumerated() {
+            if scalar >= "A" && scalar <= "Z" {
+                if offset > 0 { out.unicodeScalars.append("_") }
+                out.unicodeScalars.append(Unicode.Scalar(scalar.value + 32)!)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     static func fold(_ s: String) -> [Unicode.Scalar] {

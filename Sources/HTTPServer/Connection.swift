@@ -57,8 +57,27 @@ final class Connection {
         switch engine {
         case .detecting: return false
         case .http1(let session): return session.hasPendingResponses
-        case .http2(let session): return session.hasOpenStreams
+        case .http2(let session): return session.owesResponses
         }
+    }
+
+    /// When the oldest request still arriving on this connection began, or 0 when none is.
+    var incompleteRequestSince: UInt64 {
+        switch engine {
+        case .detecting: return 0
+        case .http1(let session): return session.requestStartedAt
+        case .http2(let session): return session.oldestIncompleteRequest
+        }
+    }
+
+    /// Ends a request that took longer than `requestTimeoutSeconds` to arrive whole.
+    func timeOutRequest() {
+        switch engine {
+        case .detecting: close(); return
+        case .http1(let session): session.timeOut()
+        case .http2(let session): session.timeOut()
+        }
+        flush()
     }
 
     // MARK: events

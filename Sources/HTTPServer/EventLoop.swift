@@ -200,13 +200,23 @@ final class EventLoop: @unchecked Sendable {
 
     private func sweepIdleConnections() {
         let idle = configuration.idleTimeoutSeconds
-        guard idle > 0 else { return }
+        let requestTimeout = configuration.requestTimeoutSeconds
+        guard idle > 0 || requestTimeout > 0 else { return }
         let now = monotonicNanoseconds()
         guard now &- lastSweep > 1_000_000_000 else { return }
         lastSweep = now
         let limit = UInt64(idle) * 1_000_000_000
-        for connection in Array(connections.values) where now &- connection.lastActivity > limit && !connection.hasPendingWork {
-            connection.close()
+        let requestLimit = UInt64(requestTimeout) * 1_000_000_000
+        for connection in Array(connections.values) {
+            if idle > 0 && now &- connection.lastActivity > limit && !connection.hasPendingWork {
+                connection.close()
+                continue
+            }
+            // A request whose body trickles in, or never comes, does not hold a connection past this.
+            let since = connection.incompleteRequestSince
+            if requestTimeout > 0 && since != 0 && now &- since > requestLimit {
+                connection.timeOutRequest()
+            }
         }
     }
 

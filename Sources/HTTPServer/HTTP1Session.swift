@@ -23,6 +23,9 @@ final class HTTP1Session {
     private var waiting: [UInt64: [UInt8]] = [:]
     private var closeAfterSequence: UInt64? = nil
     private var stopped = false
+    /// When the request being read began (its first byte), or 0 between requests: the loop ends a
+    /// request that takes longer than `requestTimeoutSeconds` to arrive whole.
+    private(set) var requestStartedAt: UInt64 = 0
 
     nonisolated(unsafe) private static let settings: UnsafeMutablePointer<http_parser_settings> = makeSettings()
 
@@ -41,6 +44,14 @@ final class HTTP1Session {
     func teardown() {
         stopped = true
         waiting.removeAll()
+    }
+
+    /// The request being read took too long to arrive whole (a body that never comes): answer
+    /// 408 and close once it is written.
+    func timeOut() {
+        guard !stopped else { return }
+        requestStartedAt = 0
+        fail(status: 408, reason: "the request did not arrive whole within \(connection.loop.configuration.requestTimeoutSeconds) s\n")
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer) {
@@ -74,6 +85,7 @@ final class HTTP1Session {
 
     private func fail(status: Int, reason: String) {
         stopped = true
+        requestStartedAt = 0
         let sequence = nextSequence
         nextSequence += 1
         closeAfterSequence = sequence
@@ -92,6 +104,7 @@ final class HTTP1Session {
         body = []
         bodyTooLarge = false
         expectsContinue = false
+        requestStartedAt = monotonicNanoseconds()
     }
 
     fileprivate func urlBytes(_ bytes: UnsafeRawBufferPointer) { url.append(contentsOf: bytes) }
@@ -116,8 +129,19 @@ final class HTTP1Session {
         inValue = false
     }
 
-    fileprivate func headersComplete() {
+    /// Returns true when parsing must pause: the request declared a body over the limit and was
+    /// answered 413 already.
+    fileprivate func headersComplete() -> Bool {
         if inValue || !fieldName.isEmpty { finishHeader() }
+        // A declared body over the limit is refused now, before the client sends it: one waiting
+        // for 100 Continue, or sending slowly, learns at once instead of after 10 MB (or never).
+        // The connection closes after the answer, since the body that may follow is not read.
+        let declared = herald_http_declared_length(parser)
+        if declared > maxBody {
+            connection.loop.counters.http1Requests.wrappingAdd(1, ordering: .relaxed)
+            fail(status: 413, reason: "request body too large: Content-Length \(declared) is over the limit of \(maxBody) bytes\n")
+            return true
+        }
         for header in headers where header.name == "expect" && header.value.lowercased() == "100-continue" {
             expectsContinue = true
         }
@@ -125,6 +149,7 @@ final class HTTP1Session {
         if expectsContinue && nextToWrite == nextSequence {
             connection.output.append(contentsOf: "HTTP/1.1 100 Continue\r\n\r\n".utf8)
         }
+        return false
     }
 
     fileprivate func bodyBytes(_ bytes: UnsafeRawBufferPointer) {
@@ -141,6 +166,7 @@ final class HTTP1Session {
         loop.counters.http1Requests.wrappingAdd(1, ordering: .relaxed)
         let sequence = nextSequence
         nextSequence += 1
+        requestStartedAt = 0
         let keepAlive = http_should_keep_alive(parser) != 0
         if !keepAlive || bodyTooLarge { closeAfterSequence = sequence }
         if bodyTooLarge {
@@ -227,7 +253,9 @@ final class HTTP1Session {
         case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
         case 413: return "Payload Too Large"
+        case 421: return "Misdirected Request"
         case 429: return "Too Many Requests"
         case 500: return "Internal Server Error"
         case 502: return "Bad Gateway"
@@ -259,7 +287,7 @@ final class HTTP1Session {
             return 0
         }
         settings.pointee.on_headers_complete = { parser in
-            session(parser).headersComplete()
+            if session(parser).headersComplete() { http_parser_pause(parser, 1) }
             return 0
         }
         settings.pointee.on_body = { parser, at, length in

@@ -8,7 +8,13 @@ final class HTTP2Stream {
     var headers: [HTTPHeader] = []
     var body: [UInt8] = []
     var bodyTooLarge = false
+    /// Content-Length said more than the server accepts: answered 413 when the headers end.
+    var declaredTooLarge = false
     var responded = false
+    /// Its response was submitted (`responded` is also set for one scheduled to go later).
+    var answered = false
+    /// When its headers began: a request still incomplete `requestTimeoutSeconds` later ends the connection.
+    let began = monotonicNanoseconds()
     var responseBody: [UInt8] = []
     var responseOffset = 0
 
@@ -52,7 +58,25 @@ final class HTTP2Session {
         pumpOutput()
     }
 
-    var hasOpenStreams: Bool { !streams.isEmpty }
+    /// Whether a stream still waits for its answer (a delayed one, or a request still arriving).
+    /// A stream answered early (413) that the client keeps open does not count, so an idle
+    /// connection holding only such streams is still closed.
+    var owesResponses: Bool { streams.values.contains { !$0.answered } }
+
+    /// When the oldest request still arriving (not answered yet, body incomplete) began, or 0.
+    var oldestIncompleteRequest: UInt64 {
+        var oldest: UInt64 = 0
+        for stream in streams.values where !stream.responded && (oldest == 0 || stream.began < oldest) { oldest = stream.began }
+        return oldest
+    }
+
+    /// A request took too long to arrive whole: end the session (GOAWAY) and close once it is written.
+    func timeOut() {
+        guard let session else { return }
+        nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
+        pumpOutput()
+        connection.closeAfterFlush = true
+    }
 
     var wantsToWrite: Bool {
         guard let session else { return false }
@@ -119,11 +143,21 @@ final class HTTP2Session {
             }
             return
         }
-        stream.headers.append(HTTPHeader(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self)))
+        let header = HTTPHeader(name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+        if header.name == "content-length", let declared = Int(header.value), declared > maxBody { stream.declaredTooLarge = true }
+        stream.headers.append(header)
+    }
+
+    /// The request's headers ended and a body follows: one declared over the limit is answered
+    /// 413 now, before the client sends it; what it sends anyway is dropped.
+    fileprivate func headersEnded(stream id: Int32) {
+        guard let stream = streams[id], stream.declaredTooLarge, !stream.responded else { return }
+        connection.loop.counters.http2Requests.wrappingAdd(1, ordering: .relaxed)
+        respond(stream: id, with: HTTPServerResponse(status: 413, body: Array("request body too large: its Content-Length is over the limit of \(maxBody) bytes\n".utf8)))
     }
 
     fileprivate func data(stream id: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let stream = streams[id] else { return }
+        guard let stream = streams[id], !stream.responded else { return }
         if stream.body.count + bytes.count > maxBody {
             stream.bodyTooLarge = true
             return
@@ -162,6 +196,7 @@ final class HTTP2Session {
     func respond(stream id: Int32, with response: HTTPServerResponse) {
         guard let session, let stream = streams[id] else { return }
         stream.responded = true
+        stream.answered = true
         stream.responseBody = response.body
         stream.responseOffset = 0
 
@@ -264,6 +299,8 @@ final class HTTP2Session {
             if (type == NGHTTP2_DATA.rawValue || type == NGHTTP2_HEADERS.rawValue)
                 && frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
                 Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().requestComplete(stream: frame.pointee.hd.stream_id)
+            } else if type == NGHTTP2_HEADERS.rawValue && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+                Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().headersEnded(stream: frame.pointee.hd.stream_id)
             }
             return 0
         }

@@ -41,10 +41,15 @@ public final class HTTPServer: @unchecked Sendable {
         /// SETTINGS_MAX_CONCURRENT_STREAMS announced to HTTP/2 clients. Default 1000, well above the
         /// 100 streams per connection FCM clients use, so this server never limits them.
         public var maxConcurrentStreams: Int = 1000
-        /// Largest request body accepted; a bigger one gets 413. Default 4 MiB.
+        /// Largest request body accepted; a bigger one gets 413, at once when Content-Length declares
+        /// it (before the body is sent), else when the body reaches the limit. Default 4 MiB.
         public var maxBodyBytes: Int = 4 << 20
         /// Connections without any traffic for this long are closed. Default 300 s; 0 disables it.
         public var idleTimeoutSeconds: Int = 300
+        /// A request (headers and body) that has not arrived whole this long after its first byte
+        /// is answered 408 (HTTP/1.1) or its connection ended (HTTP/2), so a body that never comes
+        /// does not hold a connection. Default 0: no limit (the emulator's clients are trusted).
+        public var requestTimeoutSeconds: Int = 0
 
         public init(host: String = "127.0.0.1", port: Int = 0, threads: Int = 2, tls: TLSFiles? = nil) {
             self.host = host

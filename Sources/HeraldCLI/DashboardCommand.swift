@@ -9,6 +9,12 @@ enum DashboardCommand {
     static let options: [Option] = [
         Option(name: "address", env: "HERALD_DASHBOARD_ADDRESS", value: "HOST:PORT", help: "Where to listen.", defaultText: "127.0.0.1:8080"),
         Option(name: "threads", env: "HERALD_DASHBOARD_THREADS", value: "N", help: "Event-loop threads (each uses one database connection at a time).", defaultText: "2"),
+        Option(name: "public-url", env: "HERALD_DASHBOARD_PUBLIC_URL", value: "URL",
+               help: "The URL operators open when a reverse proxy stands in front (e.g. https://herald.example.com): its host is answered besides the listen address and localhost; https makes the session cookie Secure.",
+               defaultText: "none"),
+        Option(name: "trusted-proxy", env: "HERALD_DASHBOARD_TRUSTED_PROXIES", value: "ADDRESS", repeatable: true,
+               help: "IP address of a reverse proxy whose X-Forwarded-Proto: https is believed (the cookie is then Secure); the variable takes a comma-separated list.",
+               defaultText: "none"),
     ] + DeadCommand.databaseOptions + connectionOptions.filter { ["log-level", "log-format"].contains($0.name) }
 
     static let help = helpText(
@@ -19,6 +25,13 @@ enum DashboardCommand {
         it everywhere: the API and /metrics as `Authorization: Bearer TOKEN`, the pages through /login. Only
         then can pages and the API retry, discard, pause, resume and cancel; each action is recorded in
         herald.admin_log. Without a token the dashboard is read-only and listens on a loopback address only.
+        Host check: every request (pages, API, /metrics) must name the dashboard in its Host header: the
+        listen address, localhost, 127.0.0.1 or [::1] with the port, or the host of --public-url; any other
+        gets 421 and no data, so a web page that re-points its own name at this address (DNS rebinding) reads
+        nothing. Prometheus sends the address it scrapes as Host: scrape the listen address (not a wildcard
+        0.0.0.0, which no client names) or the public URL's host.
+        Request bodies over 64 KiB get 413 as soon as Content-Length says so; a request not arrived whole
+        within 30 s gets 408.
         Pages (tabs): / (queues; the last hour's completed, errors and cancelled per minute),
         /campaigns (each campaign's progress: a bar of completed, dead, discarded, cancelled and running
         jobs, the last minute's sends and an estimated end; Pause holds a campaign back on every pool, Resume lets it go on,
@@ -57,6 +70,33 @@ enum DashboardCommand {
         return (String(host), number)
     }
 
+    /// `--public-url` / `HERALD_DASHBOARD_PUBLIC_URL`, refused naming the setting when it is no http(s) URL.
+    static func publicURL(_ parsed: ParsedOptions) throws(UsageError) -> DashboardPublicURL? {
+        guard let (text, source) = parsed.lookup("public-url") else { return nil }
+        switch DashboardPublicURL.parse(text) {
+        case .success(let url): return url
+        case .failure(let problem): throw UsageError("herald dashboard: \(source) \"\(text)\" \(problem)")
+        }
+    }
+
+    /// `--trusted-proxy` (repeatable) or `HERALD_DASHBOARD_TRUSTED_PROXIES` (comma-separated): IP literals.
+    static func trustedProxies(_ parsed: ParsedOptions) throws(UsageError) -> [String] {
+        let flags = parsed.all("trusted-proxy")
+        let list: [String]
+        let source: String
+        if !flags.isEmpty {
+            (list, source) = (flags, "--trusted-proxy")
+        } else if let text = ProcessInfo.processInfo.environment["HERALD_DASHBOARD_TRUSTED_PROXIES"], !text.isEmpty {
+            (list, source) = (text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, "HERALD_DASHBOARD_TRUSTED_PROXIES")
+        } else {
+            return []
+        }
+        for address in list where DashboardPublicURL.isIPAddress(address) == false {
+            throw UsageError("herald dashboard: \(source) \"\(address)\" is not an IP address; give the proxy's address as the dashboard sees it, e.g. 127.0.0.1 or ::1 (host names and ranges are not taken)")
+        }
+        return list
+    }
+
     static func isLoopback(_ host: String) -> Bool {
         host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
@@ -77,6 +117,11 @@ enum DashboardCommand {
             throw UsageError("herald dashboard: set DATABASE_URL (or --database-url) to the PostgreSQL holding schema herald")
         }
         var configuration = DashboardConfiguration(databaseURL: url, host: host, port: port, token: token)
+        configuration.publicURL = try publicURL(parsed)
+        configuration.trustedProxies = try trustedProxies(parsed)
+        if configuration.publicURL != nil && token == nil {
+            log.warning("--public-url without HERALD_DASHBOARD_TOKEN: whoever reaches that URL reads every queue and message unless the proxy itself asks who they are")
+        }
         configuration.threads = threads
         configuration.log = { log.info($0) }
         // Stop on SIGTERM or SIGINT: blocked here, before the event-loop threads start (they inherit

@@ -20,7 +20,8 @@ import TestSupport
                                                    "legacy_multicast", "legacy_result", "multicast_result", "_legacy_fan_out",
                                                    "_legacy_raise", "_legacy_translate", "_legacy_form_payload",
                                                    "enqueue_multicast", "retry_dead_letter", "requeue_dead_letters",
-                                                   "create_campaign", "enqueue_group_op"]
+                                                   "create_campaign", "enqueue_group_op",
+                                                   "_check_topic_call", "_mv_suggest"]
     /// Triggers whose WHEN changed on purpose since the release (android_v2 is never legacy), and
     /// indexes rebuilt on purpose (migration 190: the claim's index leads with the job's project).
     static let triggersChangedSinceRelease: Set<String> = ["trigger jobs_legacy", "index herald.jobs_claim_unit", "index jobs_claim_unit"]
@@ -28,8 +29,9 @@ import TestSupport
     /// and indexes under the new name.
     static let renamedSinceRelease: [(old: String, new: String)] = [("sender_pauses", "project_pauses")]
     /// Tables dropped on purpose since the release (migration 160 moves the legacy multicasts into
-    /// herald.multicasts), with their columns, constraints and indexes.
-    static let droppedSinceRelease = ["legacy_multicasts"]
+    /// herald.multicasts), with their columns, constraints and indexes; and indexes replaced
+    /// (migration 250: the topic claim's index also holds its order).
+    static let droppedSinceRelease = ["legacy_multicasts", "index herald.topic_subscriptions_due", "index topic_subscriptions_due"]
     static func renamed(_ text: String) -> String {
         renamedSinceRelease.reduce(text) { $0.replacingOccurrences(of: $1.old, with: $1.new) }
     }

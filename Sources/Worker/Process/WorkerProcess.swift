@@ -213,8 +213,3 @@ public final class WorkerProcess: @unchecked Sendable {
         thread.start()
     }
 }
-
-func waitReadable(_ descriptor: Int32, milliseconds: Int32) -> Bool {
-    var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-    return poll(&entry, 1, milliseconds) > 0
-}

@@ -420,3 +420,29 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         }
     }
 }
+
+/// The emulator's production answer to a spent project quota is the body FCM was seen to send
+/// (Tests/Fixtures/FCM/answers), member for member, for the same project number and limit.
+@Suite struct EmulatorProductionQuotaBodyTests {
+    /// `value` with every object's members sorted by key, so member order does not count.
+    static func canonical(_ value: JSONValue) -> String {
+        switch value {
+        case .object(let object):
+            let members = object.sorted { $0.key < $1.key }.map { "\(JSONValue.string($0.key).serialized):\(canonical($0.value))" }
+            return "{" + members.joined(separator: ",") + "}"
+        case .array(let items): return "[" + items.map(canonical).joined(separator: ",") + "]"
+        default: return value.serialized
+        }
+    }
+
+    @Test func theEmulatorsBodyIsTheOneSeenInProduction() throws {
+        let corpus = try #require(try FCMFixtures.answers().first { $0.id == "project-quota-rate-limit-exceeded" })
+        let seen = try JSONValue.parse(corpus.body)
+        let answered = try JSONValue.parse(FCMResponses.rateLimitBody(project: "123", limitValue: "18000"))
+        #expect(Self.canonical(answered) == Self.canonical(seen))
+        // A project ID that is not a number gets a stable 12-digit project number.
+        let number = FCMResponses.projectNumber("herald-emulator")
+        #expect(number.count == 12 && number.allSatisfy(\.isNumber) && number == FCMResponses.projectNumber("herald-emulator"))
+        #expect(number != FCMResponses.projectNumber("herald-emulator-2"))
+    }
+}

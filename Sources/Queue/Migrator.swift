@@ -141,6 +141,9 @@ public enum Migrator {
                     try connection.query(SQL.schemaSearchPath)
                     try connection.execute(SQL.schemaRecords)
                     let edited = try refuseWhatIsNotOurs(connection, replaceEdited: replaceEdited)
+                    if try somethingIsDue(connection, also: edited) {
+                        try connection.execute(SQL.schemaLockTables)
+                    }
                     var due = Applied()
                     due.migrations = try applyMigrations(connection, log: { warnings.append($0) })
                     due.definitions = try applyDefinitions(connection, all: !due.migrations.isEmpty, also: Set(edited))
@@ -194,6 +197,18 @@ public enum Migrator {
         }
         if !edited.isEmpty && !replaceEdited { throw Refusal.editedDefinitions(edited) }
         return edited.map(\.name)
+    }
+
+    /// Whether a migration or a definition file is due (or an edited one to be replaced).
+    private static func somethingIsDue(_ connection: PGConnection, also: [String]) throws(PostgresError) -> Bool {
+        if !also.isEmpty { return true }
+        let migrated = try connection.query(SQL.schemaMigrationsApplied)
+        let applied = Set((0..<migrated.rowCount).compactMap { migrated[$0, 0] })
+        if migrations.contains(where: { !applied.contains($0.name) }) { return true }
+        let recorded = try connection.query(SQL.schemaDefinitionsApplied)
+        var done: [String: String] = [:]
+        for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
+        return definitions.contains { done[$0.name] != checksum($0.sql) }
     }
 
     /// The catalog's text of every herald function (all overloads of a name together) and view,

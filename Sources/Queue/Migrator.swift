@@ -14,7 +14,9 @@ import Postgres
 ///    herald.schema_definitions (and all of them after any numbered migration ran, which may have
 ///    dropped an old signature), all in one transaction.
 ///
-/// Then it stores the binary's FCM validation rules for herald.validate_message.
+/// Then it grants again the role kinds recorded by herald.grant_role (so objects a migration added
+/// are covered, and PUBLIC executes no herald function) and stores the binary's FCM validation
+/// rules for herald.validate_message.
 public enum Migrator {
     /// pg_advisory_lock key: "herald" in ASCII.
     public static let lockKey = 0x6865_7261_6c64
@@ -73,6 +75,9 @@ public enum Migrator {
         var applied = Applied()
         applied.migrations = try applyMigrations(connection, log: log)
         applied.definitions = try applyDefinitions(connection, all: !applied.migrations.isEmpty)
+        // PUBLIC executes no herald function, and the kinds herald.grant_role gave roles cover
+        // what this run added (docs/roles.md).
+        try connection.query(SQL.applyRoleGrants)
         try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
         return applied
     }

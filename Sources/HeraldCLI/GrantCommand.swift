@@ -56,7 +56,7 @@ enum GrantCommand {
         do {
             if let kind {
                 try RoleGrants.grant(connection, role: role, kind: kind)
-                print("granted \(role) the privileges of a \(kind.rawValue) in schema herald")
+                print("granted \(role) the \(kind.rawValue) privileges in schema herald")
             } else {
                 try RoleGrants.revoke(connection, role: role)
                 print("revoked every privilege of \(role) in schema herald")

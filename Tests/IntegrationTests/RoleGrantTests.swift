@@ -53,7 +53,7 @@ import TestSupport
     func grant(_ roles: Roles, _ role: String, _ kind: String) throws {
         let result = try HeraldProcess.run(["grant", role, "--as", kind], environment: ["DATABASE_URL": roles.database.url])
         #expect(result.status == 0, "\(result.output)")
-        #expect(result.output.contains("granted \(role) the privileges of a \(kind)"), "\(result.output)")
+        #expect(result.output.contains("granted \(role) the \(kind) privileges in schema herald"), "\(result.output)")
     }
 
     @Test func aProducerEnqueuesAndReadsOutcomesButChangesNothingElse() throws {

@@ -10,11 +10,11 @@ public enum BenchmarkJobs {
     /// none: jobs of no project).
     static let insertSQL = """
         INSERT INTO herald.jobs (message, project)
-        SELECT jsonb_build_object(
+        SELECT pg_catalog.jsonb_build_object(
                    'token', 'bench-' || g,
-                   'notification', jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
-                   'data', jsonb_build_object('n', g::text)),
-               ($3::text[])[1 + g % nullif(cardinality($3::text[]), 0)]
+                   'notification', pg_catalog.jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
+                   'data', pg_catalog.jsonb_build_object('n', g::text)),
+               ($3::text[])[1 + g % nullif(pg_catalog.cardinality($3::text[]), 0)]
         FROM generate_series($1::bigint, $2::bigint) AS g
         """
 
@@ -35,7 +35,7 @@ public enum BenchmarkJobs {
         guard count > 0 else { return 0 }
         let added = try connection.query("""
             INSERT INTO herald.jobs (message, state, attempts, created_at, run_at, finished_at, fcm_message_name)
-            SELECT jsonb_build_object('token', 'bench-done-' || g, 'notification', jsonb_build_object('title', 'Herald bench')),
+            SELECT pg_catalog.jsonb_build_object('token', 'bench-done-' || g, 'notification', pg_catalog.jsonb_build_object('title', 'Herald bench')),
                    'completed', 1, now() - interval '2 hours', now() - interval '2 hours', now() - interval '1 hour',
                    'projects/herald-local/messages/' || g
             FROM generate_series(1, $1::bigint) AS g

@@ -12,6 +12,7 @@ Usage: herald <command> [options]
 Commands:
   work       Deliver queued jobs with a pool of worker processes (embedded default when nothing is set).
   migrate    Create or update the herald schema in DATABASE_URL.
+  grant      Give a role what a producer, reader or operator needs in schema herald (and no more).
   send       Send one message now and print FCM's answer.
   groups     Manage device groups (create, add, remove, get).
   dead       Look at, replay (retry) and remove (discard) dead letters.
@@ -44,6 +45,7 @@ let rest = Array(arguments.dropFirst())
 let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "work": (WorkCommand.help, WorkCommand.run),
     "migrate": (MigrateCommand.help, MigrateCommand.run),
+    "grant": (GrantCommand.help, GrantCommand.run),
     "send": (SendCommand.help, SendCommand.run),
     "groups": (GroupsCommand.help, GroupsCommand.run),
     "bench": (BenchCommand.help, BenchCommand.run),

@@ -24,6 +24,11 @@ public enum ConnectionDefaults {
         client.filter { !($0.0 == "connect_timeout" && environment["PGCONNECT_TIMEOUT"] != nil) }
     }
 
+    /// The search_path of every connection Herald opens: only the system catalog and the
+    /// session's own temporary schema, which no other role can create in. Herald's statements
+    /// name every object of schema herald with its schema.
+    public static let searchPath = ("search_path", "pg_catalog, pg_temp")
+
     /// Server settings for the session (SET after connecting): the backend probes the client the
     /// same way, so a client gone silent releases its backend, its locks and its transaction.
     public static let server: [(String, String)] = [

@@ -231,9 +231,17 @@ public final class PGConnection: @unchecked Sendable {
         // locks and the transaction it holds) goes away when the client is gone.
         let options = Self.conninfoValue(connection, "options") ?? ""
         let settings = ConnectionDefaults.server.filter { !options.contains($0.0) }
-        if !settings.isEmpty {
-            // A server that does not know one (older than 12) keeps its defaults.
-            _ = try? query(Self.setConfigStatement(count: settings.count), settings.flatMap { [PGValue.text($0.0), .text($0.1)] })
+        // In the same round trip, a search_path no other role can write to (whatever the
+        // connection string or the role's settings say): no function or table another role
+        // planted in `public` or "$user" can stand in for one a statement names.
+        let pinned = [ConnectionDefaults.searchPath]
+        do {
+            try query(Self.setConfigStatement(count: settings.count + 1), (settings + pinned).flatMap { [PGValue.text($0.0), .text($0.1)] })
+        } catch {
+            // A server that does not know a keepalive setting (older than 12) keeps its defaults;
+            // the search_path is still set, or the connection is not used.
+            guard !settings.isEmpty else { throw error }
+            try query(Self.setConfigStatement(count: 1), pinned.flatMap { [PGValue.text($0.0), .text($0.1)] })
         }
         if let statementTimeout { try applyStatementTimeout(statementTimeout) }
     }
@@ -247,9 +255,10 @@ public final class PGConnection: @unchecked Sendable {
                   [.text("statement_timeout"), .text(milliseconds), .text("idle_in_transaction_session_timeout"), .text(milliseconds)])
     }
 
-    /// `SELECT set_config($1, $2, false), ...` for `count` settings (names and values as parameters).
+    /// `SELECT pg_catalog.set_config($1, $2, false), ...` for `count` settings (names and values
+    /// as parameters; qualified, since it runs before the search_path is pinned).
     static func setConfigStatement(count: Int) -> String {
-        "SELECT " + (0..<count).map { "set_config($\($0 * 2 + 1), $\($0 * 2 + 2), false)" }.joined(separator: ", ")
+        "SELECT " + (0..<count).map { "pg_catalog.set_config($\($0 * 2 + 1), $\($0 * 2 + 2), false)" }.joined(separator: ", ")
     }
 
     /// Runs every statement of this connection (and of every reconnection) under PostgreSQL's

@@ -14,9 +14,11 @@ import Postgres
 ///    herald.schema_definitions (and all of them after any numbered migration ran, which may have
 ///    dropped an old signature).
 ///
-/// Then it stores the binary's FCM validation rules for herald.validate_message. All of it is
-/// one transaction: a pool still running the previous release sees the schema before the upgrade
-/// or after it, never a migration applied and the functions that go with it not yet.
+/// Then it grants again the role kinds recorded by herald.grant_role (so objects a migration added
+/// are covered, and PUBLIC executes no herald function) and stores the binary's FCM validation
+/// rules for herald.validate_message. All of it is one transaction: a pool still running the
+/// previous release sees the schema before the upgrade or after it, never a migration applied and
+/// the functions that go with it not yet.
 ///
 /// Before applying anything it checks the database against the binary, inside the same
 /// transaction, and applies nothing when:
@@ -148,6 +150,9 @@ public enum Migrator {
                     due.migrations = try applyMigrations(connection, log: { warnings.append($0) })
                     due.definitions = try applyDefinitions(connection, all: !due.migrations.isEmpty, also: Set(edited))
                     applied = due
+                    // PUBLIC executes no herald function, and the kinds herald.grant_role gave roles
+                    // cover what this run added (docs/roles.md).
+                    try connection.query(SQL.applyRoleGrants)
                     try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
                     try recordCatalog(connection)
                     if !commit {

@@ -9,4 +9,4 @@
 SELECT c.come_back_in, j.*
 FROM herald.claim_batch($1::text[], $2::integer, $3::float8, $4::text, $5::text, $6::float8, $7::integer,
                         to_timestamp($8::float8), $9::text) c
-LEFT JOIN LATERAL unnest(c.claimed) j ON true
+LEFT JOIN LATERAL pg_catalog.unnest(c.claimed) j ON true

@@ -16,7 +16,7 @@ finished AS (
         finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
         last_error = coalesce(i.err, j.last_error),
         errors = CASE WHEN i.err IS NULL THEN j.errors
-                 ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
+                 ELSE j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
     RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
@@ -31,7 +31,7 @@ retried AS (
     SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
         run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
         last_error = i.err,
-        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
+        errors = j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
     FROM input i
     WHERE j.id = i.id AND i.a = 'retried' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
@@ -52,7 +52,7 @@ snoozed AS (
         attempts = CASE WHEN j.snoozes < coalesce(i.cap, 0) THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         snoozes = j.snoozes + 1,
         last_error = i.err,
-        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
+        errors = j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
                                                                   'snooze', j.snoozes + 1))
     FROM input i
     WHERE j.id = i.id AND i.a = 'snoozed' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
@@ -63,7 +63,7 @@ dead AS (
     WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
         j.created_at, i.err, j.validate_only, j.campaign_id, j.project,
-        j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
+        j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
 ),
 lettered AS (
     INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
@@ -99,10 +99,10 @@ events AS (
     INSERT INTO herald.events (kind, queue, job_id, campaign_id, token, detail)
     SELECT e.kind, e.queue, e.id, e.campaign_id, e.token, e.detail
     FROM (SELECT a AS kind, queue, id, campaign_id, token,
-                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END AS detail
+                 CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END AS detail
           FROM finished UNION ALL SELECT a, queue, id, campaign_id, token,
-                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END
-          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', jsonb_build_object('reason', err) FROM dead) e
+                 CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END
+          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', pg_catalog.jsonb_build_object('reason', err) FROM dead) e
     WHERE EXISTS (SELECT 1 FROM herald.queues q WHERE q.name = e.queue AND q.events)
     ORDER BY e.id
     RETURNING 1

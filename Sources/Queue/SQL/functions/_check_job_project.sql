@@ -3,7 +3,7 @@
 -- trigger runs only for rows that name a project, so jobs of no project cost nothing more.
 -- A project is removed from the registry only without pending jobs (herald.remove_project).
 CREATE OR REPLACE FUNCTION herald._check_job_project() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM herald.projects p WHERE p.name = NEW.project) THEN
         RAISE EXCEPTION 'herald.jobs.project: no project named "%" in the registry (herald.projects)', NEW.project

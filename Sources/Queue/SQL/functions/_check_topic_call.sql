@@ -1,7 +1,7 @@
 -- Refuses a topic name or token list FCM would refuse, naming the value.
 CREATE OR REPLACE FUNCTION herald._check_topic_call(fn text, topic text, tokens text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     n integer := coalesce(cardinality(tokens), 0);

@@ -12,7 +12,7 @@ CREATE OR REPLACE FUNCTION herald._claim_allowance(
     OUT queue_rate double precision, OUT queue_tokens double precision, OUT room integer,
     OUT campaign_rate double precision, OUT campaign_tokens double precision, OUT campaign_state text,
     OUT label text)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     q herald.queues;
     c herald.campaigns;

@@ -13,7 +13,7 @@ CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p
                                               p_worker text, p_label text, p_now timestamptz, p_project text DEFAULT NULL,
                                               p_audience boolean DEFAULT false,
                                               OUT taken herald.claimed_job[], OUT ids bigint[], OUT tokens text[], OUT zones text[])
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     WITH picked AS (
         SELECT j.id AS picked_id,

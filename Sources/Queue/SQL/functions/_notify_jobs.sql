@@ -1,6 +1,6 @@
 -- Wake-up: one NOTIFY per statement, however many rows it inserted. Workers also poll.
 CREATE OR REPLACE FUNCTION herald._notify_jobs() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('herald_jobs', '');
     RETURN NULL;

@@ -20,7 +20,7 @@ CREATE OR REPLACE FUNCTION herald.claim_batch(
     p_project text DEFAULT NULL, p_project_rate double precision DEFAULT 0, p_project_granted integer DEFAULT NULL,
     p_now timestamptz DEFAULT NULL, p_jobs_project text DEFAULT NULL,
     OUT claimed herald.claimed_job[], OUT come_back_in double precision)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
     budget integer := p_limit;        -- jobs this claim may still take

@@ -9,7 +9,7 @@ RETURNS TABLE (id bigint, queue text, kind text, message text, attempt integer, 
                token_pruned boolean, last_error text, created_at double precision, due_at double precision,
                group_key text, group_members text, validate_only boolean, campaign_id bigint,
                wait_seconds double precision)
-LANGUAGE sql SET search_path = pg_catalog AS $$
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     WITH claim AS MATERIALIZED (
         SELECT b.claimed, b.come_back_in
         FROM herald.claim_batch(p_queues, p_limit, p_lease, p_worker, p_project, p_project_rate, p_project_granted) b

@@ -15,7 +15,7 @@ CREATE OR REPLACE FUNCTION herald.enqueue(message jsonb, run_at timestamptz DEFA
                                max_attempts integer DEFAULT 25, dedupe_key text DEFAULT NULL,
                                validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
                                dedupe_for interval DEFAULT NULL, project text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     new_id bigint;

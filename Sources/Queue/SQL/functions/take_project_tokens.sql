@@ -6,7 +6,7 @@
 CREATE OR REPLACE FUNCTION herald.take_project_tokens(p_project text, p_rate double precision, p_wanted integer,
                                                       p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (granted integer, wait_seconds double precision)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
     v_tokens double precision;

@@ -1,8 +1,8 @@
 import JSON
 
-/// The limits herald.jobs holds every new job to (constraint jobs_door_limits, migration 240,
+/// The limits herald.jobs holds every new job to (trigger jobs_size_limits, migration 240,
 /// `herald._check_job_size`), checked again by the worker before anything is sent: a row inserted
-/// before the constraint existed (it is NOT VALID) is dead-lettered with the limit as its reason
+/// before the trigger existed (or with it disabled) is dead-lettered with the limit as its reason
 /// and never costs a request. The numbers here and in the SQL function are the same.
 public enum DoorLimits {
     /// A send's message as JSON text: FCM takes 4,096 bytes of notification and data payload, and

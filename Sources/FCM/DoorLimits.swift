@@ -1,6 +1,6 @@
 import JSON
 
-/// The limits herald.jobs holds every new job to (trigger jobs_size_limits, migration 240,
+/// The limits herald.jobs holds every new job to (trigger jobs_size_limits,
 /// `herald._check_job_size`), checked again by the worker before anything is sent: a row inserted
 /// before the trigger existed (or with it disabled) is dead-lettered with the limit as its reason
 /// and never costs a request. The numbers here and in the SQL function are the same.

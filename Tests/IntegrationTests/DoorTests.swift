@@ -5,7 +5,7 @@ import Postgres
 import TestSupport
 import Testing
 
-/// What is refused at the door: oversized jobs (migration 240 and the worker's own check), and
+/// What is refused at the door: oversized jobs (trigger jobs_size_limits and the worker's own check), and
 /// credentials over plain http to another host.
 @Suite(.serialized) struct DoorTests {
     static let megabyteToken = String(repeating: "t", count: 1_048_576)

@@ -1,4 +1,4 @@
--- The door's limits on a job (trigger jobs_size_limits, migration 240), run only for a message
+-- The door's limits on a job (trigger jobs_size_limits below), run only for a message
 -- whose stored size passes 4,096 bytes: a smaller one can neither hold a target over the limit nor
 -- be over the message limit, so a plain INSERT of ordinary jobs never calls it (the trigger's WHEN
 -- is one pg_column_size per row, without copying the message).

@@ -113,7 +113,7 @@ enum DashboardCommand {
         if token == nil && !isLoopback(host) {
             throw UsageError("herald dashboard: refusing to serve on \(host) without HERALD_DASHBOARD_TOKEN: anyone who reaches that address would see every message. Set HERALD_DASHBOARD_TOKEN, or listen on 127.0.0.1")
         }
-        guard let url = parsed.string("database-url") else {
+        guard let url = (try checkedDatabaseURL(parsed)) else {
             throw UsageError("herald dashboard: set DATABASE_URL (or --database-url) to the PostgreSQL holding schema herald")
         }
         var configuration = DashboardConfiguration(databaseURL: url, host: host, port: port, token: token)

@@ -8,7 +8,7 @@ import Queue
 /// migrated, or an error that says what to do.
 func operationsDatabase(_ parsed: ParsedOptions) throws -> PGConnection {
     let command = parsed.command
-    guard let url = parsed.string("database-url") else {
+    guard let url = (try checkedDatabaseURL(parsed)) else {
         throw UsageError("herald \(command): set DATABASE_URL (or --database-url) to the PostgreSQL holding schema herald")
     }
     let connection: PGConnection

@@ -19,12 +19,25 @@ let connectionOptions: [Option] = [
            help: "FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
     Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
            help: "CA bundle for verifying FCM's TLS certificate (verification is always on)."),
+    allowInsecureTransportOption,
     Option(name: "data-dir", env: "HERALD_HOME", value: "DIR",
            help: "Folder of the embedded default's PostgreSQL and emulator credentials.", defaultText: "./.herald"),
     Option(name: "log-level", env: "HERALD_LOG_LEVEL", value: "LEVEL", help: "debug, info, warn or error.", defaultText: "info"),
     Option(name: "log-format", env: "HERALD_LOG_FORMAT", value: "FORMAT",
            help: "text, or json: one object per line with time, level, msg, pid and the job's fields.", defaultText: "text"),
 ]
+
+/// The command's database setting (DATABASE_URL or `--database-url`), checked before anything
+/// connects: a string that is not a well-formed connection string is refused, naming the setting
+/// and what a valid one looks like, and is never echoed (nor handed to libpq to echo).
+func checkedDatabaseURL(_ parsed: ParsedOptions) throws(UsageError) -> String? {
+    guard let (url, source) = parsed.lookup("database-url") else { return nil }
+    do { _ = try ConnectionString.parse(url) } catch {
+        let text = error.description.replacingOccurrences(of: "DATABASE_URL (--database-url)", with: source)
+        throw UsageError("herald \(parsed.command): \(text)")
+    }
+    return url
+}
 
 /// `options` with the help of some reworded for one command, by name: what a shared option does
 /// differs between the commands that take it (only `work` and `bench` start a private PostgreSQL).
@@ -36,6 +49,11 @@ func withHelp(_ options: [Option], _ helps: [String: String]) -> [Option] {
         return changed
     }
 }
+
+/// `--allow-insecure-transport`: with real credentials, plain http to a host that is not loopback
+/// is refused (FCM, Instance ID, a key's token_uri) unless this is given (see TransportSecurity).
+let allowInsecureTransportOption = Option(name: "allow-insecure-transport", env: TransportSecurity.environmentVariable,
+    help: "Let credentials go over plain http:// to a host that is not loopback (FCM URL, Instance ID URL, a key's token_uri); warned about at start. Without it such a URL is refused.")
 
 /// `--emulator`: the explicit way to send to the local emulator (`work`, `send`, `groups`).
 let emulatorOption = Option(name: "emulator",
@@ -84,7 +102,7 @@ final class RunEnvironment {
     /// `serverSettings` are added to the private cluster's (e.g. `herald bench --profile`'s).
     func resolveDatabase(_ parsed: ParsedOptions, durable: Bool = true, folder: String = "postgres",
                          serverSettings: [String: String] = [:]) throws {
-        if let url = parsed.string("database-url") {
+        if let url = (try checkedDatabaseURL(parsed)) {
             databaseURL = url
             return
         }
@@ -158,9 +176,14 @@ final class RunEnvironment {
             credentialsPath = path
             if let url = try parsed.httpURL("fcm-url") { fcmBaseURL = url }
             // Fail now, naming the file, rather than in every worker.
-            do { account = try ServiceAccount.load(path: path) } catch {
+            let loaded: ServiceAccount
+            do { loaded = try ServiceAccount.load(path: path) } catch {
                 throw UsageError("herald \(parsed.command): \(parsed.lookup("credentials")!.source): \(error)")
             }
+            if let warning = KeyFilePermissions.warning(path: path) { log.warning(warning) }
+            // Before any client is made: nothing has been sent when this refuses.
+            try Self.checkTransport(parsed, log: log, key: (loaded, "\(parsed.lookup("credentials")!.source) \(path)"))
+            account = loaded
             return
         }
         if let url = try parsed.httpURL("fcm-url") {
@@ -195,6 +218,36 @@ final class RunEnvironment {
         let why = asked ? "--emulator" : "no GOOGLE_APPLICATION_CREDENTIALS"
         log.warning("\(why): sending to the local FCM emulator at \(server.baseURL) (project herald-local); no message reaches a device")
     }
+
+    /// Refuses a start whose credentials would cross the network in clear text: an http FCM URL
+    /// (`--fcm-url`), Instance ID URL (`--iid-url`, where the command has it) or key `token_uri`
+    /// whose host is not loopback, unless `--allow-insecure-transport` is given; then it warns
+    /// once, and passes the allowance on to the pool's workers (their registry keys).
+    static func checkTransport(_ parsed: ParsedOptions, log: Logger, key: (account: ServiceAccount, source: String)? = nil) throws(UsageError) {
+        let allowed = parsed.accepts("allow-insecure-transport") && parsed.has("allow-insecure-transport")
+        var problems: [String] = []
+        for name in ["fcm-url", "iid-url"] where parsed.accepts(name) {
+            guard let (url, source) = parsed.lookup(name),
+                  let problem = TransportSecurity.refusal(url, setting: source, allowed: false) else { continue }
+            problems.append(problem)
+        }
+        if let key, let problem = TransportSecurity.tokenURIRefusal(key.account, source: key.source, allowed: false) {
+            problems.append(problem)
+        }
+        guard !problems.isEmpty else { return }
+        guard allowed else {
+            throw UsageError("herald \(parsed.command): " + problems.joined(separator: "\nherald \(parsed.command): ") + "; nothing was sent")
+        }
+        setenv(TransportSecurity.environmentVariable, "1", 1)
+        let unwarned = problems.map { $0.components(separatedBy: ": plain http").first ?? $0 }.filter { !warnedTransport.contains($0) }
+        guard !unwarned.isEmpty else { return }
+        warnedTransport.formUnion(unwarned)
+        log.warning("\(TransportSecurity.flag): credentials go over plain http: " + unwarned.joined(separator: "; ")
+                    + "; anyone on the network in between can read the access token")
+    }
+
+    /// What `checkTransport` has warned about in this process (each once).
+    nonisolated(unsafe) static var warnedTransport: Set<String> = []
 
     /// The refusal of a start without credentials: what is missing, how to set it, and the
     /// explicit way to test locally.

@@ -51,7 +51,7 @@ enum GroupsCommand {
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
-        let connection: PGConnection? = try parsed.string("database-url").map { url throws -> PGConnection in
+        let connection: PGConnection? = try checkedDatabaseURL(parsed).map { url throws -> PGConnection in
             do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
         }
         let known = try connection.flatMap { connection throws -> Administration.DeviceGroup? in

@@ -32,7 +32,7 @@ enum MigrateCommand {
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "migrate", arguments: arguments, options: options)
         let log = try RunEnvironment.logger(parsed, prefix: "herald migrate")
-        guard let url = parsed.string("database-url") else {
+        guard let url = (try checkedDatabaseURL(parsed)) else {
             throw UsageError("""
                 herald migrate: DATABASE_URL is not set; set it (or --database-url) to the PostgreSQL to migrate, e.g.
                   DATABASE_URL=postgres://herald@db.example.com/herald herald migrate

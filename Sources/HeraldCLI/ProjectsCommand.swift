@@ -3,6 +3,7 @@ import FCM
 import Foundation
 import HTTPClient
 import JSON
+import Logging
 import Postgres
 import Queue
 
@@ -20,6 +21,7 @@ enum ProjectsCommand {
                help: "test: FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
         Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
                help: "test: CA bundle for verifying FCM's TLS certificate (verification is always on)."),
+        allowInsecureTransportOption,
     ] + DeadCommand.databaseOptions
 
     static let help = helpText(
@@ -110,6 +112,8 @@ enum ProjectsCommand {
             maxRate = value
         }
         let account = try loadKey(reference, command: "herald projects add")
+        // A key a pool could not use is not registered (the pool would pause the project).
+        try RunEnvironment.checkTransport(parsed, log: logger, key: (account, reference))
         let added = try ProjectRegistry.add(try operationsDatabase(parsed), name: name, fcmProjectID: account.projectID,
                                             credentials: reference, maxRate: maxRate, source: shellSource())
         print("added project \(added.name): FCM project \(added.fcmProjectID), credentials \(added.credentials), max rate \(added.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's --max-rate")")
@@ -138,6 +142,7 @@ enum ProjectsCommand {
     /// validate_only message; prints what worked or what failed, never the token or the key.
     static func test(_ parsed: ParsedOptions, name: String) throws -> Int32 {
         let fcmURL = try parsed.httpURL("fcm-url") ?? "https://fcm.googleapis.com"
+        try RunEnvironment.checkTransport(parsed, log: logger)
         guard let project = try ProjectRegistry.entry(try operationsDatabase(parsed), name: name) else {
             throw AdminError(.notFound, "no project named \"\(name.prefix(100))\" in the registry")
         }
@@ -147,6 +152,8 @@ enum ProjectsCommand {
             printError("\(error.description)\n  The pool could not send for this project either: fix the key (or herald projects remove and add it again).")
             return 1
         }
+        // Before any client is made: nothing has been sent when this refuses.
+        try RunEnvironment.checkTransport(parsed, log: logger, key: (account, project.credentials))
         guard account.projectID == project.fcmProjectID else {
             printError("\(command): the key at \(project.credentials) is for FCM project \(account.projectID), but \(name) is registered for \(project.fcmProjectID); put \(project.fcmProjectID)'s key there, or herald projects remove \(name) and add it again")
             return 1
@@ -180,12 +187,17 @@ enum ProjectsCommand {
         return 1
     }
 
+    static let logger = Logger(level: .info, format: .text, prefix: "herald projects")
+
     /// Reads and checks the service-account key a reference names (WorkedProject.loadKey, the
     /// same reading a pool does); errors name the file or variable and never quote the key.
     static func loadKey(_ reference: String, command: String) throws -> ServiceAccount {
-        do { return try WorkedProject.loadKey(reference, environment: ProcessInfo.processInfo.environment) } catch {
+        let account: ServiceAccount
+        do { account = try WorkedProject.loadKey(reference, environment: ProcessInfo.processInfo.environment) } catch {
             throw UsageError("\(command): \(error)")
         }
+        if reference.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: reference) { logger.warning(warning) }
+        return account
     }
 
     static func printList(_ projects: [RegisteredProject]) {

@@ -1,4 +1,5 @@
 import CommandOptions
+import FCM
 import Foundation
 import Lifecycle
 import Logging
@@ -131,9 +132,10 @@ enum WorkCommand {
             if parsed.has("emulator") {
                 throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
             }
+            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+            try RunEnvironment.checkTransport(parsed, log: log)
             try environment.resolveDatabase(parsed)
             environment.caFile = parsed.string("ca-file")
-            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
             var registry: PGConnection? = nil  // one connection for every named project
             for name in named {
                 let project: WorkedProject
@@ -143,6 +145,9 @@ enum WorkCommand {
                     project = try WorkedProject.load(connection, name: name)
                     // Fail now, naming the file or variable, rather than in every worker.
                     _ = try project.account(environment: ProcessInfo.processInfo.environment)
+                    if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
+                        log.warning("project \(name): \(warning)")
+                    }
                 } catch let error as UsageError {
                     throw error
                 } catch {
@@ -154,9 +159,10 @@ enum WorkCommand {
             }
         } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
             // No key of its own: the pool works the registry's projects, if there are any.
+            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+            try RunEnvironment.checkTransport(parsed, log: log)
             try environment.resolveDatabase(parsed)
             environment.caFile = parsed.string("ca-file")
-            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
             registered = try ProjectRegistry.list(try migrated()).map(\.name)
             guard !registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
             worksUnaddressed = false
@@ -300,7 +306,7 @@ enum WorkCommand {
         Supervisor.adoptParentDeathSignal()
         do {
             let env = ProcessInfo.processInfo.environment
-            var config = try configuration(parsed, databaseURL: parsed.string("database-url") ?? "",
+            var config = try configuration(parsed, databaseURL: (try checkedDatabaseURL(parsed)) ?? "",
                                            credentials: parsed.string("credentials") ?? "",
                                            fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))

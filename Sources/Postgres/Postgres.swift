@@ -212,16 +212,21 @@ public final class PGConnection: @unchecked Sendable {
     deinit { if let handle { PQfinish(handle) } }
 
     private func open() throws(PostgresError) {
+        // Parsed first: a malformed string is refused without being echoed, and libpq is given
+        // only the keywords parsed (never the string to expand), so none of it can come back in
+        // a message as a database name.
+        let parsed: ConnectionString
+        do { parsed = try ConnectionString.parse(url) } catch { throw PostgresError(error.description) }
         // Herald's defaults first, the connection string last: libpq keeps the last value of a
         // keyword, so whatever DATABASE_URL sets (keepalives_idle=..., connect_timeout=...) wins.
-        let pairs = ConnectionDefaults.clientKeywords(environment: ProcessInfo.processInfo.environment) + [("dbname", url)]
+        let pairs = ConnectionDefaults.clientKeywords(environment: ProcessInfo.processInfo.environment) + parsed.keywords
         let connection = Self.withCStringArray(pairs.map(\.0)) { keywords in
-            Self.withCStringArray(pairs.map(\.1)) { values in PQconnectdbParams(keywords, values, 1) }
+            Self.withCStringArray(pairs.map(\.1)) { values in PQconnectdbParams(keywords, values, 0) }
         }
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let text = connection.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
             if let connection { PQfinish(connection) }
-            throw PostgresError("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw PostgresError("cannot connect to PostgreSQL at \(parsed.display): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
         }
         handle = connection
         forgetPrepared()
@@ -293,20 +298,20 @@ public final class PGConnection: @unchecked Sendable {
         return body(copies.map { UnsafePointer($0) } + [nil])
     }
 
-    /// The connection string with any password replaced, for messages. Masks every shape before
-    /// parsing anything, so a string libpq or Foundation would refuse is masked too: the URL
-    /// form's `user:password@` (whatever the rest looks like), `password=` in a query or in the
-    /// keyword form (quoted or not, spaces around `=` or not).
+    /// The connection string for messages: what was parsed, in URL form with the password
+    /// masked (`ConnectionString.display`), or, for a malformed string, a note that it is not shown.
     public static func redacted(_ url: String) -> String {
-        ConnectionSecrets.mask(url)
+        ConnectionString.shown(url)
     }
 
-    /// `text` (an error message about `url`, such as libpq's) masked as `redacted` masks a
-    /// connection string, and with every password `url` holds (as written and percent-decoded)
-    /// replaced wherever it appears.
+    /// `text` (an error message about `url`, such as libpq's) with every password `url` holds
+    /// masked: the parsed one, those found in the string by pattern (as written and
+    /// percent-decoded), and any connection string quoted in it.
     public static func redacted(_ text: String, secretsOf url: String) -> String {
         var masked = ConnectionSecrets.mask(text)
-        for secret in ConnectionSecrets.passwords(in: url) where secret.count >= 3 {
+        var secrets = ConnectionSecrets.passwords(in: url)
+        if let password = (try? ConnectionString.parse(url))?.password { secrets.append(password) }
+        for secret in secrets.sorted(by: { $0.count > $1.count }) where secret.count >= 3 {
             masked = masked.replacingOccurrences(of: secret, with: "***")
         }
         return masked

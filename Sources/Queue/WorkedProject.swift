@@ -60,6 +60,10 @@ public struct WorkedProject: Sendable, Equatable {
         do { account = try Self.loadKey(credentials, environment: environment) } catch {
             throw Problem("project \(name): \(error)")
         }
+        if let problem = TransportSecurity.tokenURIRefusal(account, source: credentials,
+                                                           allowed: TransportSecurity.allowsInsecure(environment)) {
+            throw Problem("project \(name): \(problem)")
+        }
         guard account.projectID == fcmProjectID else {
             throw Problem("project \(name): the credentials at \(credentials) are for FCM project \"\(account.projectID)\", but the registry says \"\(fcmProjectID)\"; nothing is sent with them (fix the file, or re-register the project)")
         }

@@ -112,17 +112,41 @@ import TestSupport
         #expect(run.output.contains("invalid_grant") && run.output.contains("answered 400"), "\(run.output)")
     }
 
-    /// Connection strings libpq refuses or cannot reach, each with a password.
-    static let badURLs: [(url: String, secrets: [String])] = [
-        ("postgresql://postgres:Secretpw1@127.0.0.1:notaport/app", ["Secretpw1"]),
-        ("postgresql://postgres:Secret/pw2@127.0.0.1:1/app", ["Secret/pw2", "pw2@"]),
-        ("postgresql://postgres:Secret%40pw3@127.0.0.1:notaport/app", ["Secret%40pw3", "Secret@pw3"]),
-        ("postgres://postgres:Secretpw4@[::1:bad/app?sslmode=nonsense", ["Secretpw4"]),
-        ("postgresql://127.0.0.1:1/app?user=postgres&password=Secretpw5&sslmode=bogus", ["Secretpw5"]),
-        ("host=127.0.0.1 port=notaport user=postgres password=Secretpw6 dbname=app", ["Secretpw6"]),
-        ("host=127.0.0.1 port=1 password = 'Secret pw7' dbname=app", ["Secret pw7"]),
-        ("host=127.0.0.1 password='Secretpw8 dbname=app", ["Secretpw8"]),
+    /// Connection strings that are malformed or cannot be reached, each with a password of its
+    /// own (`{pw}` below, percent-encoded in part: its decoded form is looked for too). Each shape is
+    /// a slip a user makes or an adversary tries: scheme typos, spaces, newlines, unencoded @ and
+    /// /, a capitalised PASSWORD in the query, odd quoting, a URL given as dbname.
+    static let shapes: [String] = [
+        "postgresql://postgres:{pw}@127.0.0.1:notaport/app",
+        "postgresql://postgres:Secret/{pw}@127.0.0.1:1/app",
+        "postgres://postgres:{pw}@[::1:bad/app?sslmode=nonsense",
+        "postgresql://127.0.0.1:1/app?user=postgres&password={pw}&sslmode=bogus",
+        "host=127.0.0.1 port=notaport user=postgres password={pw} dbname=app",
+        "host=127.0.0.1 port=1 password = 'Sec {pw}' dbname=app",
+        "host=127.0.0.1 password='{pw} dbname=app",
+        "postgres//postgres:{pw}@127.0.0.1/app",
+        "postgresql:// postgres:{pw}@127.0.0.1:1/app",
+        "postgersql://postgres:{pw}@127.0.0.1/app",
+        "POSTGRESQL://postgres:{pw}@127.0.0.1/app",
+        "postgresql:postgres:{pw}@127.0.0.1/app",
+        "postgresql://postgres:{pw}@x@127.0.0.1:1/app",
+        "postgresql://127.0.0.1:1/app?user=postgres&PASSWORD={pw}",
+        "postgresql://postgres:{pw}@127.0.0.1:1/app\n",
+        "host=127.0.0.1\npassword={pw} dbname=app",
+        "dbname=postgresql://postgres:{pw}@127.0.0.1:1/app host=127.0.0.1 port=1",
+        "host=127.0.0.1 port=1 password=\\'{pw}\\' dbname=app",
+        "postgresql://postgres:{pw}%zz@127.0.0.1:1/app",
+        "postgres://postgres:{pw}@127.0.0.1:1/app?password={pw}2&sslmode=disable",
     ]
+
+    static var badURLs: [(url: String, secrets: [String])] {
+        shapes.enumerated().map { index, shape in
+            // "Xy%7Apw" decodes to "Xyzpw": both forms must stay out of every output.
+            let password = "Xy%7Apw\(index)q"
+            let url = shape.replacingOccurrences(of: "\\n", with: "\n").replacingOccurrences(of: "{pw}", with: password)
+            return (url, [password, password.replacingOccurrences(of: "%7A", with: "z"), "pw\(index)q"])
+        }
+    }
 
     @Test func noCommandPrintsAPasswordWhateverTheURLsShape() throws {
         let stack = try WorkerStack()

@@ -19,6 +19,28 @@ import Worker
         #expect(prepared == .send(body: Array(#"{"message":{"token":"t1","notification":{"title":"x"}}}"#.utf8), token: "t1"))
     }
 
+    /// Herald's door limits (DoorLimits), for rows that reached herald.jobs without the check:
+    /// dead-lettered without a request, the limit named; what is at the limit is sent.
+    @Test func jobsOverTheDoorLimitsAreSettledWithoutARequest() {
+        func deadReason(_ message: String, kind: JobKind = .send) -> String? {
+            guard case .settled(let outcome) = Planning.prepare(job(message, kind: kind)), case .dead(let reason) = outcome.action else { return nil }
+            return reason
+        }
+        let token = String(repeating: "t", count: 4_097)
+        #expect(deadReason(#"{"token":"\#(token)","notification":{"title":"x"}}"#)
+                == "message.token: 4097 bytes, over Herald's limit of 4096 bytes for a target; not sent")
+        #expect(deadReason(#"{"topic":"\#(token)","data":{"k":"v"}}"#)?.hasPrefix("message.topic: 4097 bytes") == true)
+        #expect(deadReason(#"{"operation":"add","notification_key_name":"g","registration_ids":["a","\#(token)"]}"#, kind: .group)?
+                    .hasPrefix("message.registration_ids: a token of 4097 bytes") == true)
+        let body = String(repeating: "b", count: 32_768)
+        let bodyReason = deadReason(#"{"token":"t1","data":{"k":"\#(body)"}}"#)
+        #expect(bodyReason?.hasPrefix("message: 32798 bytes, over Herald's limit of 32768 bytes for a send job") == true, "\(bodyReason ?? "sent")")
+        let atLimit = String(repeating: "k", count: 4_096)
+        guard case .send = Planning.prepare(job(#"{"token":"\#(atLimit)","notification":{"title":"x"}}"#)) else {
+            Issue.record("a 4,096-byte token is sent"); return
+        }
+    }
+
     @Test func invalidInputIsSettledWithoutARequest() {
         #expect(Planning.prepare(job("not json")) == .settled(JobOutcome(id: 7, attempt: 1, .dead(reason: "message: not valid JSON (" + reasonOfParse("not json") + ")"))))
         guard case .settled(let outcome) = Planning.prepare(job(#"{"token":"a","topic":"b"}"#)), case .dead(let reason) = outcome.action else {

@@ -7,12 +7,46 @@ import Testing
 /// Values Herald hands to PostgreSQL, and what it prints about connections.
 @Suite struct PostgresValueTests {
     @Test func passwordsNeverReachMessages() {
+        // Only what was parsed is shown, in URL form, with the password masked.
         #expect(PGConnection.redacted("postgresql://herald:s3cret@db:5432/app") == "postgresql://herald:***@db:5432/app")
-        #expect(PGConnection.redacted("host=db user=herald password=s3cret dbname=app") == "host=db user=herald password=*** dbname=app")
-        #expect(PGConnection.redacted("host=db password='s3 cret' dbname=app") == "host=db password=*** dbname=app")
-        #expect(PGConnection.redacted("postgresql://db/app?user=herald&password=s3cret&sslmode=require")
-                == "postgresql://db/app?user=herald&password=***&sslmode=require")
+        #expect(PGConnection.redacted("host=db user=herald password=s3cret dbname=app") == "postgresql://herald:***@db/app")
+        #expect(PGConnection.redacted("host=db password='s3 cret' dbname=app") == "postgresql://:***@db/app")
+        #expect(PGConnection.redacted("postgresql://db/app?user=herald&password=s3cret&sslmode=require") == "postgresql://herald:***@db/app")
         #expect(PGConnection.redacted("postgresql://herald@127.0.0.1:5432/postgres") == "postgresql://herald@127.0.0.1:5432/postgres")
+        #expect(PGConnection.redacted("postgresql://u:pw@/herald?host=/tmp/pg%20x&port=5433") == "postgresql://u:***@/herald?host=%2Ftmp%2Fpg%20x&port=5433")
+        #expect(PGConnection.redacted("postgresql://u@[::1]:5432,h2:5433/app") == "postgresql://u@[::1],h2:5432,5433/app")
+    }
+
+    /// Strings that are not well-formed are refused without naming any part of them; those whose
+    /// password would spill into another field (an unencoded @ or /) too.
+    @Test(arguments: [
+        "postgres//user:s3cret@host/db", "postgresql:// user:s3cret@host/db?x=1", "postgersql://user:s3cret@host/db",
+        "POSTGRESQL://user:s3cret@host/db", "postgresql:user:s3cret@host/db", "postgresql://user:s3cr@et@host/db",
+        "postgresql://user:s3/cret@host/db", "postgresql://user:12/s3cret@host/db", "postgresql://u@h/db?PASSWORD=s3cret",
+        "host=h password='s3cret", "host=h password=s3c ret", "postgresql://user:s3cret@host/db\n", "user:s3cret@host/db",
+        "host=h\npassword=s3cret", "dbname=postgresql://user:s3cret@host/db", "postgresql://u:s3cret@h/db?sslmode=require&passwrd=s3cret",
+        "postgresql://u:s3cret@host:s3cret/db", "s3cret",
+    ])
+    func malformedStringsAreNeverShown(text: String) throws {
+        let text = text.replacingOccurrences(of: "\\n", with: "\n")
+        let error = try #require(throws: ConnectionString.Malformed.self) { try ConnectionString.parse(text) }
+        #expect(!error.description.contains("s3c"), "\(error.description)")
+        #expect(error.description.contains("DATABASE_URL (--database-url)"))
+        #expect(!PGConnection.redacted(text).contains("s3c"))
+        #expect(throws: PostgresError.self) { try PGConnection(url: text) }
+        do { _ = try PGConnection(url: text) } catch { #expect(!"\(error)".contains("s3c"), "\(error)") }
+    }
+
+    /// libpq is given the parsed keywords, not the string: a percent-encoded password, an @ in
+    /// one, a space after the scheme's slashes all come out as libpq reads them.
+    @Test func wellFormedStringsAreParsedAsLibpqReadsThem() throws {
+        let url = try ConnectionString.parse("postgresql://herald:p%40ss%2Fw0rd@db.example.com:6432/app?sslmode=require")
+        #expect(url.password == "p@ss/w0rd")
+        #expect(url.value("sslmode") == "require")
+        #expect(url.display == "postgresql://herald:***@db.example.com:6432/app")
+        let spaced = try ConnectionString.parse("postgresql:// herald:pw@db/app")
+        #expect(spaced.display == "postgresql://%20herald:***@db/app")
+        #expect(try ConnectionString.parse("").keywords.isEmpty)
     }
 
     @Test func errorTextsAreStorable() {

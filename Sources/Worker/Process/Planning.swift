@@ -25,11 +25,19 @@ public enum Planning {
             let last = job.lastError.map { "; last error: \($0)" } ?? ""
             return .settled(job.outcome(.dead(reason: "gave up after \(job.maxAttempts) attempts (max_attempts)\(last)")))
         }
+        // Herald's limits at the door (DoorLimits): rows inserted before herald.jobs checked them
+        // are dead-lettered here, before any request (and before parsing a huge message).
+        if let problem = DoorLimits.sizeProblem(messageBytes: job.message.count, group: job.kind == .group) {
+            return .settled(job.outcome(.dead(reason: problem)))
+        }
         let message: JSONValue
         do {
             message = try JSONValue.parse(job.message)
         } catch {
             return .settled(job.outcome(.dead(reason: "message: not valid JSON (\(error))")))
+        }
+        if let problem = DoorLimits.targetProblem(message) {
+            return .settled(job.outcome(.dead(reason: problem)))
         }
         switch job.kind {
         case .group:

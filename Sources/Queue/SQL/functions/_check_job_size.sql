@@ -13,7 +13,7 @@
 -- A trigger rather than a CHECK constraint: rows already in herald.jobs are not checked when a
 -- worker claims or settles them (the worker dead-letters those itself, Sources/FCM/DoorLimits.swift).
 CREATE OR REPLACE FUNCTION herald._check_job_size() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     limit_bytes integer := CASE WHEN NEW.kind = 'group' THEN 131072 ELSE 32768 END;
     size bigint;

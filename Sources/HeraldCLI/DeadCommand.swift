@@ -12,7 +12,7 @@ func operationsDatabase(_ parsed: ParsedOptions) throws -> PGConnection {
         throw UsageError("herald \(command): set DATABASE_URL (or --database-url) to the PostgreSQL holding schema herald")
     }
     let connection: PGConnection
-    do { connection = try PGConnection(url: url) } catch { throw UsageError("herald \(command): DATABASE_URL: \(error)") }
+    do { connection = try PGConnection(url: url) } catch { throw databaseProblem(error, command: "\(command)") }
     guard try Administration.isMigrated(connection) else {
         throw UsageError("herald \(command): the database at \(PGConnection.redacted(url)) has no herald schema; run `herald migrate` first")
     }

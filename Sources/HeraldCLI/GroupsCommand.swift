@@ -52,7 +52,7 @@ enum GroupsCommand {
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
         let connection: PGConnection? = try checkedDatabaseURL(parsed).map { url throws -> PGConnection in
-            do { return try PGConnection(url: url) } catch { throw UsageError("herald groups: DATABASE_URL: \(error)") }
+            do { return try PGConnection(url: url) } catch { throw databaseProblem(error, command: "groups") }
         }
         let known = try connection.flatMap { connection throws -> Administration.DeviceGroup? in
             try Administration.deviceGroup(connection, name: name)

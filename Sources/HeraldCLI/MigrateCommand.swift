@@ -40,7 +40,7 @@ enum MigrateCommand {
                 """)
         }
         let connection: PGConnection
-        do { connection = try PGConnection(url: url) } catch { throw UsageError("herald migrate: DATABASE_URL: \(error)") }
+        do { connection = try PGConnection(url: url) } catch { throw databaseProblem(error, command: "migrate") }
         let replaceEdited = parsed.has("replace-edited")
         if parsed.has("dry-run") {
             let planned: Migrator.Applied

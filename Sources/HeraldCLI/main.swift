@@ -1,6 +1,7 @@
 import CommandOptions
 import Emulator
 import Foundation
+import Postgres
 import Worker
 
 // `herald <command> [options]`.
@@ -74,10 +75,13 @@ do {
     exit(try command.run(rest))
 } catch let error as UsageError {
     printError(error.description)
-    exit(2)
+    exit(ExitStatus.badInput)
+} catch let error as PostgresError where error.isConnectionFailure {
+    printError("herald \(name): \(error)")
+    exit(ExitStatus.databaseUnreachable)
 } catch {
     // Errors that already name the command (the emulator's own) are not prefixed twice.
     let text = "\(error)"
     printError(text.hasPrefix("herald ") ? text : "herald \(name): \(text)")
-    exit(1)
+    exit(ExitStatus.failed)
 }

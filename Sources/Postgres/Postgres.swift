@@ -10,6 +10,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     /// The server's own one-line message (what a RAISE EXCEPTION said), without the severity,
     /// CONTEXT and HINT lines around it; nil when the error did not come from the server.
     public var serverMessage: String?
+    /// The server could not be reached or refused the connection (as opposed to a bad connection
+    /// string or a failed statement): the commands exit with their own status for it.
+    public var isConnectionFailure = false
     public init(_ message: String, sqlState: String? = nil, serverMessage: String? = nil) {
         self.message = message
         self.sqlState = sqlState
@@ -226,7 +229,9 @@ public final class PGConnection: @unchecked Sendable {
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let text = connection.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
             if let connection { PQfinish(connection) }
-            throw PostgresError("cannot connect to PostgreSQL at \(parsed.display): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
+            var failure = PostgresError("cannot connect to PostgreSQL at \(parsed.display): \(Self.redacted(text, secretsOf: url).trimmingCharacters(in: .whitespacesAndNewlines))")
+            failure.isConnectionFailure = true
+            throw failure
         }
         handle = connection
         forgetPrepared()

@@ -148,10 +148,10 @@ import TestSupport
         let stack = try WorkerStack()
         defer { stack.close() }
         let c = stack.connection
-        try c.execute("CREATE TABLE app_users (token text NOT NULL)")
-        try c.execute("INSERT INTO app_users SELECT 'user-token-' || g FROM generate_series(1, 100000) AS g")
+        try c.execute("CREATE TABLE public.app_users (token text NOT NULL)")
+        try c.execute("INSERT INTO public.app_users SELECT 'user-token-' || g FROM generate_series(1, 100000) AS g")
         let started = Date()
-        let waiting = try c.query("SELECT herald.subscribe('everyone', ARRAY(SELECT token FROM app_users))").int(0, 0)
+        let waiting = try c.query("SELECT herald.subscribe('everyone', ARRAY(SELECT token FROM public.app_users))").int(0, 0)
         let callSeconds = Date().timeIntervalSince(started)
         #expect(waiting == 100_000)
         #expect(try stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE state = 'pending'") == 100_000)

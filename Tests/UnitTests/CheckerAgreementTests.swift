@@ -25,6 +25,8 @@ import Testing
             "payload of exactly 4096 bytes": size, "topic payload of exactly 2048 bytes": size, "condition payload over 2048 bytes": size,
             "unknown fields: lowerCamelCase spellings point to the reference names":
                 "proto JSON also takes lowerCamelCase names; Herald refuses them so that every rule sees every field",
+            "unknown fields: a lowerCamelCase name with a digit points to its snake_case form":
+                "proto JSON also takes lowerCamelCase names; Herald refuses them so that every rule sees every field",
             "whole numbers written as 1.0 and 1e3": "the emulator reads an int32 only as plain digits",
         ]
     }()

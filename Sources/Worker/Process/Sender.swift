@@ -100,6 +100,8 @@ final class Sender: @unchecked Sendable {
 
     func run() {
         metrics.window(machine.window)
+        // The store thread claims for this window from the start (it grows from there).
+        outbox.put(.window(machine.window))
         var shutdownDeadline: Double? = nil
         var lastTokenCount = 0.0
         while true {

@@ -29,6 +29,8 @@ struct SenderMachine {
         var minConcurrency = 16
         /// Adapt the window to FCM's answer times; false: always `concurrency`.
         var adaptive = true
+        /// Where the adaptive window starts; it grows from there while FCM answers steadily.
+        var startWindow = 256
         /// A project quota answer's report to the store thread (a lowering of the rate) comes at
         /// most this often without a pause.
         var reportInterval = 1.0
@@ -97,7 +99,9 @@ struct SenderMachine {
         self.project = project
         self.random = random
         tracker = QuotaTracker(policy: settings.policy)
-        if settings.adaptive { limiter = InFlightLimit(floor: settings.minConcurrency, ceiling: settings.concurrency) }
+        if settings.adaptive {
+            limiter = InFlightLimit(floor: settings.minConcurrency, ceiling: settings.concurrency, start: settings.startWindow)
+        }
     }
 
     /// Requests in flight wanted at most now.

@@ -243,3 +243,21 @@ import Testing
         #expect(!String(decoding: plain, as: UTF8.self).contains("grow"))
     }
 }
+
+extension SenderMachineTests {
+    @Test func requestsThatNeverLeftTheQueueAreNoOutageAndUseNoAttempt() {
+        var machine = machine()
+        let timeout = SendClassification.retry(code: "TIMEOUT", message: "no HTTP/2 stream", retryAfter: nil, quota: nil)
+        for id in 1...28 {
+            var answer = Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0)
+            answer.neverSent = true
+            guard case .outcome(let outcome) = machine.answered(answer, now: Self.t0 + 30), case .released(let delay) = outcome.action else {
+                Issue.record("job \(id) not put back unsent")
+                continue
+            }
+            #expect(delay < 1)
+        }
+        #expect(!machine.circuit.isOpen)
+        #expect(machine.admit(Self.job(99, token: "x").0, Self.job(99, token: "x").1, now: Self.t0 + 30) == .send)
+    }
+}

@@ -280,6 +280,7 @@ final class Sender: @unchecked Sendable {
             let classification: SendClassification
             var stated: ProjectQuotaStatement? = nil
             var httpAnswer = false
+            var neverSent = false
             switch completion.result {
             case .success(let response):
                 httpAnswer = true
@@ -296,12 +297,13 @@ final class Sender: @unchecked Sendable {
                     }
                 }
             case .failure(let error):
+                neverSent = Self.neverLeftTheQueue(error)
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
             let verdict = machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
                                                                 sentAt: entry.sentAt, classification: classification, httpAnswer: httpAnswer,
-                                                                outage: outage, stated: stated),
+                                                                outage: neverSent ? nil : outage, stated: stated, neverSent: neverSent),
                                            now: answered)
             switch verdict {
             case .reauthenticate:
@@ -325,6 +327,15 @@ final class Sender: @unchecked Sendable {
         }
         applyEffects()
         hand(outcomes)
+    }
+
+    /// A request the HTTP client failed because it waited in the client's own queue of a
+    /// cleartext origin until the request timeout, never handed to curl (`expireQueued`): no
+    /// byte of it reached FCM. Before, such timeouts counted as FCM not answering: after a
+    /// burst, 28 requests queued for a stream that never became free timed out together and
+    /// opened the outage circuit while FCM had received nothing.
+    static func neverLeftTheQueue(_ error: HTTPClientError) -> Bool {
+        error.kind == .timeout && error.message.hasPrefix("no HTTP/2 stream to ")
     }
 
     /// The project's limit a quota answer states (ErrorInfo), read from its body.

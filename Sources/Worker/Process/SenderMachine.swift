@@ -58,6 +58,9 @@ struct SenderMachine {
         var outage: String?
         /// A project quota answer's stated limit (nil: none stated).
         var stated: ProjectQuotaStatement? = nil
+        /// The request never left Herald's own queue (no HTTP/2 stream became free before the
+        /// request timeout): nothing reached FCM.
+        var neverSent = false
     }
 
     enum Verdict: Equatable {
@@ -93,6 +96,7 @@ struct SenderMachine {
     private var lastReport = -Double.infinity
     private var lastStated: Double?
     private var lastOddityLog = -Double.infinity
+    private var lastNeverSentLog = -Double.infinity
 
     init(settings: Settings, project: String, random: JitterRandom = JitterRandom()) {
         self.settings = settings
@@ -143,6 +147,15 @@ struct SenderMachine {
 
     /// FCM's answer (or its absence) for a job: what becomes of the job.
     mutating func answered(_ answer: Answer, now: Double) -> Verdict {
+        if answer.neverSent {
+            // It says nothing of FCM: no outage is counted and no attempt used; it goes back at
+            // once (spread over a second).
+            if now - lastNeverSentLog >= settings.oddityLogInterval {
+                lastNeverSentLog = now
+                effects.append(.warning("requests waited in this process's own queue for a free HTTP/2 stream until the request timeout and were never sent: put back unsent; FCM is not taken for failing"))
+            }
+            return .outcome(answer.job.outcome(.released(delay: draw())))
+        }
         circuitChanged(answer.outage.map { _ in circuit.failed(now: now) } ?? circuit.answered(), detail: answer.outage ?? "answer", now: now)
         // Only an HTTP answer's time says how quickly FCM answers.
         if answer.httpAnswer { answeredIn(now - answer.sentAt, now: now) }

@@ -182,7 +182,8 @@ import TestSupport
         defer { stack.close() }
         try stack.enqueue(100_000, prefix: "campaign-")
         var arguments = ["work", "--processes", "2", "--poll-interval", "0.2"]
-        if fixed { arguments.append("--fixed-concurrency") }
+        // The fixed window compared with is the one used before the window could grow: 256.
+        if fixed { arguments += ["--fixed-concurrency", "--concurrency", "256"] }
         let worker = try HeraldProcess(arguments, environment: stack.environment)
         try worker.start()
         defer {
@@ -237,7 +238,7 @@ import TestSupport
         defer { stack.close() }
         try stack.enqueue(jobs, prefix: "drain-")
         var arguments = ["--drain", "--processes", "2", "--poll-interval", "0.2"]
-        if fixed { arguments.append("--fixed-concurrency") }
+        if fixed { arguments += ["--fixed-concurrency", "--concurrency", "256"] }
         let run = try stack.work(arguments, timeout: 240)
         #expect(run.status == 0, "\(run.output)")
         let times = stack.emulator.deliveredMessages().map(\.receivedAtMilliseconds).sorted()

@@ -261,3 +261,31 @@ extension SenderMachineTests {
         #expect(machine.admit(Self.job(99, token: "x").0, Self.job(99, token: "x").1, now: Self.t0 + 30) == .send)
     }
 }
+
+/// The window grows past where it starts while FCM answers steadily, and shrinks when FCM slows.
+@Suite struct InFlightLimitGrowthTests {
+    @Test func steadyAnswersGrowTheWindowToTheCeilingAndSlowerOnesShrinkIt() {
+        var limit = InFlightLimit(floor: 16, ceiling: 1024, start: 256)
+        #expect(limit.window == 256)
+        // FCM answering every request in 100 ms, 1,000 answers a second, for four seconds.
+        var now = 0.0
+        while now < 4 {
+            now += 0.001
+            limit.answered(after: 0.1, now: now)
+        }
+        #expect(limit.window == 1024, "grew to \(limit.window) in 4 s of steady 100 ms answers")
+        // FCM slows down (its queue grows): answers take 300 ms.
+        while now < 5 {
+            now += 0.001
+            limit.answered(after: 0.3, now: now)
+        }
+        #expect(limit.window < 512, "still \(limit.window) after a second of answers three times slower")
+    }
+
+    @Test func theMachineStartsTheWindowAt256UnderTheCeiling() {
+        let machine = SenderMachine(settings: SenderMachine.Settings(concurrency: 1024), project: "p")
+        #expect(machine.window == 256)
+        #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 100), project: "p").window == 100)
+        #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 1024, adaptive: false), project: "p").window == 1024)
+    }
+}

@@ -214,7 +214,7 @@ final class Backend: Sendable {
                     limitWait = Self.takeLimits(limits, target: target, state: &state, now: now)
                 }
                 if limitWait == nil, let quota = scenario.quota {
-                    var bucket = state.buckets[project] ?? TokenBucket(perMinute: quota.perMinute, capacity: quota.burst, now: now)
+                    var bucket = state.buckets[project] ?? TokenBucket(perMinute: quota.perMinute, capacity: quota.burst, start: quota.start, now: now)
                     quotaWait = bucket.take(now: now)
                     state.buckets[project] = bucket
                 }
@@ -228,14 +228,31 @@ final class Backend: Sendable {
 
         let latency = latencyMilliseconds(key: key ?? project, attempt: attempt) + queuedMilliseconds
         if let limitWait, let target = limitTarget {
-            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: limitWait, quotaSubject: target.subject, quotaName: target.name)
-            remember(retryAfter: limitWait, latency: latency, code: answer.code, project: project, key: key, now: now)
+            let answer: ErrorAnswer
+            switch scenario.quotaAnswer {
+            case .production:
+                // FCM's ErrorCode reference names the target's limit and asks for exponential
+                // backoff; no Retry-After is documented or reported for it (docs/fcm-limits.md).
+                answer = ErrorAnswer(code: .quotaExceeded,
+                                     message: target.subject == .device ? "Device message rate exceeded." : "Topic message rate exceeded.",
+                                     quotaSubject: target.subject, quotaName: target.name)
+            case .legacy:
+                answer = ErrorAnswer(code: .quotaExceeded, retryAfter: limitWait, quotaSubject: target.subject, quotaName: target.name)
+                remember(retryAfter: limitWait, latency: latency, code: answer.code, project: project, key: key, now: now)
+            }
             noteRefusal(answer, key: key ?? project)
             return .fail(answer, latency: latency)
         }
-        if let quotaWait {
-            let answer = ErrorAnswer(code: .quotaExceeded, retryAfter: quotaWait, quotaSubject: .project, quotaName: project)
-            remember(retryAfter: quotaWait, latency: latency, code: answer.code, project: project, key: nil, now: now)
+        if let quotaWait, let quota = scenario.quota {
+            let answer: ErrorAnswer
+            switch scenario.quotaAnswer {
+            case .production:
+                // The body production was seen to send: the limit stated, nothing about when.
+                answer = ErrorAnswer(code: .quotaExceeded, quotaSubject: .rateLimit, quotaName: project, quotaLimitValue: String(quota.perMinute))
+            case .legacy:
+                answer = ErrorAnswer(code: .quotaExceeded, retryAfter: quotaWait, quotaSubject: .project, quotaName: project)
+                remember(retryAfter: quotaWait, latency: latency, code: answer.code, project: project, key: nil, now: now)
+            }
             noteRefusal(answer, key: key ?? project)
             return .fail(answer, latency: latency)
         }
@@ -255,6 +272,9 @@ final class Backend: Sendable {
         if answer.code == .quotaExceeded {
             switch answer.quotaSubject ?? .project {
             case .project: answer.quotaName = project
+            case .rateLimit:
+                answer.quotaName = project
+                if answer.quotaLimitValue == nil, let quota = scenario.quota { answer.quotaLimitValue = String(quota.perMinute) }
             case .device, .legacyDevice: answer.quotaName = token ?? key
             case .topic, .legacyTopic:
                 if case .success(let send) = verdict, case .topic(let topic) = send.target { answer.quotaName = topic } else { answer.quotaName = key }
@@ -305,7 +325,7 @@ final class Backend: Sendable {
     }
 
     private func noteRefusal(_ answer: ErrorAnswer, key: String) {
-        let refusal = QuotaRefusal(target: key, subject: (answer.quotaSubject ?? .project).rawValue,
+        let refusal = QuotaRefusal(target: key, subject: (answer.quotaSubject ?? .project).limitName,
                                    atMilliseconds: Int64(realtimeSeconds() * 1000), retryAfter: answer.retryAfter)
         refusals.withLock { $0.append(refusal) }
     }
@@ -537,7 +557,8 @@ final class Backend: Sendable {
 }
 
 /// One QUOTA_EXCEEDED answer: the target refused (a token, `topic:NAME`, ...), which limit the
-/// answer named (`project`, `device`, `topic`, `none`, `legacy-device`, `legacy-topic`) and when.
+/// answer named (`project` for either shape of the project's quota, `device`, `topic`, `none`,
+/// `legacy-device`, `legacy-topic`) and when.
 public struct QuotaRefusal: Sendable, Equatable {
     public var target: String
     public var subject: String

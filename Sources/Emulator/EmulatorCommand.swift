@@ -14,8 +14,13 @@ public enum EmulatorCommand {
                help: "acceptor (one thread accepts and deals connections out round-robin) or reuseport (a listener per thread).",
                defaultText: "acceptor"),
         Option(name: "latency-ms", value: "N", help: "Answer every send N milliseconds late.", defaultText: "0"),
-        Option(name: "quota", value: "N/s",
-               help: "The project's quota: a token bucket of N sends a second holding one second's worth; beyond it 429 QUOTA_EXCEEDED naming the project (overrides the scenario's quota)."),
+        Option(name: "quota", value: "N/s|N/min",
+               help: "The project's quota, FCM's rolling minute: a token bucket of a minute's worth refilled continuously (300/s and 18000/min are the same; FCM's default is 600000/min). Beyond it 429 in the shape --quota-answer says (overrides the scenario's quota)."),
+        Option(name: "quota-burst", value: "N", help: "Make the quota's bucket hold N messages instead of a minute's worth (with --quota)."),
+        Option(name: "quota-start", value: "N", help: "Messages the quota's bucket holds at the start (with --quota; default full)."),
+        Option(name: "quota-answer", value: "SHAPE",
+               help: "How every limit words its 429: production (as FCM: the project quota's RATE_LIMIT_EXCEEDED body stating the limit, no Retry-After; a device's or topic's limit with FcmError QUOTA_EXCEEDED and a QuotaFailure naming it) or legacy (the emulator's older answers: QuotaFailure project:ID / device:TOKEN / topic:NAME, Retry-After on each).",
+               defaultText: "production"),
         Option(name: "fcm-limits",
                help: "Enforce FCM's per-device limits: 240 messages a minute and 5,000 an hour to one token; collapsible messages a burst of 20, then one every 3 minutes. Beyond them 429 QUOTA_EXCEEDED naming the device."),
         Option(name: "topic-limit", value: "N/min", help: "At most N messages a minute to one topic; beyond it 429 QUOTA_EXCEEDED naming the topic."),
@@ -72,16 +77,30 @@ public enum EmulatorCommand {
                                  without Retry-After
 
         LIMITS (--quota, --fcm-limits, --topic-limit, or the scenario's "quota" and "limits"):
-          a refused send gets 429 QUOTA_EXCEEDED, Retry-After (whole seconds until the limit allows
-          one again) and a google.rpc.QuotaFailure detail whose violation's subject says which
-          limit: "project:ID", "device:TOKEN" or "topic:NAME". Refused sends count against no limit.
+          Every answer but a 429 takes one message from the quota (4xx included, as FCM counts
+          them); refused sends count against no limit. As FCM answers (--quota-answer production,
+          the default), the project's quota refuses with
+            429 {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded
+            for quota metric 'Send requests' and limit 'Send requests per minute' ...", "details":
+            [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
+              "metadata": {"quota_limit": "SendsPerMinutePerProject", "quota_unit": "1/min/{project}",
+                           "quota_limit_value": "<the quota a minute>", "consumer": "projects/<number>", ...}},
+             {"@type": "type.googleapis.com/google.rpc.Help", ...}]}}
+          without Retry-After, FcmError or QuotaFailure; a device's or a topic's limit with an
+          FcmError QUOTA_EXCEEDED and a google.rpc.QuotaFailure whose violation's subject is
+          "device:TOKEN" or "topic:NAME", without Retry-After. --quota-answer legacy (scenario
+          "quota_answer": "legacy"): 429 QUOTA_EXCEEDED with a QuotaFailure subject "project:ID",
+          "device:TOKEN" or "topic:NAME" and Retry-After (whole seconds until the limit allows one).
+          A realistic default quota: --quota 600000/min --quota-start 0 (or a scenario's
+          "quota": {"per_minute": 600000, "start": 0}).
           --capacity N/s: one first-in first-out serving line; a message's time in
           /emulator/messages is when it was served.
 
         SCENARIO FILE:
           {"seed": 42, "latency_ms": 20 | {"min": 5, "max": 50}, "error_rate": 0.02,
            "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}],
-           "quota": {"per_minute": 600000, "burst": 10000},
+           "quota": {"per_minute": 600000, "burst": 10000, "start": 0},
+           "quota_answer": "production" | "legacy",
            "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
                       "collapsible_every_seconds": 180, "topic_per_minute": 600},
            "capacity_per_second": 2000,
@@ -89,7 +108,9 @@ public enum EmulatorCommand {
                         "then": "success"},
                        {"prefix": "hot-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "device"}]}]}
           "quota" of a scripted QUOTA_EXCEEDED: project (default), device, topic, none (no
-          QuotaFailure detail), legacy-device, legacy-topic (legacy-style error names).
+          QuotaFailure detail), legacy-device, legacy-topic (legacy-style error names), or
+          rate-limit (the project quota's production body; "quota_limit_value": N or "TEXT" sets
+          what it states, default the scenario's quota.per_minute, else 600000).
         """)
 
     /// Runs the emulator in the foreground; returns the process exit code once a SIGINT or
@@ -280,10 +301,35 @@ public enum EmulatorCommand {
                 }
                 return value
             }
-            if let quota = try perSecond("quota", unit: "/s") {
-                let perMinute = Int((quota * 60).rounded())
-                guard perMinute >= 1 else { throw EmulatorError("herald emulator: --quota must allow at least one send a minute") }
-                configuration.scenario.quota = Scenario.Quota(perMinute: perMinute, burst: max(1, Int(quota.rounded(.up))))
+            if let (text, source) = parsed.lookup("quota") {
+                // N/s or N/min; the bucket holds a minute's worth unless --quota-burst says less.
+                var number = Substring(text)
+                var perUnit = 60.0
+                if number.hasSuffix("/min") {
+                    number = number.dropLast(4)
+                    perUnit = 1
+                } else if number.hasSuffix("/s") {
+                    number = number.dropLast(2)
+                }
+                guard let value = Double(number), value > 0, value.isFinite, value * perUnit <= 6e10 else {
+                    throw EmulatorError("herald emulator: \(source) must be a number of messages above 0 a second or a minute, such as 300/s or 600000/min, not '\(text)'")
+                }
+                let perMinute = Int((value * perUnit).rounded())
+                guard perMinute >= 1 else { throw EmulatorError("herald emulator: \(source) must allow at least one send a minute, not '\(text)'") }
+                let burst = try integer("quota-burst", 1...Int(Int32.max))
+                let start = try integer("quota-start", 0...Int(Int32.max))
+                if let start, start > (burst ?? perMinute) {
+                    throw EmulatorError("herald emulator: --quota-start \(start) must not exceed the bucket (\(burst ?? perMinute) messages)")
+                }
+                configuration.scenario.quota = Scenario.Quota(perMinute: perMinute, burst: burst, start: start)
+            } else if let flag = ["quota-burst", "quota-start"].first(where: { parsed.lookup($0) != nil }) {
+                throw EmulatorError("herald emulator: --\(flag) needs --quota N/s (or N/min) as well")
+            }
+            if let (text, source) = parsed.lookup("quota-answer") {
+                guard let shape = QuotaAnswerShape(rawValue: text) else {
+                    throw EmulatorError("herald emulator: \(source) must be production or legacy, not '\(text)'")
+                }
+                configuration.scenario.quotaAnswer = shape
             }
             if parsed.has("fcm-limits") {
                 let topic = configuration.scenario.limits.topicPerMinute

@@ -10,7 +10,8 @@ import JSON
 ///   "latency_ms": 20,
 ///   "error_rate": 0.02,
 ///   "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}, {"error": "INTERNAL"}],
-///   "quota": {"per_minute": 600000, "burst": 10000},
+///   "quota": {"per_minute": 600000, "burst": 10000, "start": 0},
+///   "quota_answer": "production",
 ///   "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
 ///              "collapsible_every_seconds": 180, "topic_per_minute": 600},
 ///   "capacity_per_second": 2000,
@@ -30,19 +31,27 @@ import JSON
 /// - `error_rate` (0...1, default 0): the share of sends, not already answered by a script or
 ///   a fault token, that get a random error from `random_errors` (default: 503 UNAVAILABLE
 ///   without Retry-After).
-/// - `quota`: a project-wide token bucket, `per_minute` sends refilled continuously, holding at
-///   most `burst` (default `per_minute`). When empty: 429 QUOTA_EXCEEDED with `Retry-After`
-///   set to the seconds until a send is available, rounded up. Answers of any status but 429
-///   take from the bucket, as FCM counts 4xx against the quota.
+/// - `quota`: the project's quota, FCM's rolling minute: a token bucket of `per_minute` messages
+///   refilled continuously at `per_minute / 60` a second, so at most a minute's worth goes
+///   through at once and then the stated rate. `burst` makes the bucket smaller (default
+///   `per_minute`); `start` is what it holds at the start (default full: a project that sent
+///   nothing for a minute). Every answer but a 429 takes a message from it (4xx included, as FCM
+///   counts them). When empty, in the `production` shape (`quota_answer`): FCM's answer as seen in
+///   production (429 RESOURCE_EXHAUSTED, `ErrorInfo` reason `RATE_LIMIT_EXCEEDED` with
+///   `quota_limit_value` = `per_minute`, a `Help` link; no `FcmError`, no `QuotaFailure`, no
+///   Retry-After); in the `legacy` shape 429 QUOTA_EXCEEDED with a QuotaFailure `project:ID` and
+///   `Retry-After` set to the seconds until a message is available, rounded up.
+/// - `quota_answer`: `production` (the default) or `legacy`, how every limit above and below
+///   words its 429 (docs/fcm-limits.md).
 /// - `limits`: FCM's per-target limits, each optional (absent: not enforced). Per device (the
 ///   message's `token`): `device_per_minute` and `device_per_hour` messages, and for collapsible
 ///   messages (`android.collapse_key` or an `apns-collapse-id` header) a burst of
 ///   `collapsible_burst`, then one every `collapsible_every_seconds`. Per topic (a `topic`
 ///   target): `topic_per_minute`. Each is a token bucket that refills continuously. Beyond one:
 ///   429 QUOTA_EXCEEDED with a `google.rpc.QuotaFailure` whose violation's `subject` names the
-///   target (`device:TOKEN` or `topic:NAME`; the project bucket's is `project:ID`) and
-///   `Retry-After` set to the whole seconds until that bucket holds a message again. A refused
-///   send takes nothing from any bucket (FCM does not count 429s against a quota).
+///   target (`device:TOKEN` or `topic:NAME`) and an `FcmError` QUOTA_EXCEEDED; in the `legacy`
+///   shape also `Retry-After` set to the whole seconds until that bucket holds a message again.
+///   A refused send takes nothing from any bucket (FCM does not count 429s against a quota).
 /// - `capacity_per_second`: how many sends a second the emulator serves. Past it, requests wait
 ///   their turn in one first-in first-out line (as at an overloaded server): a send is served
 ///   (and a delivered message's `time` is) when its turn comes, and answered after its latency
@@ -60,7 +69,10 @@ import JSON
 ///   `message` default to what FCM sends for that code. `quota` (QUOTA_EXCEEDED only) is which
 ///   limit the QuotaFailure detail names: `project` (the default), `device`, `topic`, `none` (no
 ///   QuotaFailure detail at all) or `legacy-device` / `legacy-topic` (a legacy-style body
-///   `{"error": "DeviceMessageRateExceeded"}` / `TopicsMessageRateExceeded`).
+///   `{"error": "DeviceMessageRateExceeded"}` / `TopicsMessageRateExceeded`); or `rate-limit`,
+///   the project quota's production body (no QuotaFailure), whose `quota_limit_value` is the
+///   answer's `quota_limit_value` member (a string or a number, sent as a string, so a test can
+///   state a malformed one), else the scenario's `quota.per_minute`, else 600000.
 public struct Scenario: Sendable, Equatable {
     public enum Behaviour: Sendable, Equatable {
         case success
@@ -91,10 +103,14 @@ public struct Scenario: Sendable, Equatable {
 
     public struct Quota: Sendable, Equatable {
         public var perMinute: Int
+        /// The bucket's size (nil: `perMinute`, FCM's rolling minute).
         public var burst: Int?
-        public init(perMinute: Int, burst: Int? = nil) {
+        /// Messages the bucket holds at the start (nil: full).
+        public var start: Int?
+        public init(perMinute: Int, burst: Int? = nil, start: Int? = nil) {
             self.perMinute = perMinute
             self.burst = burst
+            self.start = start
         }
     }
 
@@ -126,6 +142,8 @@ public struct Scenario: Sendable, Equatable {
     public var errorRate: Double = 0
     public var randomErrors: [ErrorAnswer] = [ErrorAnswer(code: .unavailable)]
     public var quota: Quota? = nil
+    /// How the limits word their 429s: as FCM does (default) or in the emulator's older shape.
+    public var quotaAnswer: QuotaAnswerShape = .production
     public var scripts: [Script] = []
     public var limits = Limits()
     /// Sends served a second at most (nil: as fast as the threads go).
@@ -179,6 +197,7 @@ public struct Scenario: Sendable, Equatable {
                 guard let quota = member.value.objectValue else { throw ParseError("\"quota\" must be an object such as {\"per_minute\": 600000}") }
                 var perMinute: Int? = nil
                 var burst: Int? = nil
+                var start: Int? = nil
                 for field in quota {
                     switch field.key {
                     case "per_minute":
@@ -187,11 +206,22 @@ public struct Scenario: Sendable, Equatable {
                     case "burst":
                         guard let n = field.value.intValue, n > 0 else { throw ParseError("\"quota.burst\" must be a positive integer") }
                         burst = n
-                    default: throw ParseError("unknown member \"quota.\(field.key)\" (known: per_minute, burst)")
+                    case "start":
+                        guard let n = field.value.intValue, n >= 0 else { throw ParseError("\"quota.start\" must be a whole number of messages >= 0") }
+                        start = n
+                    default: throw ParseError("unknown member \"quota.\(field.key)\" (known: per_minute, burst, start)")
                     }
                 }
                 guard let perMinute else { throw ParseError("\"quota\" needs \"per_minute\"") }
-                scenario.quota = Quota(perMinute: perMinute, burst: burst)
+                if let start, start > (burst ?? perMinute) {
+                    throw ParseError("\"quota.start\" (\(start)) must not exceed the bucket (\"burst\", else \"per_minute\": \(burst ?? perMinute))")
+                }
+                scenario.quota = Quota(perMinute: perMinute, burst: burst, start: start)
+            case "quota_answer":
+                guard let text = member.value.stringValue, let shape = QuotaAnswerShape(rawValue: text) else {
+                    throw ParseError("\"quota_answer\" must be \"production\" or \"legacy\", not \(member.value)")
+                }
+                scenario.quotaAnswer = shape
             case "limits":
                 scenario.limits = try parseLimits(member.value)
             case "capacity_per_second":
@@ -205,7 +235,7 @@ public struct Scenario: Sendable, Equatable {
                     scenario.scripts.append(try parseScript(item, at: "scripts[\(index)]"))
                 }
             default:
-                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, limits, capacity_per_second, scripts)")
+                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, quota_answer, limits, capacity_per_second, scripts)")
             }
         }
         return scenario
@@ -317,16 +347,27 @@ public struct Scenario: Sendable, Equatable {
                 answer.message = text
             case "quota":
                 guard let text = member.value.stringValue, let subject = QuotaSubjectChoice(rawValue: text) else {
-                    throw ParseError("\"\(path).quota\" must be one of project, device, topic, none, legacy-device, legacy-topic, not \(member.value)")
+                    throw ParseError("\"\(path).quota\" must be one of rate-limit, project, device, topic, none, legacy-device, legacy-topic, not \(member.value)")
                 }
                 answer.quotaSubject = subject
+            case "quota_limit_value":
+                if let text = member.value.stringValue {
+                    answer.quotaLimitValue = text
+                } else if case .number(let digits) = member.value {
+                    answer.quotaLimitValue = digits
+                } else {
+                    throw ParseError("\"\(path).quota_limit_value\" must be a number or a string, not \(member.value)")
+                }
             default:
-                throw ParseError("unknown member \"\(path).\(member.key)\" (known: error, retry_after, status, message, quota)")
+                throw ParseError("unknown member \"\(path).\(member.key)\" (known: error, retry_after, status, message, quota, quota_limit_value)")
             }
         }
         guard let code else { throw ParseError("\"\(path)\" needs an \"error\" code") }
         if answer.quotaSubject != nil && code != .quotaExceeded {
             throw ParseError("\"\(path).quota\" goes with \"error\": \"QUOTA_EXCEEDED\" only, not \(code.rawValue)")
+        }
+        if answer.quotaLimitValue != nil && answer.quotaSubject != .rateLimit {
+            throw ParseError("\"\(path).quota_limit_value\" goes with \"quota\": \"rate-limit\" only")
         }
         answer.code = code
         return .error(answer)

@@ -1,15 +1,18 @@
-/// A project-wide token bucket: `capacity` sends at most, refilled at `perMinute / 60` a second.
-/// FCM's default quota is 600,000 a minute, measured as a bucket, not per clock minute.
+/// A token bucket: `capacity` sends at most, refilled continuously at `perMinute / 60` a second.
+/// The project's quota uses one of a minute's size: FCM's quota is per minute but its minutes are
+/// not aligned to the clock, and a bucket refilled continuously lets a minute's worth through at
+/// once, then the stated rate (docs/fcm-limits.md says why a bucket and not a sliding window).
 public struct TokenBucket: Sendable, Equatable {
     public let capacity: Double
     public let perSecond: Double
     public private(set) var tokens: Double
     private var last: UInt64
 
-    public init(perMinute: Int, capacity: Int? = nil, now: UInt64) {
+    /// `start`: what the bucket holds at first (nil: full; at most `capacity`).
+    public init(perMinute: Int, capacity: Int? = nil, start: Int? = nil, now: UInt64) {
         self.perSecond = Double(perMinute) / 60
         self.capacity = Double(capacity ?? perMinute)
-        self.tokens = self.capacity
+        self.tokens = min(self.capacity, start.map(Double.init) ?? self.capacity)
         self.last = now
     }
 

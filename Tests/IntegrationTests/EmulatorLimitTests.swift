@@ -1,4 +1,5 @@
 import Emulator
+import FCM
 import Foundation
 import JSON
 import Testing
@@ -26,6 +27,7 @@ import TestSupport
     @Test func aDeviceOverItsLimitIsRefusedAloneAndNamed() throws {
         let emulator = try startEmulator {
             $0.scenario.limits.devicePerMinute = 3
+            $0.scenario.quotaAnswer = .legacy
         }
         defer { emulator.stop() }
         let account = try TestAccount(emulator)
@@ -55,6 +57,8 @@ import TestSupport
         let emulator = try startEmulator {
             $0.scenario.limits.collapsibleBurst = 2
             $0.scenario.limits.collapsibleEverySeconds = 180
+            // The older shape's Retry-After tells the collapsible rate.
+            $0.scenario.quotaAnswer = .legacy
         }
         defer { emulator.stop() }
         let account = try TestAccount(emulator)
@@ -81,7 +85,9 @@ import TestSupport
         }
         let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.topicMessage("news"))
         #expect(refused.status == 429)
+        #expect(refused.fcmErrorCode == "QUOTA_EXCEEDED")
         #expect(Self.violation(refused)?.subject == "topic:news")
+        #expect(refused.headers["retry-after"] == nil, "FCM's shape, the default, states no Retry-After")
         #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: Self.topicMessage("sport")).status == 200)
         // Topic limits do not limit devices.
         for i in 1...3 {
@@ -89,8 +95,28 @@ import TestSupport
         }
     }
 
-    @Test func theProjectBucketNamesTheProject() throws {
-        let emulator = try startEmulator { $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 1) }
+    @Test func aDeviceOverItsLimitGetsFCMsShapeByDefault() throws {
+        let emulator = try startEmulator { $0.scenario.limits.devicePerMinute = 2 }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        for _ in 1...2 {
+            #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("warm-1")).status == 200)
+        }
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("warm-1"))
+        #expect(refused.status == 429)
+        #expect(refused.json?["error"]?["status"]?.stringValue == "RESOURCE_EXHAUSTED")
+        #expect(refused.fcmErrorCode == "QUOTA_EXCEEDED")
+        #expect(Self.violation(refused)?.subject == "device:warm-1")
+        #expect(refused.headers["retry-after"] == nil, "\(refused.headers)")
+        #expect(emulator.quotaRefusals().map(\.subject) == ["device"])
+    }
+
+    @Test func theProjectBucketNamesTheProjectInTheOlderShape() throws {
+        let emulator = try startEmulator {
+            $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 1)
+            $0.scenario.quotaAnswer = .legacy
+        }
         defer { emulator.stop() }
         let account = try TestAccount(emulator)
         let token = try account.accessToken()
@@ -98,7 +124,83 @@ import TestSupport
         let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("p-2"))
         #expect(refused.status == 429)
         #expect(Self.violation(refused)?.subject == "project:\(account.projectID)")
+        #expect(refused.headers["retry-after"].flatMap { Int($0) } != nil)
         #expect(emulator.quotaRefusals().map(\.subject) == ["project"])
+    }
+
+    /// The ErrorInfo detail of an answer.
+    static func errorInfo(_ answer: CurlResult) -> JSONValue? {
+        answer.json?["error"]?["details"]?.arrayValue?.first { $0["@type"]?.stringValue == "type.googleapis.com/google.rpc.ErrorInfo" }
+    }
+
+    @Test func theProjectQuotaAnswersAsFCMDidInProduction() throws {
+        // A bucket of 3 a minute (refilled one message every 20 s, so not within the test).
+        let emulator = try startEmulator { $0.scenario.quota = Scenario.Quota(perMinute: 3) }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("r-1")).status == 200)
+        // A 4xx answer counts against the quota as at FCM: a bad TTL takes the second message.
+        let invalid = try sendMessage(emulator, project: account.projectID, accessToken: token,
+                                      body: #"{"message":{"token":"r-2","android":{"ttl":"soon"}}}"#)
+        #expect(invalid.status == 400)
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("r-3")).status == 200)
+        let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("r-4"))
+        #expect(refused.status == 429)
+        #expect(refused.headers["retry-after"] == nil, "no Retry-After: \(refused.headers)")
+        let error = try #require(refused.json?["error"], "\(refused.body)")
+        #expect(error["code"]?.intValue == 429)
+        #expect(error["status"]?.stringValue == "RESOURCE_EXHAUSTED")
+        let number = try #require(Self.errorInfo(refused)?["metadata"]?["consumer"]?.stringValue?.split(separator: "/").last.map(String.init))
+        #expect(number.count == 12 && number.allSatisfy(\.isNumber), "a project number: \(number)")
+        #expect(error["message"]?.stringValue
+                == "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:\(number)'.")
+        let details = try #require(error["details"]?.arrayValue)
+        #expect(details.compactMap { $0["@type"]?.stringValue }
+                == ["type.googleapis.com/google.rpc.ErrorInfo", "type.googleapis.com/google.rpc.Help"], "no FcmError, no QuotaFailure")
+        let info = try #require(Self.errorInfo(refused))
+        #expect(info["reason"]?.stringValue == "RATE_LIMIT_EXCEEDED")
+        #expect(info["domain"]?.stringValue == "googleapis.com")
+        let metadata = try #require(info["metadata"])
+        #expect(metadata["quota_limit"]?.stringValue == "SendsPerMinutePerProject")
+        #expect(metadata["quota_metric"]?.stringValue == "fcm.googleapis.com/send_requests")
+        #expect(metadata["quota_unit"]?.stringValue == "1/min/{project}")
+        #expect(metadata["quota_limit_value"]?.stringValue == "3", "the configured limit a minute")
+        #expect(metadata["service"]?.stringValue == "fcm.googleapis.com")
+        #expect(metadata["quota_location"]?.stringValue == "global")
+        #expect(details.last?["links"]?.arrayValue?.first?["url"]?.stringValue?.hasPrefix("https://") == true)
+        // A 429 takes nothing: the project stays refused, and every refusal is the project's.
+        #expect(try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("r-5")).status == 429)
+        #expect(emulator.deliveredMessages(token: "r-3").count == 1)
+        #expect(emulator.quotaRefusals().map(\.subject) == ["project", "project"])
+        #expect(try curl(emulator.baseURL + "/emulator/stats").json?["quota_exceeded_by_limit"]?["project"]?.intValue == 2)
+        // And Herald's classifier reads it as a quota answer, to be retried.
+        let reading = SendClassification(httpStatus: refused.status, headers: [], body: Array(refused.body.utf8), now: Date())
+        guard case .retry(let code, _, let retryAfter, _) = reading else {
+            Issue.record("\(reading)")
+            return
+        }
+        #expect(code == "QUOTA_EXCEEDED" && retryAfter == nil)
+    }
+
+    @Test func aScriptedRateLimitStatesWhatItIsTold() throws {
+        let scenario = try Scenario.parse(#"""
+            {"quota": {"per_minute": 600000},
+             "scripts": [
+              {"prefix": "stated-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "rate-limit"}]},
+              {"prefix": "odd-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "rate-limit", "quota_limit_value": "lots"}]}
+            ]}
+            """#)
+        let emulator = try startEmulator { $0.scenario = scenario }
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator)
+        let token = try account.accessToken()
+        let stated = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("stated-1"))
+        #expect(stated.status == 429)
+        #expect(Self.errorInfo(stated)?["metadata"]?["quota_limit_value"]?.stringValue == "600000")
+        let odd = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("odd-1"))
+        #expect(Self.errorInfo(odd)?["metadata"]?["quota_limit_value"]?.stringValue == "lots")
+        #expect(emulator.quotaRefusals().map(\.subject) == ["project", "project"])
     }
 
     @Test func scriptedQuotaAnswersNameTheLimitTheyAreToldTo() throws {
@@ -157,7 +259,24 @@ import TestSupport
         #expect(limits.devicePerMinute == 240 && limits.devicePerHour == 5000)
         #expect(limits.collapsibleBurst == 20 && limits.collapsibleEverySeconds == 180)
         #expect(limits.topicPerMinute == 600)
-        #expect(options.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, burst: 300))
+        // A rolling minute: the bucket holds a minute's worth unless told otherwise.
+        #expect(options.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000))
+        #expect(options.configuration.scenario.quotaAnswer == .production)
+        let stated = try #require(try EmulatorCommand.Options.parse(["--quota", "600000/min", "--quota-start", "0"]))
+        #expect(stated.configuration.scenario.quota == Scenario.Quota(perMinute: 600_000, start: 0))
+        let older = try #require(try EmulatorCommand.Options.parse(["--quota", "300/s", "--quota-burst", "300", "--quota-answer", "legacy"]))
+        #expect(older.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, burst: 300))
+        #expect(older.configuration.scenario.quotaAnswer == .legacy)
+        for (arguments, fragment) in [(["--quota-answer", "modern"], "--quota-answer"), (["--quota-start", "5"], "--quota-start needs --quota"),
+                                      (["--quota", "10/min", "--quota-start", "11"], "--quota-start 11"),
+                                      (["--quota", "300/hour"], "--quota")] {
+            do {
+                _ = try EmulatorCommand.Options.parse(arguments)
+                Issue.record("accepted \(arguments)")
+            } catch {
+                #expect(error.description.contains(fragment), "\(error)")
+            }
+        }
         #expect(options.configuration.capacityPerSecond == 2000)
         #expect(throws: EmulatorError.self) { _ = try EmulatorCommand.Options.parse(["--capacity", "fast"]) }
         do {

@@ -123,6 +123,8 @@ import TestSupport
         // FCM's bucket for the project: 100 sends a second, holding at most a second's worth.
         var scenario = Scenario()
         scenario.quota = Scenario.Quota(perMinute: 6_000, burst: 100)
+        // The older answer (QuotaFailure project:ID with Retry-After), which Herald reads today.
+        scenario.quotaAnswer = .legacy
         let stack = try WorkerStack(scenario: scenario)
         defer { stack.close() }
         try stack.enqueue(600, prefix: "paced-")

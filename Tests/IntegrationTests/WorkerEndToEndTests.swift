@@ -173,6 +173,8 @@ import TestSupport
     @Test func aProjectQuotaSlowsEveryWorkerAndLosesNothing() throws {
         var scenario = Scenario()
         scenario.quota = Scenario.Quota(perMinute: 6000, burst: 100)
+        // The older answer (QuotaFailure project:ID with Retry-After), which Herald reads today.
+        scenario.quotaAnswer = .legacy
         let stack = try WorkerStack(scenario: scenario)
         defer { stack.close() }
         try stack.enqueue(300, prefix: "quota-")

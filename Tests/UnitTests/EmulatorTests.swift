@@ -201,6 +201,16 @@ import Testing
         #expect(script.behaviour(attempt: 3) == .error(ErrorAnswer(code: .unauthenticated)))
         #expect(script.behaviour(attempt: 4) == .error(ErrorAnswer(code: .unregistered, message: "gone")))
         #expect(scenario.script(for: "steady-1") == nil)
+        // FCM's shape is the default; the older one is asked for by name.
+        #expect(scenario.quotaAnswer == .production)
+        let older = try Scenario.parse(#"""
+            {"quota": {"per_minute": 600000, "start": 0}, "quota_answer": "legacy",
+             "scripts": [{"prefix": "r-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "rate-limit", "quota_limit_value": 1000000000000}]}]}
+            """#)
+        #expect(older.quotaAnswer == .legacy)
+        #expect(older.quota == Scenario.Quota(perMinute: 600000, start: 0))
+        #expect(older.script(for: "r-1")?.behaviour(attempt: 1)
+                == .error(ErrorAnswer(code: .quotaExceeded, quotaSubject: .rateLimit, quotaLimitValue: "1000000000000")))
     }
 
     @Test(arguments: [
@@ -208,6 +218,9 @@ import Testing
         (#"{"error_rate": 2}"#, "error_rate"),
         (#"{"latency_ms": {"min": 9, "max": 1}}"#, "latency_ms"),
         (#"{"quota": {"burst": 5}}"#, "per_minute"),
+        (#"{"quota": {"per_minute": 60, "start": 61}}"#, "quota.start"),
+        (#"{"quota_answer": "modern"}"#, "quota_answer"),
+        (#"{"scripts": [{"prefix": "x", "answers": [{"error": "QUOTA_EXCEEDED", "quota_limit_value": 5}]}]}"#, "quota_limit_value"),
         (#"{"scripts": [{"answers": []}]}"#, "scripts[0]\" needs a \"prefix\""),
         (#"{"scripts": [{"prefix": "x", "answers": [{"error": "NOPE"}]}]}"#, "scripts[0].answers[0].error"),
         (#"{"scripts": [{"prefix": "x", "then": "fail"}]}"#, "scripts[0].then"),
@@ -246,6 +259,28 @@ import Testing
         #expect(slow.take(now: 0) == nil)
         #expect(slow.take(now: 0) == 10)
         #expect(slow.take(now: 3 * second) == 7)
+    }
+
+    @Test func aRollingMinuteLetsAMinuteThroughThenTheRate() {
+        let second: UInt64 = 1_000_000_000
+        // 300 a second as FCM states it: 18,000 a minute, in a bucket of a minute's size.
+        var minute = TokenBucket(perMinute: 18_000, now: 0)
+        var taken = 0
+        while minute.take(now: 0) == nil { taken += 1 }
+        #expect(taken == 18_000, "a full bucket lets a whole minute's worth through at once")
+        taken = 0
+        var now: UInt64 = 0
+        for _ in 0..<1000 {  // then 10 s at 100 tries every 10 ms: the stated rate, 300 a second
+            now += second / 100
+            for _ in 0..<100 where minute.take(now: now) == nil { taken += 1 }
+        }
+        #expect((2_999...3_001).contains(taken), "\(taken) in 10 s")
+        // Starting empty (a project that already spends its quota): the rate from the first second.
+        var empty = TokenBucket(perMinute: 600_000, start: 0, now: 0)
+        #expect(empty.take(now: 0) == 1)
+        taken = 0
+        while empty.take(now: second) == nil { taken += 1 }
+        #expect(taken == 10_000)
     }
 }
 
@@ -383,5 +418,31 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         if code.hasFcmErrorDetail && code != .unspecifiedError {
             #expect(classification.reason?.hasPrefix(code.rawValue + ":") == true, "the reason names \(code.rawValue)")
         }
+    }
+}
+
+/// The emulator's production answer to a spent project quota is the body FCM was seen to send
+/// (Tests/Fixtures/FCM/answers), member for member, for the same project number and limit.
+@Suite struct EmulatorProductionQuotaBodyTests {
+    /// `value` with every object's members sorted by key, so member order does not count.
+    static func canonical(_ value: JSONValue) -> String {
+        switch value {
+        case .object(let object):
+            let members = object.sorted { $0.key < $1.key }.map { "\(JSONValue.string($0.key).serialized):\(canonical($0.value))" }
+            return "{" + members.joined(separator: ",") + "}"
+        case .array(let items): return "[" + items.map(canonical).joined(separator: ",") + "]"
+        default: return value.serialized
+        }
+    }
+
+    @Test func theEmulatorsBodyIsTheOneSeenInProduction() throws {
+        let corpus = try #require(try FCMFixtures.answers().first { $0.id == "project-quota-rate-limit-exceeded" })
+        let seen = try JSONValue.parse(corpus.body)
+        let answered = try JSONValue.parse(FCMResponses.rateLimitBody(project: "123", limitValue: "18000"))
+        #expect(Self.canonical(answered) == Self.canonical(seen))
+        // A project ID that is not a number gets a stable 12-digit project number.
+        let number = FCMResponses.projectNumber("herald-emulator")
+        #expect(number.count == 12 && number.allSatisfy(\.isNumber) && number == FCMResponses.projectNumber("herald-emulator"))
+        #expect(number != FCMResponses.projectNumber("herald-emulator-2"))
     }
 }

@@ -331,9 +331,10 @@ final class Sender: @unchecked Sendable {
 
     /// A request the HTTP client failed because it waited in the client's own queue of a
     /// cleartext origin until the request timeout, never handed to curl (`expireQueued`): no
-    /// byte of it reached FCM. Before, such timeouts counted as FCM not answering: after a
-    /// burst, 28 requests queued for a stream that never became free timed out together and
-    /// opened the outage circuit while FCM had received nothing.
+    /// byte of it reached FCM. Before, such timeouts counted as FCM not answering: requests
+    /// queued together for a stream that never became free timed out together and could open
+    /// the outage circuit while FCM had received nothing (the TIMEOUT the issue observed after
+    /// 28 jobs sat `running` for 30 s matches this path; that run was not reproduced here).
     static func neverLeftTheQueue(_ error: HTTPClientError) -> Bool {
         error.kind == .timeout && error.message.hasPrefix("no HTTP/2 stream to ")
     }

@@ -24,12 +24,27 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     public var retryAfter: Double?
     /// The `google.rpc.QuotaFailure` violations (`subject`, `description`) of a quota answer.
     public var quotaViolations: [(subject: String, description: String)] = []
+    /// The `google.rpc.ErrorInfo` detail (`reason`, string `metadata`), which is how FCM was seen
+    /// to answer the project's quota in production: reason `RATE_LIMIT_EXCEEDED`, metadata
+    /// `quota_limit` `SendsPerMinutePerProject`, `quota_unit` `1/min/{project}`,
+    /// `quota_limit_value` the project's limit. Nil when the answer has none.
+    public var errorInfo: ErrorInfo?
+
+    public struct ErrorInfo: Sendable, Equatable {
+        public var reason: String
+        public var metadata: [String: String]
+        public init(reason: String, metadata: [String: String]) {
+            self.reason = reason
+            self.metadata = metadata
+        }
+    }
 
     static let messageLimit = 500
     static let fcmErrorType = "type.googleapis.com/google.firebase.fcm.v1.FcmError"
     static let badRequestType = "type.googleapis.com/google.rpc.BadRequest"
     static let quotaFailureType = "type.googleapis.com/google.rpc.QuotaFailure"
     static let retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+    static let errorInfoType = "type.googleapis.com/google.rpc.ErrorInfo"
 
     /// Nil when the answer is a success (2xx without an error in the body). See
     /// `SendClassification.init(httpStatus:headers:body:now:redacting:)` for `redacting`.
@@ -67,6 +82,13 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
                         let parts = [violation["subject"]?.stringValue, violation["description"]?.stringValue].compactMap { $0 }
                         if !parts.isEmpty { quotaNotes.append(parts.joined(separator: ": ")) }
                     }
+                case Self.errorInfoType?:
+                    // Only string members are kept: metadata is a map of strings in google.rpc.
+                    var metadata: [String: String] = [:]
+                    if case .object(let members)? = detail["metadata"] {
+                        for member in members { if let text = member.value.stringValue { metadata[member.key] = text } }
+                    }
+                    if errorInfo == nil { errorInfo = ErrorInfo(reason: detail["reason"]?.stringValue ?? "", metadata: metadata) }
                 case Self.retryInfoType?:
                     if retryAfter == nil, let delay = detail["retryDelay"]?.stringValue, delay.hasSuffix("s"),
                        Checks.duration(delay, max: .max) == nil {
@@ -194,7 +216,7 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// wins (the project's over a topic's over a device's), since it is the one that binds.
     /// None, or only subjects not recognised: `unattributed`.
     public var quotaLimit: QuotaLimit {
-        var found: QuotaLimit? = nil
+        var found: QuotaLimit? = Self.quotaLimit(errorInfo: errorInfo)
         for violation in quotaViolations {
             guard let limit = Self.quotaLimit(subject: violation.subject, description: violation.description) else { continue }
             switch (found, limit) {
@@ -203,6 +225,29 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
             }
         }
         return found ?? .unattributed
+    }
+
+    /// The limit an ErrorInfo detail names: a rate-limit reason (`RATE_LIMIT_EXCEEDED`, or any
+    /// reason FCM may give a quota, `RESOURCE_EXHAUSTED`, `...QUOTA_EXCEEDED`) whose `quota_limit`
+    /// or `quota_unit` names the project (`SendsPerMinutePerProject`, `1/min/{project}`) is the
+    /// project's; a device's or a topic's when they name one of those. Nil otherwise.
+    static func quotaLimit(errorInfo: ErrorInfo?) -> QuotaLimit? {
+        guard let errorInfo else { return nil }
+        let reason = errorInfo.reason.uppercased()
+        guard reason.contains("RATE_LIMIT") || reason.contains("QUOTA") || reason.contains("RESOURCE_EXHAUSTED") else { return nil }
+        let named = [errorInfo.metadata["quota_limit"], errorInfo.metadata["quota_unit"]].compactMap { $0?.lowercased() }
+        if named.contains(where: { $0.contains("device") || $0.contains("token") }) { return .device }
+        if named.contains(where: { $0.contains("topic") }) { return .topic }
+        if named.contains(where: { $0.contains("project") }) { return .project }
+        return nil
+    }
+
+    /// The project's limit as the answer states it (ErrorInfo `quota_limit_value` per
+    /// `quota_unit`), read by `ProjectQuotaStatement`; nil when the answer states none.
+    public var statedQuota: ProjectQuotaStatement? {
+        guard let errorInfo, Self.quotaLimit(errorInfo: errorInfo) == .project,
+              errorInfo.metadata["quota_limit_value"] != nil || errorInfo.metadata["quota_unit"] != nil else { return nil }
+        return ProjectQuotaStatement(value: errorInfo.metadata["quota_limit_value"], unit: errorInfo.metadata["quota_unit"])
     }
 
     /// The limit one QuotaFailure violation names: by its subject's prefix (`device:`, `token:`,
@@ -265,6 +310,6 @@ public struct FCMFailure: Error, Sendable, Equatable, CustomStringConvertible {
         lhs.httpStatus == rhs.httpStatus && lhs.status == rhs.status && lhs.errorCode == rhs.errorCode
             && lhs.legacyError == rhs.legacyError && lhs.message == rhs.message
             && lhs.fieldViolations == rhs.fieldViolations && lhs.retryAfter == rhs.retryAfter
-            && lhs.quotaViolations.elementsEqual(rhs.quotaViolations, by: { $0 == $1 })
+            && lhs.quotaViolations.elementsEqual(rhs.quotaViolations, by: { $0 == $1 }) && lhs.errorInfo == rhs.errorInfo
     }
 }

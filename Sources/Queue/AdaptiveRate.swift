@@ -37,10 +37,16 @@ public struct AdaptiveRate: Sendable, Equatable {
         public var adapted: Double?
         public var at: Double?
         public var regain: Double?
-        public init(adapted: Double? = nil, at: Double? = nil, regain: Double? = nil) {
+        /// The project's limit as FCM stated it in a quota answer (messages a second,
+        /// `quota_limit_value` per `quota_unit`), and when it was stated.
+        public var stated: Double?
+        public var statedAt: Double?
+        public init(adapted: Double? = nil, at: Double? = nil, regain: Double? = nil, stated: Double? = nil, statedAt: Double? = nil) {
             self.adapted = adapted
             self.at = at
             self.regain = regain
+            self.stated = stated
+            self.statedAt = statedAt
         }
     }
 
@@ -64,12 +70,37 @@ public struct AdaptiveRate: Sendable, Equatable {
     public var regainDoubling: Double = 1
     /// A lowering this many seconds or less after the previous one keeps that one's `regain`.
     public var memory: Double = 60
+    /// The share of a stated limit paced at: FCM's minute is rolling and counts 4xx answers
+    /// (other than 429) too, so pacing at the limit itself would run into it.
+    public var pace: Double = 0.95
+    /// How long a stated limit binds: after an hour without another quota answer the rate may
+    /// climb past it again (a project's quota can be raised), and the next answer restates it.
+    public var statedMemory: Double = 3600
+    /// A lowering this many seconds or less after the previous one never sets a rate above that
+    /// one's (unless that one set a rate to regain): the rate in force kept rising while nothing
+    /// was sent (a minute's pause: 2 % a second is +120 %), so 80 % of it was 1.76 times the last
+    /// lowering, and each storm ended with a higher rate than the one before.
+    public var noRaise: Double = 600
 
     public init(ceiling: Double) { self.ceiling = ceiling }
 
-    /// The rate in force at `now`, from the shared state. `started`: when this process started
-    /// (nil: it opens at the ceiling).
+    /// The rate a stated limit allows at `now` (its `pace` share), nil when none binds.
+    public func statedCap(_ state: State, now: Double) -> Double? {
+        guard let stated = state.stated, stated.isFinite, stated > 0, let at = state.statedAt, at.isFinite,
+              now - at <= statedMemory else { return nil }
+        return max(floor, stated * pace)
+    }
+
+    /// The rate in force at `now`: `uncapped`, never above a stated limit.
     public func rate(_ state: State, now: Double, started: Double? = nil) -> Double {
+        let rate = uncapped(state, now: now, started: started)
+        guard let cap = statedCap(state, now: now) else { return rate }
+        return min(rate, cap)
+    }
+
+    /// The rate in force at `now` from the adapted state alone. `started`: when this process
+    /// started (nil: it opens at the ceiling).
+    func uncapped(_ state: State, now: Double, started: Double? = nil) -> Double {
         guard ceiling > 0 else { return 0 }
         guard let adapted = state.adapted, let at = state.at, adapted.isFinite, at.isFinite else {
             guard let started, now >= started, startRate < ceiling else { return ceiling }
@@ -120,12 +151,30 @@ public struct AdaptiveRate: Sendable, Equatable {
         // Not finite: not known (too short a time to tell), so it bounds nothing.
         let seen = accepted.isFinite ? max(0, accepted) : Double.infinity
         if seen < next { next = max(seen, current * 0.1) }
+        // Not above the last lowering's rate, unless that one meant to regain more (a storm).
+        if let adapted = state.adapted, let at = state.at, adapted.isFinite, state.regain == nil, now - at <= noRaise {
+            next = min(next, adapted)
+        }
         next = min(ceiling, max(floor, next))
+        var lowered = State(adapted: next, at: now, regain: nil, stated: state.stated, statedAt: state.statedAt)
         // FCM went on accepting at least half of the rate: a limit, found; nothing to regain.
-        guard !(seen.isFinite && seen >= current * 0.5) else { return State(adapted: next, at: now, regain: nil) }
+        guard !(seen.isFinite && seen >= current * 0.5) else { return lowered }
         var regain = min(current, proven.isFinite ? max(0, proven) : 0)
         if let earlier = state.regain, let at = state.at, earlier.isFinite, now - at <= memory { regain = max(regain, earlier) }
         regain = min(regain, ceiling)
-        return State(adapted: next, at: now, regain: regain > next ? regain : nil)
+        lowered.regain = regain > next ? regain : nil
+        return lowered
+    }
+
+    /// The state to set after a quota answer that states the project's limit (`perSecond`):
+    /// the rate drops at once to its `pace` share (never rises: a rate in force already below
+    /// it stays), shared by every pool. Nil when the same figure already binds and the rate in
+    /// force is at or under it, so a burst of such answers writes once.
+    public func stated(_ state: State, perSecond: Double, now: Double, started: Double? = nil) -> State? {
+        guard ceiling > 0, perSecond.isFinite, perSecond > 0 else { return nil }
+        let current = rate(state, now: now, started: started)
+        let cap = max(floor, perSecond * pace)
+        if state.stated == perSecond, statedCap(state, now: now) != nil, current <= cap { return nil }
+        return State(adapted: min(ceiling, max(floor, min(current, cap))), at: now, regain: nil, stated: perSecond, statedAt: now)
     }
 }

@@ -101,8 +101,12 @@ extension FCMFixtures {
             if let seconds = answer.retryAfterSeconds {
                 #expect(taken.retryAfter == seconds, "\(answer.id): waits \(String(describing: taken.retryAfter))")
             }
-            // A quota answer that states the project's rate (stated_per_second) must also set that
-            // rate; the classification has no field for it until the sender reads the answer.
+            // A quota answer that states the project's rate (stated_per_second) sets that rate: the
+            // sender reads it from the answer beside the classification.
+            if let perSecond = answer.statedPerSecond {
+                let stated = FCMFailure(httpStatus: answer.status, headers: answer.headers, body: answer.body, now: Self.now)?.statedQuota
+                #expect(stated?.rate == perSecond, "\(answer.id): states \(String(describing: stated))")
+            }
         }
         if let reason = answer.awaitingClassifier {
             withKnownIssue(Comment(rawValue: reason)) { check() }

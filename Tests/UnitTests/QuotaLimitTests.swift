@@ -241,7 +241,7 @@ import Testing
         var machine = StoreMachine(settings: StoreMachineTests.settings, now: 0)
         machine.received([.projectQuota(accepted: 400, proven: 900), .projectQuota(accepted: 300, proven: nil),
                           .projectQuota(accepted: nil, proven: 1200)], now: 1)
-        #expect(machine.next(now: 1) == .lowerRate(accepted: 300, proven: 1200))
+        #expect(machine.next(now: 1) == .lowerRate(accepted: 300, proven: 1200, stated: nil))
         machine.rateLowered()
         #expect(machine.next(now: 1) == .maintain)
     }

@@ -70,7 +70,9 @@ public final class JobStore: @unchecked Sendable {
         let result = try connection.query(SQL.projectRate, [.text(projectID)])
         let state = AdaptiveRate.State(adapted: result.double(0, try result.column("adapted_per_second")),
                                        at: result.double(0, try result.column("adapted_at")),
-                                       regain: result.double(0, try result.column("regain_per_second")))
+                                       regain: result.double(0, try result.column("regain_per_second")),
+                                       stated: result.double(0, try result.column("stated_per_second")),
+                                       statedAt: result.double(0, try result.column("stated_at")))
         return (state, result.double(0, try result.column("paused_until")))
     }
 
@@ -84,6 +86,20 @@ public final class JobStore: @unchecked Sendable {
                                                                  state.regain.map { .double($0) }])
         guard result.rowCount > 0, let adapted = result.double(0, try result.column("adapted_per_second")),
               let at = result.double(0, try result.column("adapted_at")) else { return nil }
-        return AdaptiveRate.State(adapted: adapted, at: at, regain: result.double(0, try result.column("regain_per_second")))
+        return AdaptiveRate.State(adapted: adapted, at: at, regain: result.double(0, try result.column("regain_per_second")),
+                                  stated: result.double(0, try result.column("stated_per_second")),
+                                  statedAt: result.double(0, try result.column("stated_at")))
+    }
+
+    /// Sets the limit FCM stated for `projectID` (`stated.stated`, messages a second) and the
+    /// rate it allows (`stated.adapted`) for every worker of the project. Returns the new state.
+    public func stateProjectQuota(_ projectID: String, to state: AdaptiveRate.State, ceiling: Double)
+        throws(PostgresError) -> AdaptiveRate.State? {
+        guard let stated = state.stated, let adapted = state.adapted else { return nil }
+        let result = try connection.query(SQL.stateProjectQuota, [.text(projectID), .double(stated), .double(adapted), .double(ceiling)])
+        guard result.rowCount > 0, let rate = result.double(0, try result.column("adapted_per_second")),
+              let at = result.double(0, try result.column("adapted_at")) else { return nil }
+        return AdaptiveRate.State(adapted: rate, at: at, regain: nil, stated: result.double(0, try result.column("stated_per_second")),
+                                  statedAt: result.double(0, try result.column("stated_at")))
     }
 }

@@ -19,7 +19,10 @@ public enum OutcomeAction: Sendable, Equatable {
     /// A quota answer (a device's, a topic's or the project's limit): try again no sooner than
     /// `delay` seconds from now. The attempt does not count against max_attempts while the job
     /// has been snoozed fewer than `cap` times (herald.jobs.snoozes); after that it does.
-    case snoozed(error: String, delay: Double, cap: Int)
+    /// `backoff`: the delay grows with the job's own durable count of quota answers, whichever
+    /// process claims it next: at least `first` times 2^snoozes (the snoozes before this one),
+    /// at most `most` (both with the jitter drawn in); nil: `delay` alone.
+    case snoozed(error: String, delay: Double, cap: Int, backoff: Backoff? = nil)
 
     /// Its word: the `a` of its row in record_outcomes.sql, its metrics label and log field.
     public var outcome: MessageOutcome {
@@ -61,12 +64,30 @@ public enum OutcomeAction: Sendable, Equatable {
             field("token", token)
         case .released(let seconds):
             delay(seconds)
-        case .snoozed(let error, let seconds, let cap):
+        case .snoozed(let error, let seconds, let cap, let backoff):
             delay(seconds)
             field("err", error)
             row.append(contentsOf: #","cap":"#.utf8)
             JSONValue.writeInteger(max(0, cap), into: &row)
+            if let backoff, backoff.first.isFinite, backoff.most.isFinite, backoff.first > 0 {
+                row.append(contentsOf: #","grow":"#.utf8)
+                row.append(contentsOf: String(backoff.first).utf8)
+                row.append(contentsOf: #","most":"#.utf8)
+                row.append(contentsOf: String(max(backoff.first, backoff.most)).utf8)
+            }
         }
+    }
+}
+
+/// A snooze's delay that grows with the job's durable count of quota answers
+/// (record_outcomes.sql): `first` for a job never snoozed, doubling with each snooze it had, up
+/// to `most`.
+public struct Backoff: Sendable, Equatable {
+    public var first: Double
+    public var most: Double
+    public init(first: Double, most: Double) {
+        self.first = first
+        self.most = most
     }
 }
 

@@ -5,10 +5,14 @@
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
 -- jobs' campaigns move with them; a campaign that reaches max_errors dead letters pauses itself.
 -- A snooze (a quota answer) puts the job back without counting the attempt while it has been
--- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql).
+-- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql); with
+-- `grow` and `most` its delay is at least grow * 2^snoozes, at most `most`: the backoff of a
+-- device's, a topic's or the project's limit follows the job's own count of quota answers, not
+-- the memory of the process that claimed it.
 -- Returns how many rows each kind of outcome changed.
 WITH input AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int, cap int)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int, cap int,
+                                                         grow float8, most float8)
 ),
 finished AS (
     UPDATE herald.jobs j
@@ -47,8 +51,10 @@ released AS (
 ),
 snoozed AS (
     UPDATE herald.jobs j
-    SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
-        run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
+    SET state = CASE WHEN i.delay > 0 OR i.grow > 0 THEN 'scheduled' ELSE 'available' END,
+        run_at = now() + make_interval(secs => greatest(i.delay,
+                     coalesce(least(i.grow * power(2::float8, least(j.snoozes, 40)), i.most), 0))),
+        locked_until = NULL, locked_by = NULL,
         attempts = CASE WHEN j.snoozes < coalesce(i.cap, 0) THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         snoozes = j.snoozes + 1,
         last_error = i.err,

@@ -12,7 +12,12 @@
 ///
 /// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms)
 /// beyond the base, the window grows by its square root each span; past that it shrinks in
-/// proportion, at most by half a span. It starts at `ceiling`: a prompt FCM loses nothing.
+/// proportion, at most by half a span. It starts at `start` (256, the window that served a
+/// prompt FCM before) and grows from there while answers stay steady, up to `ceiling`
+/// (`--concurrency`, 1024 by default): at FCM's real latency (tens of milliseconds, 100 ms
+/// slowed) a rate of 10,000 a second needs 1,000 in flight (Little's law: rate times latency),
+/// more than a fixed 256 per process carried. The claims' rate bounds what is actually in flight
+/// (rate times latency), so a window grown past it costs nothing.
 struct InFlightLimit: Sendable {
     let floor: Int
     let ceiling: Int
@@ -26,10 +31,10 @@ struct InFlightLimit: Sendable {
     /// The quickest answers of the current and the previous 10-second span.
     private var minimum: (current: Double, previous: Double, since: Double) = (.infinity, .infinity, 0)
 
-    init(floor: Int, ceiling: Int) {
+    init(floor: Int, ceiling: Int, start: Int? = nil) {
         self.ceiling = max(1, ceiling)
         self.floor = min(max(1, floor), self.ceiling)
-        limit = Double(self.ceiling)
+        limit = Double(min(self.ceiling, max(self.floor, start ?? self.ceiling)))
     }
 
     /// The window now, a whole number of requests.

@@ -40,21 +40,11 @@ final class Sender: @unchecked Sendable {
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
     private var random = JitterRandom()
-    /// Seconds since 1970 before which nothing new is sent (a project quota answer, or FCM
-    /// unreachable).
-    private var projectPausedUntil: Double = 0
-    /// Whether FCM answers at all (see FCMCircuit): open, nothing but probes goes out.
-    private var circuit = FCMCircuit()
-    /// The part of `projectPausedUntil` a quota answer asked for, which a closing circuit keeps.
-    private var projectPausedUntilByQuota: Double = 0
+    /// Every decision about what goes out and what becomes of an answer (SenderMachine.swift);
+    /// this thread carries them out.
+    private var machine: SenderMachine
     /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
     private static let probeTag = UInt64.max
-    /// How long the current (or last) pause was when it was set.
-    private var pauseLength: Double = 0
-    /// Devices and topics backing off after their own quota answers.
-    private var tracker: QuotaTracker
-    /// The window of requests in flight, following FCM's answer times (nil: fixed).
-    private var limiter: InFlightLimit?
     private var lastPrune = 0.0
     private(set) var counters = Counters()
     /// The send headers for the current access token (see `headers(_:)`).
@@ -77,49 +67,41 @@ final class Sender: @unchecked Sendable {
         self.log = log
         self.metrics = metrics
         rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
-        tracker = QuotaTracker(policy: configuration.retryPolicy)
-        if configuration.adaptiveConcurrency {
-            limiter = InFlightLimit(floor: configuration.minConcurrency, ceiling: configuration.concurrency)
-        }
+        machine = SenderMachine(settings: SenderMachine.Settings(policy: configuration.retryPolicy, poolProcesses: configuration.poolProcesses,
+                                                                 concurrency: configuration.concurrency, minConcurrency: configuration.minConcurrency,
+                                                                 adaptive: configuration.adaptiveConcurrency),
+                                project: endpoint.projectID)
     }
 
-    /// Hands settled jobs to the store thread. While the project is paused, a retry that would
-    /// come back before the pause ends comes back over the window after it instead (as the
-    /// store thread spreads the retries already in the database), so the pause does not gather
-    /// them into one burst at its end.
+    /// Hands settled jobs to the store thread (the machine spreads retries that would end
+    /// inside a pause over the window after it).
     private func hand(_ outcomes: [JobOutcome]) {
         guard !outcomes.isEmpty else { return }
-        let now = Date().timeIntervalSince1970
-        guard projectPausedUntil > now else {
-            outbox.put(.outcomes(outcomes))
-            return
-        }
-        let spread = outcomes.map { outcome -> JobOutcome in
-            var outcome = outcome
-            switch outcome.action {
-            case .retry(let error, let delay) where now + delay < projectPausedUntil:
-                outcome.action = .retry(error: error, delay: releaseDelay(now: now))
-            case .snoozed(let error, let delay, let cap) where now + delay < projectPausedUntil:
-                outcome.action = .snoozed(error: error, delay: releaseDelay(now: now), cap: cap)
-            default:
-                break
-            }
-            return outcome
-        }
-        outbox.put(.outcomes(spread))
+        outbox.put(.outcomes(machine.spread(outcomes, now: Date().timeIntervalSince1970)))
     }
 
-    /// Holds back new sends, and tells the store thread, which holds back the whole project.
-    private func pause(until: Double, reason: String = "QUOTA_EXCEEDED") {
-        guard until > projectPausedUntil else { return }
-        pauseLength = until - Date().timeIntervalSince1970
-        projectPausedUntil = until
-        outbox.put(.projectPaused(until: until, reason: reason))
-        metrics.projectPausedUntil(until)
+    /// Carries out what the machine decided besides the jobs' fates: tell the store thread, log,
+    /// count.
+    private func applyEffects() {
+        for effect in machine.takeEffects() {
+            switch effect {
+            case .tell(let event):
+                outbox.put(event)
+                if case .projectPaused(let until, _) = event { metrics.projectPausedUntil(until) }
+            case .warning(let text): log.warning(text)
+            case .info(let text): log.info(text)
+            case .debug(let text, let job, let code): log.debug(text, ["job_id": .int(job), "code": .string(code)])
+            case .quotaAnswer(let limit): metrics.quotaExceeded(limit)
+            case .snoozed: metrics.snoozed()
+            case .window(let size): metrics.window(size)
+            }
+        }
     }
 
     func run() {
-        metrics.window(limiter?.window ?? configuration.concurrency)
+        metrics.window(machine.window)
+        // The store thread claims for this window from the start (it grows from there).
+        outbox.put(.window(machine.window))
         var shutdownDeadline: Double? = nil
         var lastTokenCount = 0.0
         while true {
@@ -133,27 +115,20 @@ final class Sender: @unchecked Sendable {
                 // Not sent yet: back to available, the attempt not counted.
                 hand(arrived.map { $0.outcome(.released()) })
             } else {
-                let pausedFor = projectPausedUntil - now
                 var outcomes: [JobOutcome] = []
                 for job in arrived {
-                    if pausedFor > 0 || circuit.isOpen {
-                        outcomes.append(job.outcome(.released(delay: releaseDelay(now: now))))
-                        continue
-                    }
                     // The loop's clock: a legacy payload's apns-expiration counts from it.
                     let preparation = Planning.prepare(job, rules: rules, now: now)
-                    if case .settled(let outcome) = preparation {
-                        outcomes.append(outcome)
-                    } else if let held = heldBack(job, preparation, now: now) {
-                        outcomes.append(held)
-                    } else {
-                        submit(job, preparation, reauthenticated: false, into: &outcomes)
+                    switch machine.admit(job, preparation, now: now) {
+                    case .settle(let outcome): outcomes.append(outcome)
+                    case .send: submit(job, preparation, reauthenticated: false, into: &outcomes)
                     }
                 }
                 if now - lastPrune >= 60 {
                     lastPrune = now
-                    tracker.prune(now: now)
+                    machine.prune(now: now)
                 }
+                applyEffects()
                 hand(outcomes)
             }
             if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
@@ -169,7 +144,7 @@ final class Sender: @unchecked Sendable {
                 outbox.put(.finished)
                 return
             }
-            if shutdownDeadline == nil, circuit.probeDue(now: now) { sendProbe() }
+            if shutdownDeadline == nil, machine.probeDue(now: now) { sendProbe() }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
             if !completions.isEmpty { handle(completions) }
             metrics.inFlight(inFlight.count)
@@ -185,23 +160,17 @@ final class Sender: @unchecked Sendable {
         }
     }
 
-    /// How long a job put back during a pause waits: to the pause's end, then spread over the
-    /// jitter window after it, not all at its end.
-    private func releaseDelay(now: Double) -> Double {
-        let spread = max(1, pauseLength * configuration.retryPolicy.jitter) * Double.random(in: 0..<1, using: &random)
-        return max(0, projectPausedUntil - now) + spread
-    }
-
     /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
     /// answers again.
     private func sendProbe() {
-        circuit.probeSent()
+        machine.probeSent()
         let authorization: String
         do {
             authorization = try auth.authorizationHeader()
         } catch {
             // No access token, so no way to ask FCM: the token endpoint is down too.
-            circuitChanged(circuit.probeFailed(now: Date().timeIntervalSince1970), detail: "no access token")
+            machine.probeAnswered(outage: "no access token", now: Date().timeIntervalSince1970)
+            applyEffects()
             return
         }
         let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
@@ -232,71 +201,11 @@ final class Sender: @unchecked Sendable {
         return TransportFailure(error).kind.rawValue
     }
 
-    private func circuitChanged(_ change: FCMCircuit.Change?, detail: String) {
-        switch change {
-        case .opened(let until)?:
-            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
-            log.warning("FCM unreachable or failing for every message (\(detail)): holding back every send and probing until it answers; jobs held are put back without using an attempt")
-        case .stillDown(let until)?:
-            pause(until: until, reason: "FCM_UNREACHABLE (\(detail))")
-        case .closed?:
-            // The pause already published runs out by itself within a probe interval.
-            projectPausedUntil = min(projectPausedUntil, max(projectPausedUntilByQuota, Date().timeIntervalSince1970))
-            log.info("FCM answers again: sending")
-        case nil:
-            break
-        }
-    }
-
-    /// A job for a device or topic that is backing off: snoozed until its target's hold ends
-    /// (spread over the jitter window), without a request.
-    private func heldBack(_ job: ClaimedJob, _ preparation: Preparation, now: Double) -> JobOutcome? {
-        guard !tracker.isEmpty, case .send(let body, let token) = preparation,
-              let target = QuotaTracker.target(token: token, body: body), let remaining = tracker.held(target, now: now) else { return nil }
-        let delay = remaining * (1 + configuration.retryPolicy.jitter * Double.random(in: 0..<1, using: &random))
-        metrics.snoozed()
-        return job.outcome(.snoozed(error: "QUOTA_EXCEEDED: not sent: \(Self.describe(target)) is backing off after FCM's quota answer",
-                                    delay: delay, cap: configuration.retryPolicy.snoozeCap))
-    }
-
     /// `device …abcd` or `topic news`, for reasons and logs (a token abbreviated).
     static func describe(_ target: String) -> String {
         if target.hasPrefix("token:") { return "device " + Planning.abbreviated(String(target.dropFirst(6))) }
         if target.hasPrefix("topic:") { return "topic " + target.dropFirst(6) }
         return target.replacingOccurrences(of: ":", with: " ", options: [], range: target.range(of: ":"))
-    }
-
-    /// A quota answer: which limit (resolving one that does not say), and what becomes of the
-    /// job. A device's or topic's limit holds back that target only; the project's pauses every
-    /// send of the project (every pool, through the database) and lowers its adapted rate.
-    private func quotaOutcome(_ entry: InFlight, limit: QuotaLimit, code: String, message: String, retryAfter: Double?,
-                              now: Double) -> JobOutcome {
-        let policy = configuration.retryPolicy
-        var target: String? = nil
-        if case .send(let body, let token) = entry.preparation { target = QuotaTracker.target(token: token, body: body) }
-        let resolved = tracker.attribute(limit, target: target, now: now)
-        metrics.quotaExceeded(resolved)
-        metrics.snoozed()
-        let reason = "\(code) (\(resolved.rawValue) limit): \(message)"
-        if resolved != .project, let target {
-            let delay = tracker.refused(resolved, target: target, retryAfter: retryAfter, now: now,
-                                        random: Double.random(in: 0..<1, using: &random))
-            log.debug("FCM's \(resolved.rawValue) limit: \(Self.describe(target)) backs off \(String(format: "%.1f", delay)) s",
-                      Self.fields(entry.job, code: code))
-            return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
-        }
-        let pause = policy.projectPause(retryAfter: retryAfter)
-        if now + pause > projectPausedUntil + 0.5 {
-            log.warning("FCM quota exceeded for project \(endpoint.projectID): holding back new sends for \(Int(pause.rounded(.up))) s and lowering the project's rate")
-            // What this process saw accepted, as the pool's (its processes share the work evenly).
-            let processes = Double(max(1, configuration.poolProcesses))
-            let accepted = tracker.accepted(since: projectPausedUntil, now: now).map { $0 * processes }
-            outbox.put(.projectQuota(accepted: accepted, proven: tracker.proven(now: now).map { $0 * processes }))
-        }
-        self.pause(until: now + pause)
-        projectPausedUntilByQuota = max(projectPausedUntilByQuota, now + pause)
-        let delay = policy.quotaDelay(.project, streak: 1, retryAfter: retryAfter, random: Double.random(in: 0..<1, using: &random))
-        return entry.job.outcome(.snoozed(error: reason, delay: delay, cap: policy.snoozeCap))
     }
 
     private func submit(_ job: ClaimedJob, _ preparation: Preparation, reauthenticated: Bool, into outcomes: inout [JobOutcome]) {
@@ -359,60 +268,44 @@ final class Sender: @unchecked Sendable {
         for completion in completions {
             if case .success(let response) = completion.result, (200..<300).contains(response.status) { accepted += 1 }
         }
-        tracker.countDeliveries(accepted, now: now.timeIntervalSince1970)
+        machine.batchAnswered(accepted: accepted, now: now.timeIntervalSince1970)
         for completion in completions {
             let outage = Self.outage(completion.result)
+            let answered = now.timeIntervalSince1970
             if completion.tag == Self.probeTag {
-                if let outage {
-                    circuitChanged(circuit.probeFailed(now: now.timeIntervalSince1970), detail: "probe: " + outage)
-                } else {
-                    circuitChanged(circuit.answered(), detail: "probe")
-                }
+                machine.probeAnswered(outage: outage, now: answered)
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
-            if let outage {
-                circuitChanged(circuit.failed(now: now.timeIntervalSince1970), detail: outage)
-            } else {
-                circuitChanged(circuit.answered(), detail: "answer")
-            }
             let classification: SendClassification
-            let answered = now.timeIntervalSince1970
+            var stated: ProjectQuotaStatement? = nil
+            var httpAnswer = false
+            var neverSent = false
             switch completion.result {
             case .success(let response):
-                if limiter?.answered(after: answered - entry.sentAt, now: answered) == true, let window = limiter?.window {
-                    outbox.put(.window(window))
-                    metrics.window(window)
-                }
+                httpAnswer = true
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(response: response, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
                 metrics.answered(code: Self.metricCode(classification), seconds: answered - entry.sentAt)
                 if case .delivered = classification { metrics.delivered(entry.job, now: answered) }
+                if classification.isQuota {
+                    stated = Self.statedQuota(response, now: now)
+                    if let oddity = FCMFailure.quotaBodyOddity(response.body, now: now) {
+                        machine.oddQuotaAnswer(oddity, excerpt: FCMFailure.excerpt(response.body, redacting: Self.secrets(of: entry)),
+                                               now: answered)
+                    }
+                }
             case .failure(let error):
+                neverSent = Self.neverLeftTheQueue(error)
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
             }
-            if outage != nil && circuit.isOpen {
-                // FCM is down for everyone: this job goes back unsent, its attempt not counted.
-                counters.retried += 1
-                outcomes.append(entry.job.outcome(.released(delay: releaseDelay(now: answered))))
-                continue
-            }
-            if case .delivered = classification, !tracker.isEmpty, case .send(let body, let token) = entry.preparation,
-               let target = QuotaTracker.target(token: token, body: body) {
-                tracker.cleared(target)
-            }
-            if case .retry(let code, let message, let retryAfter, let limit?) = classification {
-                counters.retried += 1
-                outcomes.append(quotaOutcome(entry, limit: limit, code: code, message: message, retryAfter: retryAfter,
-                                             now: answered))
-                continue
-            }
-            let decision = Planning.decide(job: entry.job, preparation: entry.preparation, classification: classification,
-                                           reauthenticated: entry.reauthenticated, policy: configuration.retryPolicy,
-                                           random: Double.random(in: 0..<1, using: &random))
-            switch decision {
+            let verdict = machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
+                                                                sentAt: entry.sentAt, classification: classification, httpAnswer: httpAnswer,
+                                                                outage: neverSent ? nil : outage, stated: stated, neverSent: neverSent),
+                                           now: answered)
+            switch verdict {
             case .reauthenticate:
                 auth.invalidate(ifHeader: entry.authorization)
                 log.info("FCM refused the access token (401); renewing it and sending the job again", Self.fields(entry.job, code: "UNAUTHENTICATED"))
@@ -420,7 +313,7 @@ final class Sender: @unchecked Sendable {
             case .outcome(let outcome):
                 switch outcome.action {
                 case .completed: counters.delivered += 1
-                case .retry: counters.retried += 1
+                case .retry, .snoozed, .released: counters.retried += 1
                 default: counters.failed += 1
                 }
                 if case .retry(let reason, let delay) = outcome.action {
@@ -432,7 +325,23 @@ final class Sender: @unchecked Sendable {
                 outcomes.append(outcome)
             }
         }
+        applyEffects()
         hand(outcomes)
+    }
+
+    /// A request the HTTP client failed because it waited in the client's own queue of a
+    /// cleartext origin until the request timeout, never handed to curl (`expireQueued`): no
+    /// byte of it reached FCM. Before, such timeouts counted as FCM not answering: requests
+    /// queued together for a stream that never became free timed out together and could open
+    /// the outage circuit while FCM had received nothing (the TIMEOUT the issue observed after
+    /// 28 jobs sat `running` for 30 s matches this path; that run was not reproduced here).
+    static func neverLeftTheQueue(_ error: HTTPClientError) -> Bool {
+        error.kind == .timeout && error.message.hasPrefix("no HTTP/2 stream to ")
+    }
+
+    /// The project's limit a quota answer states (ErrorInfo), read from its body.
+    static func statedQuota(_ response: HTTPResponse, now: Date) -> ProjectQuotaStatement? {
+        FCMFailure(httpStatus: response.status, headers: [], body: response.body, now: now)?.statedQuota
     }
 
     /// The `code` label of an HTTP answer: `OK` for 2xx, else FCM's error code

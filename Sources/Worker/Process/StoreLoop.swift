@@ -150,8 +150,12 @@ final class StoreLoop: @unchecked Sendable {
                 machine.maintained(now: now)
             case .promote(let limit):
                 machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
-            case .lowerRate(let accepted, let proven):
-                try lowerRate(accepted: accepted, proven: proven, now: now)
+            case .lowerRate(let accepted, let proven, let stated):
+                if let stated {
+                    try stateQuota(perSecond: stated, now: now)
+                } else {
+                    try lowerRate(accepted: accepted, proven: proven, now: now)
+                }
                 machine.rateLowered()
             case .claim(let limit):
                 try refreshRate(now: now)
@@ -217,6 +221,27 @@ final class StoreLoop: @unchecked Sendable {
         }
         store.projectRate = adaptive.rate(rateState, now: now, started: startedAt)
         metrics.projectRate(store.projectRate)
+    }
+
+    /// A quota answer that stated the project's limit: the rate of every worker of the project
+    /// drops at once to the share of it paced at (`AdaptiveRate.stated`); nothing is written
+    /// when that limit already binds.
+    private func stateQuota(perSecond: Double, now: Double) throws(PostgresError) {
+        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        let state = try store.projectRateState(project).rate
+        rateState = state
+        rateReadAt = now
+        if let target = adaptive.stated(state, perSecond: perSecond, now: now, started: startedAt),
+           let set = try store.stateProjectQuota(project, to: target, ceiling: adaptive.ceiling) {
+            rateState = set
+            log.warning("FCM project \(project): its quota answer states \(Self.figure(perSecond))/s; every pool of the project now sends at most \(Self.figure(adaptive.rate(set, now: now, started: startedAt)))/s (\(Int((adaptive.pace * 100).rounded())) % of it; ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); the messages refused retry from a minute on")
+        }
+        store.projectRate = adaptive.rate(rateState, now: now, started: startedAt)
+        metrics.projectRate(store.projectRate)
+    }
+
+    static func figure(_ rate: Double) -> String {
+        rate >= 10 ? String(Int(rate.rounded())) : String(format: "%.2f", rate)
     }
 
     /// After every recorded batch: counts it for the pool's metrics, and says when outcomes came

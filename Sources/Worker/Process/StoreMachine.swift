@@ -9,8 +9,10 @@ public enum SenderEvent: Sendable, Equatable {
     case projectPaused(until: Double, reason: String = "QUOTA_EXCEEDED")
     /// A project quota answer: lower the project's adapted rate. `accepted`: the sends a second
     /// FCM accepted just before (nil: too short a time to tell); `proven`: the most it accepted
-    /// over the last minute (nil: nothing delivered), both as the pool's.
-    case projectQuota(accepted: Double?, proven: Double?)
+    /// over the last minute (nil: nothing delivered), both as the pool's. `stated`: the limit the
+    /// answer stated (messages a second, ErrorInfo `quota_limit_value` per `quota_unit`), which
+    /// sets the rate at once (nil: none, or one that could not be used).
+    case projectQuota(accepted: Double?, proven: Double?, stated: Double? = nil)
     /// The sender's window (requests in flight it wants at most) changed.
     case window(Int)
     /// The sender has stopped: nothing is in flight any more.
@@ -77,8 +79,9 @@ struct StoreMachine: Sendable {
         case reconnect
         case record([JobOutcome])
         case publishProjectPause(until: Double)
-        /// Lower the project's adapted rate (a project quota answer).
-        case lowerRate(accepted: Double?, proven: Double?)
+        /// Lower the project's adapted rate (a project quota answer), or set it from the limit
+        /// the answer stated.
+        case lowerRate(accepted: Double?, proven: Double?, stated: Double?)
         case extendLeases([Int])
         case maintain
         case promote(limit: Int)
@@ -108,13 +111,15 @@ struct StoreMachine: Sendable {
     private(set) var outstanding = 0
     private(set) var leases: LeaseHeartbeat
     private(set) var senderFinished = false
-    /// The sender's quota pause, and the part of it already written to herald.project_pauses.
-    private(set) var projectPausedUntil = 0.0
+    /// The sender's pause of the project (the same value its machine holds), and the part of it
+    /// already written to herald.project_pauses.
+    private(set) var pause = ProjectPause()
     private var publishedProjectPause = 0.0
+    var projectPausedUntil: Double { pause.until }
     /// Why the latest pause was asked for (herald.project_pauses.reason).
-    private(set) var projectPauseReason = "QUOTA_EXCEEDED"
+    var projectPauseReason: String { pause.reason }
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
-    private(set) var lowering: (accepted: Double?, proven: Double?)? = nil
+    private(set) var lowering: (accepted: Double?, proven: Double?, stated: Double?)? = nil
 
     /// Requests in flight the sender wants at most now (its adaptive window; at most concurrency).
     private(set) var window: Int
@@ -166,7 +171,7 @@ struct StoreMachine: Sendable {
             return .publishProjectPause(until: projectPausedUntil)
         }
 
-        if let lowering { return .lowerRate(accepted: lowering.accepted, proven: lowering.proven) }
+        if let lowering { return .lowerRate(accepted: lowering.accepted, proven: lowering.proven, stated: lowering.stated) }
 
         if case .stopping = phase, senderFinished, outstanding <= 0 {
             phase = .exited(status: 0)
@@ -227,7 +232,7 @@ struct StoreMachine: Sendable {
                 for outcome in outcomes {
                     // A job put back for later is a due time this worker knows without asking.
                     switch outcome.action {
-                    case .retry(_, let delay), .released(let delay), .snoozed(_, let delay, _):
+                    case .retry(_, let delay), .released(let delay), .snoozed(_, let delay, _, _):
                         if delay > 0 { learnDue(now + delay) } else { claimWanted = true }
                     default:
                         break
@@ -235,16 +240,16 @@ struct StoreMachine: Sendable {
                 }
                 // Room again: `claimLimit` counts it at the next claim.
             case .projectPaused(let until, let reason):
-                projectPausedUntil = max(projectPausedUntil, until)
-                projectPauseReason = reason
-            case .projectQuota(let accepted, let proven):
+                pause.extend(to: until, reason: reason, byQuota: false, now: now)
+            case .projectQuota(let accepted, let proven, let stated):
                 // The lowest report of what was accepted wins: it is the one closest to what FCM
-                // accepts; of what was proven, the highest.
+                // accepts; of what was proven, the highest; of the limits stated, the latest.
                 if let held = lowering {
                     lowering = (held.accepted.map { old in accepted.map { min(old, $0) } ?? old } ?? accepted,
-                                held.proven.map { old in proven.map { max(old, $0) } ?? old } ?? proven)
+                                held.proven.map { old in proven.map { max(old, $0) } ?? old } ?? proven,
+                                stated ?? held.stated)
                 } else {
-                    lowering = (accepted, proven)
+                    lowering = (accepted, proven, stated)
                 }
             case .window(let size):
                 window = min(settings.concurrency, max(1, size))

@@ -1,0 +1,291 @@
+import FCM
+import Foundation
+@testable import Queue
+import Testing
+@testable import Worker
+
+/// FCM's project quota as it answers in production (an ErrorInfo stating the limit, no
+/// QuotaFailure, no FcmError, no Retry-After), and bodies that do not read as expected.
+@Suite struct ProductionQuotaAnswerTests {
+    static func body(value: String = "18000", unit: String = "1/min/{project}", extraDetail: String = "") -> String {
+        let extra = extraDetail.isEmpty ? "" : "," + extraDetail
+        return #"{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded for quota metric 'Send requests' and limit 'Send requests per minute' of service 'fcm.googleapis.com' for consumer 'project_number:123'.", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED", "domain": "googleapis.com", "metadata": {"quota_limit": "SendsPerMinutePerProject", "quota_metric": "fcm.googleapis.com/send_requests", "quota_unit": "\#(unit)", "quota_limit_value": "\#(value)", "consumer": "projects/123", "service": "fcm.googleapis.com", "quota_location": "global"}}, {"@type": "type.googleapis.com/google.rpc.Help", "links": [{"description": "Request a higher quota limit.", "url": "https://cloud.google.com/docs/quotas/help/request_increase"}]}\#(extra)]}}"#
+    }
+
+    static let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    static func failure(_ body: String) -> FCMFailure? {
+        FCMFailure(httpStatus: 429, headers: [], body: Array(body.utf8), now: now)
+    }
+
+    @Test func theProductionAnswerIsTheProjectsLimitAndStatesIt() throws {
+        let classification = SendClassification(httpStatus: 429, headers: [], body: Array(Self.body().utf8), now: Self.now)
+        guard case .retry(let code, _, let retryAfter, let limit) = classification else {
+            Issue.record("not a retry: \(classification)")
+            return
+        }
+        #expect(code == "QUOTA_EXCEEDED")
+        #expect(retryAfter == nil)
+        #expect(limit == .project)
+        #expect(Self.failure(Self.body())?.statedQuota == .perSecond(300, window: 60))
+        #expect(Self.failure(Self.body(value: "600000"))?.statedQuota?.rate == 10_000)
+        #expect(FCMFailure.quotaBodyOddity(Array(Self.body().utf8), now: Self.now) == nil)
+    }
+
+    @Test func aStatedLimitThatCannotBeUsedIsIgnoredWithWhy() throws {
+        for value in ["abc", "0", "1000000000000", "-5", "1e5", ""] {
+            let failure = try #require(Self.failure(Self.body(value: value)))
+            // Still the project's limit: the ErrorInfo names it.
+            #expect(failure.quotaLimit == .project)
+            guard case .unusable(let why)? = failure.statedQuota else {
+                Issue.record("\(value): \(String(describing: failure.statedQuota))")
+                continue
+            }
+            #expect(why.hasPrefix("quota_limit_value"), "\(value): \(why)")
+            #expect(FCMFailure.quotaBodyOddity(Array(Self.body(value: value).utf8), now: Self.now) == why)
+        }
+        guard case .unusable(let why)? = Self.failure(Self.body(unit: "1/fortnight/{project}"))?.statedQuota else {
+            Issue.record("a unit of fortnights was read")
+            return
+        }
+        #expect(why.hasPrefix("quota_unit"))
+    }
+
+    @Test func oddBodiesAreNamedAndNeverCrash() {
+        #expect(FCMFailure.quotaBodyOddity(Array("<html>Too Many Requests</html>".utf8), now: Self.now) == "the body is not JSON")
+        #expect(FCMFailure.quotaBodyOddity(Array(#"{"status": 429}"#.utf8), now: Self.now) == "the body has no error object")
+        let unknown = Self.body(extraDetail: #"{"@type": "type.googleapis.com/google.rpc.Novel", "x": 1}"#)
+        #expect(FCMFailure.quotaBodyOddity(Array(unknown.utf8), now: Self.now) == "details of unknown types: type.googleapis.com/google.rpc.Novel")
+        // A bare 429 is no oddity: it is judged by what else is accepted, as before.
+        #expect(FCMFailure.quotaBodyOddity([], now: Self.now) == nil)
+        #expect(SendClassification(httpStatus: 429, headers: [], body: Array("<html>".utf8), now: Self.now).quotaLimit == .unattributed)
+    }
+
+    @Test func theExcerptIsCutAndCarriesNoCredential() {
+        let body = Array((#"{"error": {"message": "Bearer ya29.a0AfH6SMBsecretsecretsecret token abcdef"}} "# + String(repeating: "x", count: 400)).utf8)
+        let excerpt = FCMFailure.excerpt(body, redacting: ["abcdef"])
+        #expect(!excerpt.contains("ya29.a0AfH6SMBsecret"))
+        #expect(!excerpt.contains("abcdef"))
+        #expect(excerpt.utf8.count <= 200)
+    }
+}
+
+/// The sender's decisions, driven with a clock the test gives.
+@Suite struct SenderMachineTests {
+    static let t0 = 1_700_000_000.0
+    var settings = SenderMachine.Settings()
+
+    static func job(_ id: Int, token: String) -> (ClaimedJob, Preparation) {
+        let message = #"{"token":"\#(token)","data":{"k":"v"}}"#
+        return (ClaimedJob(id: id, message: Array(message.utf8)), .send(body: Array(#"{"message":\#(message)}"#.utf8), token: token))
+    }
+
+    static func answer(_ job: (ClaimedJob, Preparation), _ classification: SendClassification, at sentAt: Double,
+                       stated: ProjectQuotaStatement? = nil, outage: String? = nil) -> SenderMachine.Answer {
+        SenderMachine.Answer(job: job.0, preparation: job.1, reauthenticated: false, sentAt: sentAt, classification: classification,
+                             httpAnswer: outage == nil, outage: outage, stated: stated)
+    }
+
+    static let productionQuota = SendClassification.retry(code: "QUOTA_EXCEEDED", message: "Quota exceeded", retryAfter: nil, quota: .project)
+
+    func machine() -> SenderMachine {
+        var settings = settings
+        settings.poolProcesses = 2
+        return SenderMachine(settings: settings, project: "p", random: JitterRandom(seed: 7))
+    }
+
+    @Test func aProjectQuotaAnswerWithoutRetryAfterPausesNothingAndBacksTheRefusedOffFromAMinute() throws {
+        var machine = machine()
+        let refused = Self.job(1, token: "a")
+        guard case .outcome(let outcome) = machine.answered(Self.answer(refused, Self.productionQuota, at: Self.t0, stated: .perSecond(300, window: 60)),
+                                                            now: Self.t0 + 0.01) else {
+            Issue.record("no outcome")
+            return
+        }
+        guard case .snoozed(_, let delay, _, let backoff?) = outcome.action else {
+            Issue.record("not a snooze with a backoff: \(outcome)")
+            return
+        }
+        #expect(delay >= 60 && delay <= 90)
+        // The job's own count of quota answers doubles it from there, whichever process claims it.
+        #expect(backoff.first == delay && backoff.most >= 3600)
+        // The rate is set from the stated limit, once; no pause is published.
+        let effects = machine.takeEffects()
+        #expect(effects.contains(.tell(.projectQuota(accepted: nil, proven: nil, stated: 300))))
+        #expect(!effects.contains { if case .tell(.projectPaused) = $0 { true } else { false } })
+        // Every other job goes on at once: no flat pause of the project, so no burst at its end.
+        #expect(machine.admit(Self.job(2, token: "b").0, Self.job(2, token: "b").1, now: Self.t0 + 0.02) == .send)
+        #expect(!machine.pause.isPaused(at: Self.t0 + 0.02))
+        // More answers of the same storm report nothing new within the second...
+        _ = machine.answered(Self.answer(Self.job(3, token: "c"), Self.productionQuota, at: Self.t0, stated: .perSecond(300, window: 60)),
+                             now: Self.t0 + 0.5)
+        #expect(!machine.takeEffects().contains { if case .tell = $0 { true } else { false } })
+        // ...but a different stated figure is reported at once.
+        _ = machine.answered(Self.answer(Self.job(4, token: "d"), Self.productionQuota, at: Self.t0, stated: .perSecond(200, window: 60)),
+                             now: Self.t0 + 0.6)
+        #expect(machine.takeEffects().contains(.tell(.projectQuota(accepted: nil, proven: nil, stated: 200))))
+    }
+
+    @Test func aRetryAfterIsStillHonouredByEveryPool() throws {
+        var machine = machine()
+        let quota = SendClassification.retry(code: "QUOTA_EXCEEDED", message: "Quota exceeded", retryAfter: 2, quota: .project)
+        _ = machine.answered(Self.answer(Self.job(1, token: "a"), quota, at: Self.t0), now: Self.t0)
+        #expect(machine.takeEffects().contains(.tell(.projectPaused(until: Self.t0 + 2, reason: "QUOTA_EXCEEDED"))))
+        // Nothing goes out inside it: the job comes back after, spread over the window after it.
+        guard case .settle(let held) = machine.admit(Self.job(2, token: "b").0, Self.job(2, token: "b").1, now: Self.t0 + 1),
+              case .released(let delay) = held.action else {
+            Issue.record("sent inside a Retry-After")
+            return
+        }
+        #expect(delay >= 1 && delay <= 2)
+        #expect(machine.admit(Self.job(3, token: "c").0, Self.job(3, token: "c").1, now: Self.t0 + 2.01) == .send)
+    }
+
+    @Test func aDevicesLimitHoldsThatDeviceAloneAndTheJobCarriesItsBackoff() throws {
+        var machine = machine()
+        let hot = Self.job(1, token: "hot")
+        let deviceQuota = SendClassification.retry(code: "QUOTA_EXCEEDED", message: "device", retryAfter: nil, quota: .device)
+        guard case .outcome(let outcome) = machine.answered(Self.answer(hot, deviceQuota, at: Self.t0), now: Self.t0),
+              case .snoozed(_, let delay, _, let backoff?) = outcome.action else {
+            Issue.record("not snoozed with a backoff")
+            return
+        }
+        #expect(delay >= 1 && delay < 1.5)
+        #expect(backoff.first >= 1 && backoff.first < 1.5)
+        // Another job to the same device is held without a request; another device is sent.
+        guard case .settle(let held) = machine.admit(Self.job(2, token: "hot").0, Self.job(2, token: "hot").1, now: Self.t0 + 0.5),
+              case .snoozed = held.action else {
+            Issue.record("the hot device was sent to during its backoff")
+            return
+        }
+        #expect(machine.admit(Self.job(3, token: "calm").0, Self.job(3, token: "calm").1, now: Self.t0 + 0.5) == .send)
+        #expect(machine.takeEffects().contains(.quotaAnswer(.device)))
+    }
+
+    @Test func anOutageOpensTheCircuitAndAnAnswerClosesIt() {
+        var machine = machine()
+        let timeout = SendClassification.retry(code: "TIMEOUT", message: "timed out", retryAfter: nil, quota: nil)
+        for id in 1...8 {
+            _ = machine.answered(Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0, outage: "TIMEOUT"), now: Self.t0 + Double(id) * 0.1)
+        }
+        #expect(machine.circuit.isOpen)
+        #expect(machine.takeEffects().contains { if case .tell(.projectPaused(_, let reason)) = $0 { reason.hasPrefix("FCM_UNREACHABLE") } else { false } })
+        guard case .settle(let held) = machine.admit(Self.job(9, token: "x").0, Self.job(9, token: "x").1, now: Self.t0 + 1),
+              case .released = held.action else {
+            Issue.record("sent while FCM was unreachable")
+            return
+        }
+        #expect(machine.probeDue(now: Self.t0 + 1.4))
+        machine.probeSent()
+        machine.probeAnswered(outage: nil, now: Self.t0 + 1.5)
+        #expect(!machine.circuit.isOpen)
+        #expect(!machine.pause.isPaused(at: Self.t0 + 1.5))
+    }
+
+    @Test func anOddQuotaAnswerIsLoggedAtMostOnceAMinute() {
+        var machine = machine()
+        machine.oddQuotaAnswer("the body is not JSON", excerpt: "<html>", now: Self.t0)
+        machine.oddQuotaAnswer("the body is not JSON", excerpt: "<html>", now: Self.t0 + 30)
+        #expect(machine.takeEffects().filter { if case .warning = $0 { true } else { false } }.count == 1)
+        machine.oddQuotaAnswer("the body is not JSON", excerpt: "<html>", now: Self.t0 + 61)
+        #expect(machine.takeEffects().count == 1)
+    }
+}
+
+/// The project's rate after quota answers that state the limit, and after those that do not.
+@Suite struct StatedRateTests {
+    let t0 = 1_000_000.0
+    typealias State = AdaptiveRate.State
+
+    @Test func aStatedLimitSetsTheRateAtOnceAndItNeverClimbsPastIt() throws {
+        let rate = AdaptiveRate(ceiling: 10_000)
+        // A process opening at 1,000/s meets a quota of 300/s.
+        let set = try #require(rate.stated(State(), perSecond: 300, now: t0, started: t0))
+        #expect(set.adapted == 285 && set.stated == 300 && set.regain == nil)
+        #expect(rate.rate(set, now: t0) == 285)
+        #expect(rate.rate(set, now: t0 + 600) == 285, "climbed past the stated limit")
+        // The same figure again: nothing to write.
+        #expect(rate.stated(set, perSecond: 300, now: t0 + 1) == nil)
+        // 600,000 a minute: 10,000/s, paced at 9,500.
+        #expect(rate.stated(State(), perSecond: 10_000, now: t0)?.adapted == 9_500)
+        // After an hour without another answer it may climb again (the quota may have been raised).
+        #expect(rate.rate(set, now: t0 + 3700) > 285)
+    }
+
+    @Test func aStatedLimitNeverRaisesTheRate() throws {
+        let rate = AdaptiveRate(ceiling: 10_000)
+        let low = State(adapted: 100, at: t0 - 1)
+        let set = try #require(rate.stated(low, perSecond: 300, now: t0))
+        #expect(rate.rate(set, now: t0) <= rate.rate(low, now: t0))
+    }
+
+    @Test func loweringsAMinuteApartNeverRaiseTheRate() throws {
+        // The storms seen: lowered to 959/s, then a minute's pause while the rate in force kept
+        // climbing 2 % a second, so 80 % of it was 1,690, then 2,980.
+        let rate = AdaptiveRate(ceiling: 10_000)
+        var state = State(adapted: 959, at: t0)
+        for minute in 1...3 {
+            let next = try #require(rate.lowered(state, now: t0 + 61 * Double(minute), accepted: .infinity))
+            #expect(next.adapted! <= state.adapted!, "minute \(minute): \(state.adapted!) -> \(next.adapted!)")
+            state = next
+        }
+    }
+}
+
+@Suite struct SnoozeBackoffRowTests {
+    @Test func aSnoozeWithABackoffCarriesItToTheDatabase() {
+        var row: [UInt8] = []
+        OutcomeAction.snoozed(error: "QUOTA_EXCEEDED", delay: 1.2, cap: 20, backoff: Backoff(first: 1.2, most: 4320)).appendRecordFields(to: &row)
+        let text = String(decoding: row, as: UTF8.self)
+        #expect(text.contains(#""grow":1.2"#) && text.contains(#""most":4320.0"#), "\(text)")
+        var plain: [UInt8] = []
+        OutcomeAction.snoozed(error: "QUOTA_EXCEEDED", delay: 1.2, cap: 20).appendRecordFields(to: &plain)
+        #expect(!String(decoding: plain, as: UTF8.self).contains("grow"))
+    }
+}
+
+extension SenderMachineTests {
+    @Test func requestsThatNeverLeftTheQueueAreNoOutageAndUseNoAttempt() {
+        var machine = machine()
+        let timeout = SendClassification.retry(code: "TIMEOUT", message: "no HTTP/2 stream", retryAfter: nil, quota: nil)
+        for id in 1...28 {
+            var answer = Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0)
+            answer.neverSent = true
+            guard case .outcome(let outcome) = machine.answered(answer, now: Self.t0 + 30), case .released(let delay) = outcome.action else {
+                Issue.record("job \(id) not put back unsent")
+                continue
+            }
+            #expect(delay < 1)
+        }
+        #expect(!machine.circuit.isOpen)
+        #expect(machine.admit(Self.job(99, token: "x").0, Self.job(99, token: "x").1, now: Self.t0 + 30) == .send)
+    }
+}
+
+/// The window grows past where it starts while FCM answers steadily, and shrinks when FCM slows.
+@Suite struct InFlightLimitGrowthTests {
+    @Test func steadyAnswersGrowTheWindowToTheCeilingAndSlowerOnesShrinkIt() {
+        var limit = InFlightLimit(floor: 16, ceiling: 1024, start: 256)
+        #expect(limit.window == 256)
+        // FCM answering every request in 100 ms, 1,000 answers a second, for four seconds.
+        var now = 0.0
+        while now < 4 {
+            now += 0.001
+            limit.answered(after: 0.1, now: now)
+        }
+        #expect(limit.window == 1024, "grew to \(limit.window) in 4 s of steady 100 ms answers")
+        // FCM slows down (its queue grows): answers take 300 ms.
+        while now < 5 {
+            now += 0.001
+            limit.answered(after: 0.3, now: now)
+        }
+        #expect(limit.window < 512, "still \(limit.window) after a second of answers three times slower")
+    }
+
+    @Test func theMachineStartsTheWindowAt256UnderTheCeiling() {
+        let machine = SenderMachine(settings: SenderMachine.Settings(concurrency: 1024), project: "p")
+        #expect(machine.window == 256)
+        #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 100), project: "p").window == 100)
+        #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 1024, adaptive: false), project: "p").window == 1024)
+    }
+}

@@ -27,6 +27,12 @@ final class Connection {
     private var readingPaused = false
     /// Close once the output is written (HTTP/1.1 `Connection: close`, protocol errors).
     var closeAfterFlush = false
+    /// Half-close once the output is written (after an HTTP/2 GOAWAY has been answered): a FIN
+    /// after the last answer, then reading on until the client closes. A full close with the
+    /// client's later requests unread would send a reset, which may destroy answers it has not
+    /// read yet.
+    var halfCloseAfterFlush = false
+    private var halfClosed = false
     private(set) var isClosed = false
     var lastActivity: UInt64
     /// Set by the loop while collecting connections to flush after timers fired.
@@ -250,6 +256,11 @@ final class Connection {
         if closeAfterFlush {
             close()
             return
+        }
+        if halfCloseAfterFlush && !halfClosed {
+            halfClosed = true
+            if let tls, !handshaking { tls.shutdown() }
+            _ = Glibc.shutdown(fd, Int32(SHUT_WR))
         }
         if case .http2(let session) = engine, session.isFinished {
             close()

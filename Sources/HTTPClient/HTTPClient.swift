@@ -391,12 +391,7 @@ public final class HTTPClient: @unchecked Sendable {
             let result = transfer.result(code)
             finished.append(HTTPCompletion(tag: transfer.tag, result: result))
             settle(transfer, result, into: &finished)
-            // libcurl counts the requests it sent again by itself (after a refused stream, or one
-            // above a GOAWAY's last-stream-id) per handle, not per transfer: a handle reused for
-            // long gave up after its fifth with "Connection died, tried 5 times before giving
-            // up", though its own request was refused once. A handle whose transfer had to open a
-            // connection (a retry opens one) is dropped, not reused.
-            if transfer.newConnections == 0 { recycle(transfer.easy) }
+            recycle(transfer.easy)
         }
         for origin in touched {
             origin.touched = false

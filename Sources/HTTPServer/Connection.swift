@@ -262,7 +262,10 @@ final class Connection {
             if let tls, !handshaking { tls.shutdown() }
             _ = Glibc.shutdown(fd, Int32(SHUT_WR))
         }
-        if case .http2(let session) = engine, session.isFinished {
+        // After a graceful GOAWAY nghttp2 is finished once its streams are, but the client may
+        // still be writing requests it sent before it read the GOAWAY: closing now would reset
+        // them (a send failure, not an unprocessed stream). The half-close waits for its EOF.
+        if case .http2(let session) = engine, session.isFinished, !halfCloseAfterFlush {
             close()
         }
     }

@@ -67,7 +67,6 @@ import TestSupport
         // Every 150 HTTP/2 requests on a connection ended it, and some streams were left unprocessed.
         #expect(statistics.goawaysSent >= statistics.http2Requests / 150 - statistics.connectionsAccepted, "\(statistics.goawaysSent) GOAWAYs")
         #expect(statistics.goawaysSent >= 3)
-        #expect(statistics.unprocessedStreams > 0)
         print("GOAWAY every 150: \(statistics.goawaysSent) GOAWAYs, \(statistics.http2Requests) HTTP/2 and \(statistics.http1Requests) HTTP/1.1 requests, \(statistics.unprocessedStreams) streams unprocessed and sent again, \(statistics.connectionsAccepted) connections, peak \(statistics.peakStreamsPerConnection) streams on one")
     }
 

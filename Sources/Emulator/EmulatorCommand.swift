@@ -26,6 +26,12 @@ public enum EmulatorCommand {
         Option(name: "topic-limit", value: "N/min", help: "At most N messages a minute to one topic; beyond it 429 QUOTA_EXCEEDED naming the topic."),
         Option(name: "capacity", value: "N/s",
                help: "Serve at most N sends a second; past that requests queue and their answers slow down, as an overloaded server's do."),
+        Option(name: "max-streams", value: "N",
+               help: "SETTINGS_MAX_CONCURRENT_STREAMS of every HTTP/2 connection (1 to 100000); a stream opened beyond it is answered with RST_STREAM REFUSED_STREAM, unprocessed.",
+               defaultText: "100, as FCM"),
+        Option(name: "goaway-every", value: "N|Ns",
+               help: "End every HTTP/2 connection with a GOAWAY after N requests on it (1000) or once it is N seconds old (30s), as Google's front ends do: streams above its last-stream-id are not processed, the rest are answered, then the connection is closed (overrides the scenario's goaway_every)."),
+        Option(name: "refuse-every", value: "N", help: "Refuse every Nth stream of each HTTP/2 connection with RST_STREAM REFUSED_STREAM, unprocessed (fault injection)."),
         Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
         Option(name: "write-service-account", value: "[PROJECT_ID=]FILE", repeatable: true,
                help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600), for project PROJECT_ID (default: --project-id). Repeat it for several projects (herald projects add, one key each); the first is the one printed for workers. Without it (and without --service-account) one is written to a private temporary folder and removed when the emulator stops."),
@@ -65,7 +71,8 @@ public enum EmulatorCommand {
                                                     request once with 503 and Retry-After: N
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
           DELETE /emulator/messages                 forget messages, counters, fault attempts
-          GET  /emulator/stats                      counts, rates, streams, Retry-After violations
+          GET  /emulator/stats                      counts, rates, streams, Retry-After violations,
+                                                    GOAWAYs sent, refused and unprocessed streams
 
         FAULT TOKENS (the message's token; attempts are counted per exact token):
           fail-unregistered...   404 UNREGISTERED            fail-invalid...   400 INVALID_ARGUMENT
@@ -96,6 +103,15 @@ public enum EmulatorCommand {
           --capacity N/s: one first-in first-out serving line; a message's time in
           /emulator/messages is when it was served.
 
+        HTTP/2 AS GOOGLE SERVES IT:
+          every connection announces SETTINGS_MAX_CONCURRENT_STREAMS 100 (--max-streams); a
+          stream beyond it gets RST_STREAM REFUSED_STREAM. --goaway-every 1000 (or 30s) ends each
+          connection after 1,000 requests (or 30 s) with GOAWAY NO_ERROR: its last-stream-id is
+          the request that reached the mark, streams the client opened after it are dropped
+          unprocessed (safe to send again), the ones up to it are answered, then the emulator
+          closes its side. /emulator/stats: goaways_sent, refused_streams, unprocessed_streams,
+          peak_streams_per_connection.
+
         SCENARIO FILE:
           {"seed": 42, "latency_ms": 20 | {"min": 5, "max": 50}, "error_rate": 0.02,
            "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}],
@@ -103,7 +119,7 @@ public enum EmulatorCommand {
            "quota_answer": "production" | "legacy",
            "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
                       "collapsible_every_seconds": 180, "topic_per_minute": 600},
-           "capacity_per_second": 2000,
+           "capacity_per_second": 2000, "goaway_every": 1000 | "30s",
            "scripts": [{"prefix": "flaky-", "answers": [{"error": "INTERNAL"}, "success"],
                         "then": "success"},
                        {"prefix": "hot-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "device"}]}]}
@@ -340,6 +356,15 @@ public enum EmulatorCommand {
                 configuration.scenario.limits.topicPerMinute = max(1, Int(topic.rounded()))
             }
             configuration.capacityPerSecond = try perSecond("capacity", unit: "/s")
+            if let streams = try integer("max-streams", 1...100_000) { configuration.maxConcurrentStreams = streams }
+            if let refuse = try integer("refuse-every", 1...1_000_000_000) { configuration.refuseEveryStream = refuse }
+            if let (text, source) = parsed.lookup("goaway-every") {
+                do {
+                    configuration.goawayEvery = try GoawayEvery(parsing: text)
+                } catch {
+                    throw EmulatorError("herald emulator: \(source) \(error.description)")
+                }
+            }
             switch (parsed.string("tls-cert"), parsed.string("tls-key")) {
             case (nil, nil): break
             case let (certificate?, key?):

@@ -33,6 +33,14 @@ public struct EmulatorConfiguration: Sendable {
     /// How connections are spread over the threads. Default: one acceptor dealing them out
     /// round-robin (see `HTTPServer.AcceptMode`).
     public var acceptMode: HTTPServer.AcceptMode = .acceptorHandsOff
+    /// SETTINGS_MAX_CONCURRENT_STREAMS announced on every HTTP/2 connection; a stream beyond it
+    /// is refused (RST_STREAM REFUSED_STREAM). Default 100, what FCM's front end allows.
+    public var maxConcurrentStreams: Int = 100
+    /// Ends HTTP/2 connections with a GOAWAY every N requests or seconds (see `GoawayEvery`);
+    /// overrides the scenario's. Default nil.
+    public var goawayEvery: GoawayEvery? = nil
+    /// Refuses every Nth stream of a connection with REFUSED_STREAM, unprocessed. Default 0: never.
+    public var refuseEveryStream: Int = 0
 
     public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
         self.host = host
@@ -76,7 +84,13 @@ public final class EmulatorServer: Sendable {
         self.backend = backend
         var http = HTTPServer.Configuration(host: configuration.host, port: configuration.port, threads: configuration.threads,
                                             tls: configuration.tls)
-        http.maxConcurrentStreams = 1000
+        http.maxConcurrentStreams = configuration.maxConcurrentStreams
+        switch configuration.goawayEvery ?? configuration.scenario.goawayEvery {
+        case .requests(let n)?: http.goawayAfterRequests = n
+        case .seconds(let s)?: http.goawayAfterSeconds = s
+        case nil: break
+        }
+        http.refuseEveryStream = configuration.refuseEveryStream
         http.acceptMode = configuration.acceptMode
         server = HTTPServer(configuration: http) { request in backend.handle(request) }
         // Weak: the server's handler holds the backend, so a strong reference back would keep an

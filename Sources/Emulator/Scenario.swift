@@ -15,6 +15,7 @@ import JSON
 ///   "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
 ///              "collapsible_every_seconds": 180, "topic_per_minute": 600},
 ///   "capacity_per_second": 2000,
+///   "goaway_every": 1000,
 ///   "scripts": [
 ///     {"prefix": "flaky-", "answers": [{"error": "UNAVAILABLE", "retry_after": 2}, "success"], "then": "success"},
 ///     {"prefix": "gone-", "then": {"error": "UNREGISTERED"}},
@@ -57,6 +58,9 @@ import JSON
 ///   (and a delivered message's `time` is) when its turn comes, and answered after its latency
 ///   from then, so answer times grow with the number of requests open at once.
 ///   `--capacity` on the command line wins over it.
+/// - `goaway_every`: end every HTTP/2 connection gracefully with a GOAWAY after this many
+///   requests on it (`1000`) or once it is this old (`"30s"`), as Google's front ends do (see
+///   `GoawayEvery`). `--goaway-every` on the command line wins over it.
 /// - `scripts`: per-prefix answer scripts. The first script whose `prefix` the message's token
 ///   (or topic, or condition) starts with decides: the n-th attempt of that exact token gets
 ///   `answers[n-1]`, and every attempt after the list gets `then` (default `"success"`).
@@ -148,6 +152,8 @@ public struct Scenario: Sendable, Equatable {
     public var limits = Limits()
     /// Sends served a second at most (nil: as fast as the threads go).
     public var capacityPerSecond: Double? = nil
+    /// When an HTTP/2 connection is sent a GOAWAY (nil: never).
+    public var goawayEvery: GoawayEvery? = nil
 
     public init() {}
 
@@ -224,6 +230,13 @@ public struct Scenario: Sendable, Equatable {
                 scenario.quotaAnswer = shape
             case "limits":
                 scenario.limits = try parseLimits(member.value)
+            case "goaway_every":
+                let text = member.value.stringValue ?? member.value.intValue.map(String.init) ?? member.value.description
+                do {
+                    scenario.goawayEvery = try GoawayEvery(parsing: text)
+                } catch {
+                    throw ParseError("\"goaway_every\" \(error.description)")
+                }
             case "capacity_per_second":
                 guard let rate = member.value.doubleValue, rate > 0, rate.isFinite else {
                     throw ParseError("\"capacity_per_second\" must be a number of sends a second above 0, not \(member.value)")
@@ -235,7 +248,7 @@ public struct Scenario: Sendable, Equatable {
                     scenario.scripts.append(try parseScript(item, at: "scripts[\(index)]"))
                 }
             default:
-                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, quota_answer, limits, capacity_per_second, scripts)")
+                throw ParseError("unknown member \"\(member.key)\" (known: seed, latency_ms, error_rate, random_errors, quota, quota_answer, limits, capacity_per_second, goaway_every, scripts)")
             }
         }
         return scenario
@@ -371,5 +384,39 @@ public struct Scenario: Sendable, Equatable {
         }
         answer.code = code
         return .error(answer)
+    }
+}
+
+/// How often the emulator ends an HTTP/2 connection with a GOAWAY: after a number of requests on
+/// it, or once it is so many seconds old (checked as each request completes). The GOAWAY's
+/// last-stream-id is the request that reached the mark: streams the client opened after it are
+/// not processed (it may send them again), the ones up to it are answered, then the emulator
+/// half-closes the connection.
+public enum GoawayEvery: Sendable, Equatable, CustomStringConvertible {
+    case requests(Int)
+    case seconds(Double)
+
+    /// `1000` (requests) or `30s` (seconds).
+    public init(parsing text: String) throws(ParseError) {
+        let trimmed = String(text.drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
+        if trimmed.hasSuffix("s"), let seconds = Double(trimmed.dropLast()), seconds > 0, seconds <= 86_400 {
+            self = .seconds(seconds)
+        } else if let requests = Int(trimmed), requests >= 1, requests <= 1_000_000_000 {
+            self = .requests(requests)
+        } else {
+            throw ParseError("must be a number of requests from 1 (such as 1000) or of seconds up to 86400 (such as 30s), not '\(text)'")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .requests(let n): return "\(n)"
+        case .seconds(let s): return s == s.rounded() ? "\(Int(s))s" : "\(s)s"
+        }
+    }
+
+    public struct ParseError: Error, Sendable, CustomStringConvertible {
+        public var description: String
+        init(_ description: String) { self.description = description }
     }
 }

@@ -124,13 +124,7 @@ public struct DeviceGroupClient {
             do {
                 response = try client.perform(request)
             } catch {
-                let kind: TransportFailure.Kind = switch error.kind {
-                case .timeout: .timeout
-                case .connection: .connection
-                case .tls: .tls
-                case .other: .other
-                }
-                let classification = SendClassification(transport: TransportFailure(kind, detail: error.message))
+                let classification = SendClassification(transport: TransportFailure(error))
                 throw DeviceGroupError(classification: classification, message: "device group \(operation) \(name): \(error)")
             }
             let secrets = [authorization, String(authorization.dropFirst("Bearer ".count))] + tokens + (key.map { [$0] } ?? [])

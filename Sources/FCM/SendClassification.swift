@@ -148,6 +148,9 @@ public struct TransportFailure: Sendable, Equatable {
         case connection = "CONNECTION"
         /// The TLS handshake or certificate check failed.
         case tls = "TLS"
+        /// FCM's front end did not process the request (REFUSED_STREAM, or above its GOAWAY's
+        /// last-stream-id): it goes again without using an attempt.
+        case unprocessed = "UNPROCESSED"
         case other = "TRANSPORT"
     }
 
@@ -171,6 +174,7 @@ extension TransportFailure {
         case .timeout: kind = .timeout
         case .connection: kind = .connection
         case .tls: kind = .tls
+        case .unprocessed: kind = .unprocessed
         case .other: kind = .other
         }
         self.init(kind, detail: error.message)

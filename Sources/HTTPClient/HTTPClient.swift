@@ -105,6 +105,10 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         case connection
         /// The TLS handshake or the certificate check failed.
         case tls
+        /// The server said it did not process the request: RST_STREAM REFUSED_STREAM, or a stream
+        /// above the last-stream-id of its GOAWAY. Safe to send again (it reached no application);
+        /// libcurl already sent it again on a fresh connection as often as it would.
+        case unprocessed
         /// Anything else (bad URL, an option libcurl refused, out of memory).
         case other
     }
@@ -291,7 +295,8 @@ public final class HTTPClient: @unchecked Sendable {
         }
         let transfer = Transfer(tag: tag, easy: easy)
         transfer.role = role
-        if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true) {
+        if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true,
+                                 pipewait: role.waitsForMultiplexing) {
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(error)))
             return false
@@ -349,7 +354,9 @@ public final class HTTPClient: @unchecked Sendable {
             let reuse = origin.map { state.h2cOrigins.contains($0) } ?? true
             let version = origin == nil ? Int(CURL_HTTP_VERSION_2TLS)
                 : Int(reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
-            if let error = configure(transfer, request, version: version, fresh: !reuse, multiplexed: false) { return .failure(error) }
+            if let error = configure(transfer, request, version: version, fresh: !reuse, multiplexed: false, pipewait: false) {
+                return .failure(error)
+            }
             let code = curl_easy_perform(easy.handle)
             if let origin {
                 if code == CURLE_OK && transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0) {
@@ -511,7 +518,8 @@ public final class HTTPClient: @unchecked Sendable {
     /// Setting every option again (after `curl_easy_reset`) made libcurl free and copy the URL
     /// and headers and parse the URL for every message. A handle whose last configuration
     /// failed, or whose method changes, starts again from a reset.
-    private func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool) -> HTTPClientError? {
+    private func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool,
+                           pipewait: Bool) -> HTTPClientError? {
         let easy = transfer.easy
         let h = easy.handle
         easy.errorBuffer[0] = 0
@@ -582,7 +590,7 @@ public final class HTTPClient: @unchecked Sendable {
         }
         if previous?.version != version { set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION") }
         if previous?.fresh != fresh { set(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0, "CURLOPT_FRESH_CONNECT") }
-        if previous?.multiplexed != multiplexed { set(CURLOPT_PIPEWAIT, multiplexed ? 1 : 0, "CURLOPT_PIPEWAIT") }
+        if previous?.pipewait != pipewait { set(CURLOPT_PIPEWAIT, pipewait ? 1 : 0, "CURLOPT_PIPEWAIT") }
 
         if method.sendsBody {
             // curl reads the body from the handle's own buffer while the transfer runs (the
@@ -612,13 +620,21 @@ public final class HTTPClient: @unchecked Sendable {
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         check(herald_easy_setopt_ptr(h, CURLOPT_WRITEDATA, context), "CURLOPT_WRITEDATA")
         check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
-        easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed) : nil
+        easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed,
+                                                            pipewait: pipewait) : nil
         return failure
     }
 
     fileprivate static func text(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
 
-    fileprivate static func kind(_ code: CURLcode) -> HTTPClientError.Kind {
+    fileprivate static func kind(_ code: CURLcode, message: String) -> HTTPClientError.Kind {
+        // libcurl has no code of its own for a refused stream (GOAWAY's unprocessed streams are
+        // closed as refused by nghttp2 too): it retries such a stream on a fresh connection by
+        // itself, and when it stops retrying, says so only in its text.
+        if code == CURLE_HTTP2_STREAM || code == CURLE_HTTP2 || code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR,
+           message.contains("REFUSED_STREAM") {
+            return .unprocessed
+        }
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             return .timeout
@@ -663,6 +679,14 @@ private enum Role {
     }
 
     var isOpener: Bool { if case .opener = self { return true } else { return false } }
+
+    /// Whether curl may hold the transfer back for a connection still opening, to multiplex on it
+    /// (`CURLOPT_PIPEWAIT`). Not for a stream: it is admitted only onto a connection known to be
+    /// open, and libcurl sends a refused stream again by itself (one above a GOAWAY's
+    /// last-stream-id too); 7.88 let such a retry wait for an opener's connection still opening
+    /// and then wrote HTTP/1.1 onto it ("Received HTTP/0.9"), or left it waiting until its timeout.
+    /// Without the wait the retry goes out at once, over a connection of its own.
+    var waitsForMultiplexing: Bool { if case .stream = self { return false } else { return true } }
 }
 
 private struct Pending {
@@ -730,6 +754,7 @@ private struct HandleSettings {
     var version: Int
     var fresh: Bool
     var multiplexed: Bool
+    var pipewait: Bool
 }
 
 /// A curl header list and the lines it was made from; freed when no handle holds it.
@@ -864,7 +889,8 @@ private final class Transfer {
     func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {
         guard code == CURLE_OK else {
             let detail = String(cString: easy.errorBuffer)
-            return .failure(HTTPClientError(kind: HTTPClient.kind(code), message: detail.isEmpty ? HTTPClient.text(code) : detail))
+            let message = detail.isEmpty ? HTTPClient.text(code) : detail
+            return .failure(HTTPClientError(kind: HTTPClient.kind(code, message: message), message: message))
         }
         var status = 0
         _ = herald_easy_getinfo_long(easy.handle, CURLINFO_RESPONSE_CODE, &status)

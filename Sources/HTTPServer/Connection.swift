@@ -27,6 +27,12 @@ final class Connection {
     private var readingPaused = false
     /// Close once the output is written (HTTP/1.1 `Connection: close`, protocol errors).
     var closeAfterFlush = false
+    /// Half-close once the output is written (after an HTTP/2 GOAWAY has been answered): a FIN
+    /// after the last answer, then reading on until the client closes. A full close with the
+    /// client's later requests unread would send a reset, which may destroy answers it has not
+    /// read yet.
+    var halfCloseAfterFlush = false
+    private var halfClosed = false
     private(set) var isClosed = false
     var lastActivity: UInt64
     /// Set by the loop while collecting connections to flush after timers fired.
@@ -270,7 +276,15 @@ final class Connection {
             close()
             return
         }
-        if case .http2(let session) = engine, session.isFinished {
+        if halfCloseAfterFlush && !halfClosed {
+            halfClosed = true
+            if let tls, !handshaking { tls.shutdown() }
+            _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+        }
+        // After a graceful GOAWAY nghttp2 is finished once its streams are, but the client may
+        // still be writing requests it sent before it read the GOAWAY: closing now would reset
+        // them (a send failure, not an unprocessed stream). The half-close waits for its EOF.
+        if case .http2(let session) = engine, session.isFinished, !halfCloseAfterFlush {
             close()
         }
     }

@@ -30,6 +30,14 @@ final class HTTP2Session {
     private var session: OpaquePointer?
     private var streams: [Int32: HTTP2Stream] = [:]
     private let maxBody: Int
+    /// Requests handed to the handler on this connection, and streams begun (for `refuseEveryStream`).
+    private var requestsServed = 0
+    private var streamsBegun = 0
+    private let openedAt = monotonicNanoseconds()
+    /// The last-stream-id of the GOAWAY this side sent (nil: none yet). nghttp2 sends it only at
+    /// the next write, and hands over streams the client opened meanwhile: those above it are
+    /// dropped here, never processed, so what the GOAWAY says stays true.
+    private var goawayLastStream: Int32?
 
     /// nghttp2 copies the callback table into each session, so one table serves them all.
     nonisolated(unsafe) private static let callbacks: OpaquePointer = makeCallbacks()
@@ -127,6 +135,17 @@ final class HTTP2Session {
     // MARK: requests and responses
 
     fileprivate func beginStream(_ id: Int32) {
+        let configuration = connection.loop.configuration
+        if let last = goawayLastStream, id > last {
+            connection.loop.counters.unprocessedStreams.wrappingAdd(1, ordering: .relaxed)
+            return
+        }
+        streamsBegun += 1
+        if configuration.refuseEveryStream > 0, streamsBegun % configuration.refuseEveryStream == 0, let session {
+            // Refused before anything of it reaches the handler: the client may send it again.
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, NGHTTP2_REFUSED_STREAM.rawValue)
+            return
+        }
         streams[id] = HTTP2Stream()
         connection.loop.counters.streamOpened(perConnection: streams.count)
     }
@@ -169,6 +188,8 @@ final class HTTP2Session {
         guard let stream = streams[id], !stream.responded else { return }
         let loop = connection.loop
         loop.counters.http2Requests.wrappingAdd(1, ordering: .relaxed)
+        requestsServed += 1
+        if goawayLastStream == nil, goawayDue(loop.configuration) { goAway(lastStream: id) }
         if stream.bodyTooLarge {
             respond(stream: id, with: HTTPServerResponse(status: 413, body: Array("request body too large\n".utf8)))
             return
@@ -259,6 +280,40 @@ final class HTTP2Session {
 
     fileprivate func streamClosed(_ id: Int32) {
         if streams.removeValue(forKey: id) != nil { connection.loop.counters.streamClosed() }
+        if goawayLastStream != nil && streams.isEmpty { connection.halfCloseAfterFlush = true }
+    }
+
+    // MARK: graceful end
+
+    private func goawayDue(_ configuration: HTTPServer.Configuration) -> Bool {
+        if configuration.goawayAfterRequests > 0 && requestsServed >= configuration.goawayAfterRequests { return true }
+        if configuration.goawayAfterSeconds > 0 {
+            return Double(monotonicNanoseconds() - openedAt) / 1e9 >= configuration.goawayAfterSeconds
+        }
+        return false
+    }
+
+    /// Stops taking streams above `lastStream`: a GOAWAY (NO_ERROR) says so, streams already
+    /// begun above it are dropped unprocessed, the ones up to it are answered, and then the
+    /// connection is half-closed (see `Connection.halfCloseAfterFlush`).
+    private func goAway(lastStream: Int32) {
+        guard let session else { return }
+        goawayLastStream = lastStream
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStream, NGHTTP2_NO_ERROR.rawValue, nil, 0)
+        for id in streams.keys where id > lastStream {
+            streams.removeValue(forKey: id)
+            connection.loop.counters.streamClosed()
+            connection.loop.counters.unprocessedStreams.wrappingAdd(1, ordering: .relaxed)
+        }
+    }
+
+    fileprivate func frameSent(type: UInt8, errorCode: UInt32) {
+        let counters = connection.loop.counters
+        if type == UInt8(NGHTTP2_GOAWAY.rawValue) {
+            counters.goawaysSent.wrappingAdd(1, ordering: .relaxed)
+        } else if type == UInt8(NGHTTP2_RST_STREAM.rawValue) && errorCode == NGHTTP2_REFUSED_STREAM.rawValue {
+            counters.refusedStreams.wrappingAdd(1, ordering: .relaxed)
+        }
     }
 
     // MARK: the C callback table
@@ -302,6 +357,16 @@ final class HTTP2Session {
             } else if type == NGHTTP2_HEADERS.rawValue && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
                 Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().headersEnded(stream: frame.pointee.hd.stream_id)
             }
+            return 0
+        }
+        // Counts GOAWAYs and refused streams, nghttp2's own (a stream beyond the announced limit)
+        // as well as ours.
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks) { _, frame, user in
+            guard let frame, let user else { return 0 }
+            let type = frame.pointee.hd.type
+            guard type == UInt8(NGHTTP2_GOAWAY.rawValue) || type == UInt8(NGHTTP2_RST_STREAM.rawValue) else { return 0 }
+            let code = type == UInt8(NGHTTP2_GOAWAY.rawValue) ? frame.pointee.goaway.error_code : frame.pointee.rst_stream.error_code
+            Unmanaged<HTTP2Session>.fromOpaque(user).takeUnretainedValue().frameSent(type: type, errorCode: code)
             return 0
         }
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks) { _, streamID, _, user in

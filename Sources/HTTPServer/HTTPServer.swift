@@ -38,9 +38,21 @@ public final class HTTPServer: @unchecked Sendable {
         public var acceptMode: AcceptMode = .acceptorHandsOff
         /// Certificate chain and private key (PEM files) to serve TLS instead of cleartext. Default nil.
         public var tls: TLSFiles? = nil
-        /// SETTINGS_MAX_CONCURRENT_STREAMS announced to HTTP/2 clients. Default 1000, well above the
-        /// 100 streams per connection FCM clients use, so this server never limits them.
+        /// SETTINGS_MAX_CONCURRENT_STREAMS announced to HTTP/2 clients; a stream opened beyond it
+        /// is answered with RST_STREAM REFUSED_STREAM (nghttp2 enforces it). Default 1000.
         public var maxConcurrentStreams: Int = 1000
+        /// Ends an HTTP/2 connection gracefully after it has served this many requests, as Google's
+        /// front ends do from time to time: a GOAWAY (NO_ERROR) whose last-stream-id is the stream
+        /// that reached the count, so streams the client opened after it are not processed (the
+        /// client may send them again); the streams up to it are answered, then the connection is
+        /// half-closed. 0: never. Default 0.
+        public var goawayAfterRequests: Int = 0
+        /// The same once an HTTP/2 connection is this many seconds old (at the first request
+        /// completed after that). 0: never. Default 0.
+        public var goawayAfterSeconds: Double = 0
+        /// Refuses every Nth HTTP/2 stream of a connection with RST_STREAM REFUSED_STREAM, unprocessed
+        /// (fault injection for clients' handling of refused streams). 0: never. Default 0.
+        public var refuseEveryStream: Int = 0
         /// Largest request body accepted; a bigger one gets 413, at once when Content-Length declares
         /// it (before the body is sent), else when the body reaches the limit. Default 4 MiB.
         public var maxBodyBytes: Int = 4 << 20
@@ -347,6 +359,13 @@ public struct HTTPServerStatistics: Sendable, Equatable {
     public var peakStreamsPerConnection: Int
     /// Connections that negotiated TLS.
     public var tlsConnections: Int
+    /// GOAWAY frames sent (graceful ends of a connection, and protocol errors).
+    public var goawaysSent: Int = 0
+    /// Streams answered with RST_STREAM REFUSED_STREAM: beyond SETTINGS_MAX_CONCURRENT_STREAMS, or
+    /// by `refuseEveryStream`.
+    public var refusedStreams: Int = 0
+    /// Streams a client opened above a GOAWAY's last-stream-id: received, never processed.
+    public var unprocessedStreams: Int = 0
 }
 
 /// Lock-free counters shared by the loops.
@@ -359,6 +378,9 @@ final class ServerCounters: Sendable {
     let peakStreams = Atomic<Int>(0)
     let peakPerConnection = Atomic<Int>(0)
     let tlsConnections = Atomic<Int>(0)
+    let goawaysSent = Atomic<Int>(0)
+    let refusedStreams = Atomic<Int>(0)
+    let unprocessedStreams = Atomic<Int>(0)
 
     func streamOpened(perConnection: Int) {
         let now = activeStreams.wrappingAdd(1, ordering: .relaxed).newValue
@@ -386,7 +408,10 @@ final class ServerCounters: Sendable {
             activeStreams: activeStreams.load(ordering: .relaxed),
             peakConcurrentStreams: peakStreams.load(ordering: .relaxed),
             peakStreamsPerConnection: peakPerConnection.load(ordering: .relaxed),
-            tlsConnections: tlsConnections.load(ordering: .relaxed))
+            tlsConnections: tlsConnections.load(ordering: .relaxed),
+            goawaysSent: goawaysSent.load(ordering: .relaxed),
+            refusedStreams: refusedStreams.load(ordering: .relaxed),
+            unprocessedStreams: unprocessedStreams.load(ordering: .relaxed))
     }
 
     func reset() {
@@ -394,6 +419,9 @@ final class ServerCounters: Sendable {
         http1Requests.store(0, ordering: .relaxed)
         connectionsAccepted.store(0, ordering: .relaxed)
         tlsConnections.store(0, ordering: .relaxed)
+        goawaysSent.store(0, ordering: .relaxed)
+        refusedStreams.store(0, ordering: .relaxed)
+        unprocessedStreams.store(0, ordering: .relaxed)
         peakStreams.store(activeStreams.load(ordering: .relaxed), ordering: .relaxed)
         peakPerConnection.store(0, ordering: .relaxed)
     }

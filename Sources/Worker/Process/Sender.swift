@@ -197,7 +197,7 @@ final class Sender: @unchecked Sendable {
     /// must not turn into one released batch). No HTTP answer at all (refused, reset, timed out)
     /// is an outage. TLS failures are left out: they are a setting to fix, not an outage.
     private static func outage(_ result: Result<HTTPResponse, HTTPClientError>) -> String? {
-        guard case .failure(let error) = result, error.kind != .tls else { return nil }
+        guard case .failure(let error) = result, error.kind != .tls, error.kind != .unprocessed else { return nil }
         return TransportFailure(error).kind.rawValue
     }
 
@@ -277,6 +277,14 @@ final class Sender: @unchecked Sendable {
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
+            if case .failure(let error) = completion.result, error.kind == .unprocessed {
+                // FCM's front end did not process it (a refused stream, or one above its GOAWAY's
+                // last stream): it goes again at once, the attempt not counted.
+                counters.retried += 1
+                metrics.answered(code: "UNPROCESSED", seconds: now.timeIntervalSince1970 - entry.sentAt)
+                outcomes.append(entry.job.outcome(.released()))
+                continue
+            }
             let classification: SendClassification
             var stated: ProjectQuotaStatement? = nil
             var httpAnswer = false

@@ -1,0 +1,131 @@
+import Emulator
+import Foundation
+import HTTPClient
+import HTTPServer
+import Testing
+import TestSupport
+
+/// HTTP/2 as Google's front end serves it (the emulator's GOAWAY, stream limit and refused
+/// streams) against the client: what the emulator received is what counts.
+@Suite struct HTTP2LimitsTests {
+    /// Sends `total` messages, one token each, and returns the completions.
+    private func sendAll(_ emulator: EmulatorServer, total: Int, caFile: String? = nil,
+                         configure: (inout HTTPClientConfiguration) -> Void = { _ in }) throws -> [HTTPCompletion] {
+        let account = try TestAccount(emulator)
+        let accessToken: String
+        if let caFile {
+            let grant = try account.exchange(try account.assertion(), over: .tlsHTTP1(caFile: caFile))
+            accessToken = try #require(grant.json?["access_token"]?.stringValue)
+        } else {
+            accessToken = try account.accessToken()
+        }
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = caFile
+        configure(&configuration)
+        let client = try HTTPClient(configuration: configuration)
+        let url = emulator.sendURL(projectID: account.projectID)
+        let headers = ["Content-Type: application/json", "Authorization: Bearer \(accessToken)"]
+        for tag in 0..<total {
+            client.submit(HTTPRequest(url: url, headers: headers, body: Array(tokenMessage("device-\(tag)").utf8)), tag: UInt64(tag))
+        }
+        return collect(client, count: total, within: 120)
+    }
+
+    /// Every token delivered exactly once: nothing lost, nothing twice.
+    private func deliveredOnce(_ emulator: EmulatorServer, total: Int) {
+        let delivered = emulator.deliveredMessages()
+        var perToken: [String: Int] = [:]
+        for message in delivered { perToken[message.target, default: 0] += 1 }
+        #expect(delivered.count == total, "\(delivered.count) delivered for \(total) sent")
+        #expect(perToken.count == total)
+        #expect(perToken.values.allSatisfy { $0 == 1 }, "delivered twice: \(perToken.filter { $0.value > 1 }.keys.prefix(5))")
+    }
+
+    // Over TLS (h2 by ALPN), as FCM is served: libcurl 7.88 sends the unprocessed streams again by
+    // itself. Over h2c its retries go out as HTTP/1.1 and some never get their answer (see
+    // docs/fcm-limits.md); that path is only the emulator's.
+    @Test func streamsAboveAGoawaysLastStreamGoAgainAndNothingIsDeliveredTwice() throws {
+        let files = try makeCertificate()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let emulator = try startEmulator {
+            $0.goawayEvery = .requests(150)
+            $0.tls = .init(certificateFile: files.certificate, privateKeyFile: files.key)
+        }
+        defer { emulator.stop() }
+        let total = 3_000
+        let completions = try sendAll(emulator, total: total, caFile: files.certificate)
+        #expect(completions.count == total)
+        let failures = completions.compactMap { completion -> String? in
+            switch completion.result {
+            case .success(let response): return response.status == 200 ? nil : "status \(response.status)"
+            case .failure(let error): return "\(error)"
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) failed, e.g. \(failures.prefix(3))")
+        deliveredOnce(emulator, total: total)
+        let statistics = emulator.serverStatistics
+        // Every 150 HTTP/2 requests on a connection ended it, and some streams were left unprocessed.
+        #expect(statistics.goawaysSent >= statistics.http2Requests / 150 - statistics.connectionsAccepted, "\(statistics.goawaysSent) GOAWAYs")
+        #expect(statistics.goawaysSent >= 3)
+        print("GOAWAY every 150: \(statistics.goawaysSent) GOAWAYs, \(statistics.http2Requests) HTTP/2 and \(statistics.http1Requests) HTTP/1.1 requests, \(statistics.unprocessedStreams) streams unprocessed and sent again, \(statistics.connectionsAccepted) connections, peak \(statistics.peakStreamsPerConnection) streams on one")
+    }
+
+    @Test func refusedStreamsGoAgainAndNothingIsDeliveredTwice() throws {
+        let files = try makeCertificate()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let emulator = try startEmulator {
+            $0.refuseEveryStream = 7
+            $0.tls = .init(certificateFile: files.certificate, privateKeyFile: files.key)
+        }
+        defer { emulator.stop() }
+        let total = 1_000
+        let completions = try sendAll(emulator, total: total, caFile: files.certificate)
+        #expect(completions.count == total)
+        let failures = completions.compactMap { completion -> String? in
+            switch completion.result {
+            case .success(let response): return response.status == 200 ? nil : "status \(response.status)"
+            case .failure(let error): return "\(error)"
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) failed, e.g. \(failures.prefix(3))")
+        deliveredOnce(emulator, total: total)
+        let refused = emulator.serverStatistics.refusedStreams
+        #expect(refused >= 1, "no stream was refused")
+        #expect(emulator.statistics["refused_streams"]?.intValue == refused)
+        print("REFUSED_STREAM every 7th stream: \(refused) refused, every message delivered once")
+    }
+
+    @Test func atMostTheServersStreamsRunOnOneConnection() throws {
+        // The emulator announces 100 (FCM's limit); the client would allow 250 on a connection.
+        let emulator = try startEmulator { $0.latencyMilliseconds = 200 }
+        defer { emulator.stop() }
+        let total = 1_000
+        let completions = try sendAll(emulator, total: total) {
+            $0.maxStreamsPerConnection = 250
+            $0.connections(toCarry: 1_000)
+        }
+        #expect(completions.count == total)
+        #expect(completions.allSatisfy { (try? $0.result.get().status) == 200 })
+        deliveredOnce(emulator, total: total)
+        let statistics = emulator.serverStatistics
+        #expect(statistics.peakStreamsPerConnection <= 100, "peak \(statistics.peakStreamsPerConnection) streams on one connection")
+        print("server allows 100, client 250: peak \(statistics.peakStreamsPerConnection) streams on one connection, \(statistics.refusedStreams) refused, \(statistics.connectionsAccepted) connections")
+    }
+
+    @Test func goawayEveryParsesRequestsAndSeconds() throws {
+        #expect(try GoawayEvery(parsing: "1000") == .requests(1000))
+        #expect(try GoawayEvery(parsing: "30s") == .seconds(30))
+        for bad in ["0", "-5", "x", "30m", "0s", ""] {
+            #expect(throws: GoawayEvery.ParseError.self) { try GoawayEvery(parsing: bad) }
+        }
+        let scenario = try Scenario.parse(#"{"goaway_every": "2.5s"}"#)
+        #expect(scenario.goawayEvery == .seconds(2.5))
+        #expect(try Scenario.parse(#"{"goaway_every": 500}"#).goawayEvery == .requests(500))
+        #expect(throws: Scenario.ParseError.self) { try Scenario.parse(#"{"goaway_every": 0}"#) }
+        let options = try #require(try EmulatorCommand.Options.parse(["--goaway-every", "1000", "--max-streams", "50", "--refuse-every", "9"]))
+        #expect(options.configuration.goawayEvery == .requests(1000))
+        #expect(options.configuration.maxConcurrentStreams == 50)
+        #expect(options.configuration.refuseEveryStream == 9)
+        #expect(throws: EmulatorError.self) { try EmulatorCommand.Options.parse(["--goaway-every", "soon"]) }
+    }
+}

@@ -1,3 +1,4 @@
+import CommandOptions
 import Postgres
 
 /// The exit statuses every herald command uses (README, "Exit statuses"), so a script or a

@@ -214,14 +214,16 @@ public enum DeadLetters {
         return (0..<rows.rowCount).compactMap { rows[$0, 0] }
     }
 
-    /// A queue filter that names no queue holding dead letters is a typo until shown otherwise:
-    /// say so, with the queues that do hold some.
+    /// A queue filter that names a queue nothing knows (no job, no dead letter, no settings) is a
+    /// typo until shown otherwise: say so, with the queues that hold dead letters. A known queue
+    /// without dead letters just matches none (a nightly discard with nothing to do succeeds).
     static func requireQueueKnown(_ connection: PGConnection, _ filter: DeadLetterFilter) throws {
         guard let queue = filter.queue else { return }
         let exists = try connection.query(SQL.deadLetterQueueExists, [.text(queue)])
         if exists.bool(0, 0) == true { return }
+        if try connection.query(SQL.queueKnown, [.text(queue)]).bool(0, 0) == true { return }
         let known = try queues(connection)
-        throw AdminError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue))"
+        throw AdminError(.notFound, "no dead letters in queue \(JSONValue.quoted(queue)), and no job or setting names it"
             + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
     }
 

@@ -45,8 +45,10 @@ enum ProjectsCommand {
         herald.admin_log. In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
         herald.pause_project_sending(name, reason), herald.resume_project_sending(name),
         herald.remove_project(name), the view herald.project_registry.
-        Jobs name their project (herald.jobs.project, herald.enqueue(..., project => NAME)); a pool
-        started with herald work --project NAME sends them with the key the entry points at.
+        Jobs name their project (herald.jobs.project, herald.enqueue(..., project => NAME)). A running
+        herald work (without --project) reads the registry every 10 s (HERALD_REGISTRY_POLL_SECONDS)
+        and starts sending a project's jobs, with the key its entry points at, within that time; a pool
+        started with herald work --project NAME works that project alone.
         """)
 
     static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
@@ -117,7 +119,7 @@ enum ProjectsCommand {
         let added = try ProjectRegistry.add(try operationsDatabase(parsed), name: name, fcmProjectID: account.projectID,
                                             credentials: reference, maxRate: maxRate, source: shellSource())
         print("added project \(added.name): FCM project \(added.fcmProjectID), credentials \(added.credentials), max rate \(added.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's --max-rate")")
-        print("its jobs (project => '\(added.name)') are sent by: herald work --project \(added.name)")
+        print("its jobs (project => '\(added.name)') are sent by any running herald work without --project, within 10 s (it reads the registry again); or by a pool of their own: herald work --project \(added.name)")
         return 0
     }
 

@@ -304,6 +304,12 @@ enum WorkCommand {
     static func runChild(_ parsed: ParsedOptions) -> Int32 {
         WorkerProcess.blockTerminationSignals()
         Supervisor.adoptParentDeathSignal()
+        // A worker's start-up problem goes out in the pool's log format, like every other line.
+        let startupLog = try? RunEnvironment.logger(parsed, prefix: "herald work")
+        func report(_ text: String) {
+            guard let startupLog else { return printError(text) }
+            startupLog.error(text.hasPrefix("herald work: ") ? String(text.dropFirst("herald work: ".count)) : text)
+        }
         do {
             let env = ProcessInfo.processInfo.environment
             var config = try configuration(parsed, databaseURL: (try checkedDatabaseURL(parsed)) ?? "",
@@ -319,10 +325,10 @@ enum WorkCommand {
             process.handleTerminationSignals()
             return try process.run()
         } catch let error as UsageError {
-            printError(error.description)
+            report(error.description)
             return Int32(Supervisor.configurationErrorStatus)
         } catch let error as WorkerStartupError {
-            printError("herald work: \(error)")
+            report("herald work: \(error)")
             // A registry project's key that cannot be used pauses the project with the reason;
             // the pool's other groups go on and this one is tried again later.
             if let name = parsed.string("project"), let url = parsed.string("database-url"),
@@ -333,7 +339,7 @@ enum WorkCommand {
             }
             return Int32(Supervisor.configurationErrorStatus)
         } catch {
-            printError("herald work: \(error)")
+            report("herald work: \(error)")
             return 1
         }
     }

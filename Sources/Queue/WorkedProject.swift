@@ -42,7 +42,9 @@ public struct WorkedProject: Sendable, Equatable {
     /// never the key): the project is paused with the reason `credentials: why`, unless an
     /// operator paused it.
     public static func credentialsRefused(_ connection: PGConnection, name: String, why: String) throws {
-        try connection.query(SQL.projectCredentialsRefused, [.text(name), .text("credentials: " + String(why.prefix(500)))])
+        // The reason once: a problem that already names the credentials is not prefixed again.
+        let reason = why.hasPrefix("credentials") ? why : "credentials: " + why
+        try connection.query(SQL.projectCredentialsRefused, [.text(name), .text(String(reason.prefix(500)))])
     }
 
     /// A worker of project `name` holds an access token from its key again: lifts a pause its

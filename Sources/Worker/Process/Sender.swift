@@ -120,7 +120,9 @@ final class Sender: @unchecked Sendable {
                     // The loop's clock: a legacy payload's apns-expiration counts from it.
                     let preparation = Planning.prepare(job, rules: rules, now: now)
                     switch machine.admit(job, preparation, now: now) {
-                    case .settle(let outcome): outcomes.append(outcome)
+                    case .settle(let outcome):
+                        logEnd(job, outcome, code: "NOT_SENT")
+                        outcomes.append(outcome)
                     case .send: submit(job, preparation, reauthenticated: false, into: &outcomes)
                     }
                 }
@@ -238,10 +240,13 @@ final class Sender: @unchecked Sendable {
             do {
                 request = try groups.request(plan)
             } catch {
-                outcomes.append(job.outcome(.dead(reason: error.message)))
+                let outcome = job.outcome(.dead(reason: error.message))
+                logEnd(job, outcome, code: "NOT_SENT")
+                outcomes.append(outcome)
                 return
             }
         case .settled(let outcome):
+            logEnd(job, outcome, code: "NOT_SENT")
             outcomes.append(outcome)
             return
         }
@@ -327,8 +332,8 @@ final class Sender: @unchecked Sendable {
                 if case .retry(let reason, let delay) = outcome.action {
                     log.debug("attempt \(entry.job.attempt) failed: \(reason); retry in \(String(format: "%.1f", delay)) s",
                               Self.fields(entry.job, code: Self.metricCode(classification), outcome: .retried))
-                } else if case .dead(let reason) = outcome.action {
-                    log.info("dead-lettered: \(reason)", Self.fields(entry.job, code: Self.metricCode(classification), outcome: .dead))
+                } else {
+                    logEnd(entry.job, outcome, code: Self.metricCode(classification))
                 }
                 outcomes.append(outcome)
             }
@@ -364,6 +369,19 @@ final class Sender: @unchecked Sendable {
 
     /// A log line's fields for a job: its id, queue, the answer's code and, when the line is
     /// about one, the job's outcome (the word metrics and SQL use).
+    /// Every outcome that ends a job without a delivery, logged the same way whatever decided it
+    /// (FCM's answer, the validation or a door limit before any request, a device-group plan):
+    /// one line at info with the job, its queue, the code (`NOT_SENT` when no request was made)
+    /// and the outcome. Deliveries are counted, not logged (one a message would flood the log).
+    private func logEnd(_ job: ClaimedJob, _ outcome: JobOutcome, code: String) {
+        switch outcome.action {
+        case .dead(let reason): log.info("dead-lettered: \(reason)", Self.fields(job, code: code, outcome: .dead))
+        case .discarded(let reason): log.info("discarded: \(reason)", Self.fields(job, code: code, outcome: .discarded))
+        case .pruned(_, let reason): log.info("token pruned, job discarded: \(reason)", Self.fields(job, code: code, outcome: .pruned))
+        default: break
+        }
+    }
+
     static func fields(_ job: ClaimedJob, code: String, outcome: MessageOutcome? = nil) -> KeyValuePairs<String, LogValue> {
         if let outcome {
             return ["job_id": .int(job.id), "queue": .string(job.queue), "code": .string(code), "outcome": .string(outcome.rawValue)]

@@ -1,5 +1,6 @@
 import Crypto
 import FCM
+import JSON
 import Postgres
 
 /// Brings a database to the schema this binary carries, under an advisory lock so two deploys
@@ -228,7 +229,8 @@ public enum Migrator {
     /// Records, for every definition file, the catalog's text of what it defines now: what the
     /// next run compares the catalog with.
     private static func recordCatalog(_ connection: PGConnection) throws(PostgresError) {
-        try connection.query(SQL.schemaDefinitionsRecordCatalog)
+        let texts = JSONObject(try catalog(connection).map { JSONObject.Member(key: $0.key, value: .string($0.value)) })
+        try connection.query(SQL.schemaDefinitionsRecordCatalog, [.text(JSONValue.object(texts).serialized)])
     }
 
     static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }

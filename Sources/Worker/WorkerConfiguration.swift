@@ -19,7 +19,7 @@ public struct WorkerConfiguration: Sendable {
     /// Queues to work; empty means every queue.
     public var queues: [String] = []
     /// Requests in flight per process at most (the adaptive window's ceiling; it starts at 256).
-    public var concurrency: Int = 1024
+    public var concurrency: Int = 256
     /// Seconds a claimed job is held before another worker may take it back.
     public var leaseSeconds: Double = 60
     /// Jobs claimed per statement (0: derived from concurrency).

@@ -9,7 +9,7 @@ import TestSupport
 /// streams) against the client: what the emulator received is what counts.
 @Suite struct HTTP2LimitsTests {
     /// Sends `total` messages, one token each, and returns the completions.
-    private func sendAll(_ emulator: EmulatorServer, total: Int, caFile: String? = nil,
+    private func sendAll(_ emulator: EmulatorServer, total: Int, caFile: String? = nil, only: [Int]? = nil,
                          configure: (inout HTTPClientConfiguration) -> Void = { _ in }) throws -> [HTTPCompletion] {
         let account = try TestAccount(emulator)
         let accessToken: String
@@ -25,10 +25,11 @@ import TestSupport
         let client = try HTTPClient(configuration: configuration)
         let url = emulator.sendURL(projectID: account.projectID)
         let headers = ["Content-Type: application/json", "Authorization: Bearer \(accessToken)"]
-        for tag in 0..<total {
+        let tags = only ?? Array(0..<total)
+        for tag in tags {
             client.submit(HTTPRequest(url: url, headers: headers, body: Array(tokenMessage("device-\(tag)").utf8)), tag: UInt64(tag))
         }
-        return collect(client, count: total, within: 120)
+        return collect(client, count: tags.count, within: 120)
     }
 
     /// Every token delivered exactly once: nothing lost, nothing twice.
@@ -55,13 +56,25 @@ import TestSupport
         let total = 3_000
         let completions = try sendAll(emulator, total: total, caFile: files.certificate)
         #expect(completions.count == total)
-        let failures = completions.compactMap { completion -> String? in
+        // libcurl 7.88 sends an unprocessed stream again by itself, up to five times per request;
+        // one whose retries all met connections being ended fails as a lost connection
+        // (docs/fcm-limits.md), and the worker sends it again as it does any lost answer. So here:
+        // no answer but 200, a failure only as a lost connection, and those sent once more.
+        var failed: [Int] = []
+        for completion in completions {
             switch completion.result {
-            case .success(let response): return response.status == 200 ? nil : "status \(response.status)"
-            case .failure(let error): return "\(error)"
+            case .success(let response): #expect(response.status == 200, "status \(response.status)")
+            case .failure(let error):
+                #expect(error.kind == .connection || error.kind == .unprocessed, "\(error)")
+                failed.append(Int(completion.tag))
             }
         }
-        #expect(failures.isEmpty, "\(failures.count) failed, e.g. \(failures.prefix(3))")
+        if !failed.isEmpty {
+            print("GOAWAY every 150: \(failed.count) of \(total) requests failed as lost connections (libcurl's retries spent); sent again")
+            let again = try sendAll(emulator, total: total, caFile: files.certificate, only: failed)
+            #expect(again.allSatisfy { if case .success(let response) = $0.result { response.status == 200 } else { false } })
+        }
+        // What counts: at the emulator every message exactly once, none lost, none twice.
         deliveredOnce(emulator, total: total)
         let statistics = emulator.serverStatistics
         // Every 150 HTTP/2 requests on a connection ended it, and some streams were left unprocessed.

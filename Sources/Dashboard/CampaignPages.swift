@@ -75,7 +75,7 @@ enum CampaignPages {
             }
         }
         var figures = "\(c.pending) pending · \(c.running) running · \(c.completed) completed · \(c.dead) dead · \(c.discarded) discarded · \(c.cancelled) cancelled"
-        figures += " · \(c.sentLastMinute) sent in the last minute"
+        figures += " · \(c.sentLastMinute) sent \(c.sentWindowPhrase)"
         if let eta = c.eta, let seconds = c.etaSeconds { figures += " · ETA \(eta) (in \(HTML.formatAge(seconds)))" }
         var settings: [String] = []
         if let rate = c.maxPerSecond { settings.append("at most \(CampaignProgress.number(rate))/s") }

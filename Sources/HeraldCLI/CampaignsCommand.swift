@@ -149,7 +149,7 @@ enum CampaignsCommand {
             "\(bar) \(String(format: "%5.1f%%", c.fractionDone * 100))  \(c.done) of \(c.total) done",
             "pending \(c.pending)  running \(c.running)  completed \(c.completed)  dead \(c.dead)  discarded \(c.discarded)  cancelled \(c.cancelled)",
         ]
-        var rate = "rate: \(c.sentLastMinute) sent in the last minute (\(formatRate(Double(c.sentLastMinute) / 60))/s)"
+        var rate = "rate: \(c.sentLastMinute) sent \(c.sentWindowPhrase) (\(formatRate(c.ratePerSecond))/s)"
         if let eta = c.eta, let seconds = c.etaSeconds {
             rate += "  ETA \(eta) (in \(formatWait(seconds)))"
         } else if !c.isOver && c.pending + c.running > 0 {

@@ -73,7 +73,7 @@ enum StatsCommand {
         let minute = throughput.minutes.last ?? Throughput.Minute(start: 0)
         lines += ["",
                   "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.cancelled) cancelled, \(minute.dead) dead",
-                  "last hour:   \(hour.completed / 60)/min completed on average; \(hour.completed) completed, \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
+                  "last hour:   \(hour.completed) completed (\(perMinute(hour.completed))/min on average), \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
         let rates = try ProjectRate.all(connection)
         lines += registryLines(try ProjectOverview.read(connection, rates: rates))
         lines += projectLines(rates)
@@ -124,7 +124,7 @@ enum StatsCommand {
     static func projectLines(_ projects: [ProjectRate]) -> [String] {
         guard !projects.isEmpty else { return [] }
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
-        var rows = [["FCM PROJECT", "RATE NOW", "LOWERED TO", "LOWERED", "REGAINS", "PAUSED"]]
+        var rows = [["FCM PROJECT", "RATE NOW", "LAST LOWERED TO", "LAST LOWERED", "REGAINS UP TO", "PAUSED"]]
         for p in projects {
             rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
                          rate(p.regain), p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
@@ -134,6 +134,17 @@ enum StatsCommand {
             if let reason = p.reason { lines.append("\(p.projectID) paused: \(reason)") }
         }
         return lines
+    }
+
+    /// An hour's count as a rate a minute that does not round a few jobs to zero: "0.07", "3.5", "120".
+    static func perMinute(_ countInAnHour: Int) -> String {
+        let rate = Double(countInAnHour) / 60
+        switch rate {
+        case 0: return "0"
+        case ..<1: return String(format: "%.2f", rate)
+        case ..<10: return String(format: "%.1f", rate)
+        default: return String(Int(rate.rounded()))
+        }
     }
 
     static func formatAge(_ seconds: Double) -> String {

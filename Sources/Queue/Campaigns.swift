@@ -30,6 +30,16 @@ public struct CampaignProgress: Sendable, Equatable {
     public var maxErrors: Int
     /// Why it is paused: by hand, or by itself after max_errors dead letters.
     public var pausedReason: String?
+    /// The seconds `sentLastMinute` counts over: 60, or the time since the campaign's first
+    /// claim when that is shorter (its rate and ETA are not diluted by a minute it did not run).
+    public var rateWindow: Double = 60
+
+    /// Jobs sent a second over `rateWindow`.
+    public var ratePerSecond: Double { Double(sentLastMinute) / max(1, rateWindow) }
+    /// How `sentLastMinute` reads: "in the last minute", or "in the 42 s since it started".
+    public var sentWindowPhrase: String {
+        rateWindow < 59.5 ? "in the \(Int(rateWindow.rounded())) s since it started" : "in the last minute"
+    }
 
     /// Jobs that will not be sent again: completed, dead, discarded or cancelled.
     public var done: Int { completed + dead + discarded + cancelled }
@@ -62,6 +72,7 @@ public struct CampaignProgress: Sendable, Equatable {
         object["analytics_label"] = analyticsLabel.map { .string($0) } ?? .null
         object["max_errors"] = JSONValue(maxErrors)
         object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
+        object["rate_window_seconds"] = .number(String(format: "%.1f", rateWindow))
         return .object(object)
     }
 
@@ -95,7 +106,7 @@ public enum Campaigns {
                 cancelled: result.int(row, 9) ?? 0, sentLastMinute: result.int(row, 10) ?? 0, createdAt: result[row, 11] ?? "",
                 startedAt: result[row, 12], finishedAt: result[row, 13], eta: result[row, 14], etaSeconds: result.double(row, 15),
                 maxPerSecond: result.double(row, 16), analyticsLabel: result[row, 17], maxErrors: result.int(row, 18) ?? 0,
-                pausedReason: result[row, 19])
+                pausedReason: result[row, 19], rateWindow: result.double(row, 20) ?? 60)
         }
     }
 

@@ -42,8 +42,9 @@ public struct WorkedProject: Sendable, Equatable {
     /// never the key): the project is paused with the reason `credentials: why`, unless an
     /// operator paused it.
     public static func credentialsRefused(_ connection: PGConnection, name: String, why: String) throws {
-        // The reason once: a problem that already names the credentials is not prefixed again.
-        let reason = why.hasPrefix("credentials") ? why : "credentials: " + why
+        // `credentials: ` marks the pause as the key's (project_credentials_restored.sql lifts only
+        // those); a problem that starts by naming the credentials does not say the word twice.
+        let reason = "credentials: " + (why.hasPrefix("credentials ") ? String(why.dropFirst("credentials ".count)) : why)
         try connection.query(SQL.projectCredentialsRefused, [.text(name), .text(String(reason.prefix(500)))])
     }
 

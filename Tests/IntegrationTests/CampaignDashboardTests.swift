@@ -102,7 +102,7 @@ import TestSupport
         #expect(page.status == 200 && page.body.contains("id=\"campaign-\(id)\""), "\(page.body)")
         #expect(page.body.contains("autumn &lt;sale&gt;") && !page.body.contains("autumn <sale>"), "names are escaped")
         #expect(page.body.contains("style=\"width:50.000%;background:#3b6fd8\""), "half the bar is completed: \(page.body)")
-        #expect(page.body.contains("50.0 %") && page.body.contains("5 of 10 done") && page.body.contains("5 sent in the last minute"))
+        #expect(page.body.contains("50.0 %") && page.body.contains("5 of 10 done") && page.body.contains("5 sent in the ") && page.body.contains(" s since it started"))
         #expect(page.body.contains("action=\"/campaigns/\(id)/pause\"") && page.body.contains("action=\"/campaigns/\(id)/cancel\""))
         #expect(!page.body.contains("action=\"/campaigns/\(id)/resume\""), "a running campaign has nothing to resume")
 

@@ -23,6 +23,8 @@ import TestSupport
                                                    "enqueue_multicast", "retry_dead_letter", "requeue_dead_letters",
                                                    "create_campaign", "enqueue_group_op",
                                                    "_check_topic_call", "_mv_suggest",
+                                                   // Its rate over the time since the campaign started when that is under a minute.
+                                                   "campaign_progress",
                                                    // Inlined into the claim, so without a SET clause: their operators
                                                    // name their schema instead (docs/roles.md).
                                                    "_burst", "_refill", "_wait", "_claim_wait"]

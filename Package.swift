@@ -42,7 +42,7 @@ let package = Package(
                                               "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient"]),
+        .target(name: "Benchmark", dependencies: ["Queue", "Worker", "Postgres", "Metrics", "HTTPClient"]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",

@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Queue
+import Worker
 import Synchronization
 
 /// Jobs for benchmarks: valid v1 messages to tokens `bench-<g>`, added with one

@@ -17,7 +17,8 @@ final class StoreLoop: @unchecked Sendable {
     let log: Logger
     /// The pool's counters (herald_messages_total) and this worker's readiness.
     let metrics: WorkerMetrics
-    let maintenance: Maintenance
+    /// The leader's upkeep (Maintenance/): it runs only while this process holds the lease.
+    let maintenance: MaintenanceLeader
     /// The lease ends the sender checks before it sends a job.
     let leaseBook: LeaseBook
     private(set) var machine: StoreMachine
@@ -50,7 +51,8 @@ final class StoreLoop: @unchecked Sendable {
             concurrency: configuration.concurrency, batch: configuration.effectiveClaimBatch,
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
             shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain)
-        maintenance = Maintenance(grace: configuration.leaseSeconds, upkeepInterval: settings.upkeepInterval)
+        maintenance = MaintenanceLeader(lease: LeaderLease(role: .maintenance, workerID: store.workerID), grace: configuration.leaseSeconds,
+                                        tasks: MaintenanceLeader.duties(retention: configuration.retentionSeconds, interval: settings.upkeepInterval))
         machine = StoreMachine(settings: settings, now: Self.clock())
     }
 
@@ -66,7 +68,7 @@ final class StoreLoop: @unchecked Sendable {
             if stop.isSet { machine.stopRequested(now: now) }
             let action = machine.next(now: now)
             if case .exit(let status) = action {
-                if connection.isHealthy { maintenance.resign(store) }
+                if connection.isHealthy { maintenance.resign(on: connection) }
                 if status != 0 {
                     log.error("PostgreSQL is still unavailable; exiting with \(machine.pending.count) outcomes unrecorded (their jobs come back when their lease runs out)")
                 }
@@ -140,9 +142,7 @@ final class StoreLoop: @unchecked Sendable {
                 machine.leasesExtended(ids, now: now)
             case .maintain:
                 do {
-                    let report = try maintenance.run(store, now: now)
-                    if report.rescued > 0 { log.info("took back \(report.rescued) jobs whose lease ran out (their worker stopped)") }
-                    if report.purged > 0 { log.debug("purged \(report.purged) finished jobs past retention") }
+                    for done in try maintenance.run(on: connection, now: now) { log.log(done.result) }
                 } catch {
                     if !connection.isHealthy { throw error }
                     log.warning("maintenance failed: \(error)")

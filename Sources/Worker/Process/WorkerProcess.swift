@@ -99,12 +99,10 @@ public final class WorkerProcess: @unchecked Sendable {
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
             switch event {
-            case .vacuumed(let dead, let live, let seconds):
-                log.debug("vacuumed herald.jobs (\(dead) dead row versions, \(live) live) in \(String(format: "%.2f", seconds)) s")
+            case .ran(let result):
+                log.log(result)
             case .failed(let error):
                 log.warning("checking whether herald.jobs needs a VACUUM failed (autovacuum still runs; trying again): \(error)")
-            case .notAllowed:
-                log.info("this role does not own herald.jobs, so workers leave its VACUUM to autovacuum; claims slow down while dead rows pile up between its runs (see docs/operations.md, Vacuum of herald.jobs)")
             }
         }
         // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).

@@ -2,6 +2,7 @@ import Foundation
 import JSON
 import Postgres
 import Queue
+@testable import Worker
 import Testing
 import TestSupport
 
@@ -68,7 +69,7 @@ import TestSupport
         #expect(now.eta != nil, "a running campaign with a rate has an ETA")
 
         // Retention deletes finished jobs: the counts stay.
-        #expect(try deleting.deleteFinished() == 5 + 2, "the five completed and the two pruned that were kept")
+        #expect(try Retention(retention: 0).runOnce(MaintenanceRun(connection: c))["purged"] == 5 + 2, "the five completed and the two pruned that were kept")
         now = try Self.progress(c, id)
         #expect(now.counts == expected, "\(now.counts)")
 

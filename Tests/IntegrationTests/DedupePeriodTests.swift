@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Postgres
 import Queue
+@testable import Worker
 import TestSupport
 
 /// Idempotency by period: herald.enqueue(..., dedupe_key, dedupe_for) against a real PostgreSQL.
@@ -66,8 +67,7 @@ import TestSupport
             // The leader deletes keys past their period, and only those.
             _ = try c.query(Self.enqueue, [.text("other"), .text("1 hour")])
             try age(c, "welcome-7", hours: 24 * 31)
-            let store = JobStore(connection: c)
-            #expect(try store.deleteExpiredDedupeKeys() == 1)
+            #expect(try AudienceRetention().runOnce(MaintenanceRun(connection: c))["dedupe_keys_deleted"] == 1)
             #expect(try c.query("SELECT key FROM herald.dedupe_keys")[0, 0] == "other")
             #expect(try c.query(Self.enqueue, [.text("welcome-7"), .text("30 days")]).int(0, 0) != first)
         }

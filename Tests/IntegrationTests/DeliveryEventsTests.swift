@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Postgres
 import Queue
+@testable import Worker
 import TestSupport
 
 /// Delivery events: herald.events written with the change, read with herald.events_since.
@@ -118,8 +119,7 @@ import TestSupport
         defer { database.drop() }
         let c = try database.connect()
         try c.query("INSERT INTO herald.events (kind, token, at) VALUES ('pruned', 'old', now() - interval '8 days'), ('pruned', 'recent', now() - interval '6 days')")
-        let store = JobStore(connection: c)
-        #expect(try store.deleteOldEvents(olderThan: 7 * 86_400) == 1)
+        #expect(try AudienceRetention().runOnce(MaintenanceRun(connection: c))["events_deleted"] == 1)
         #expect(try Self.events(c).map(\.token) == ["recent"])
     }
 

@@ -3,6 +3,7 @@ import Testing
 import Postgres
 import TestSupport
 import Queue
+@testable import Worker
 
 /// Frequency caps and quiet hours per queue, enforced in the claim (herald.claim_batch at a time
 /// the test gives: p_now).
@@ -126,8 +127,7 @@ import Queue
                 ('uncapped', 'any-device', ARRAY['2026-06-01 11:00:00+00']::timestamptz[], 1)
             """)
         let noon = try #require(try c.query("SELECT extract(epoch FROM timestamptz '2026-06-01 12:00:00+00')::float8").double(0, 0))
-        let store = JobStore(connection: c)
-        #expect(try store.deleteSpentTokenSends(now: noon) == 2, "the idle device's row and the row of a queue without a cap")
+        #expect(try TokenSendsSweep(slice: 10_000).sweep(c, now: noon) == 2, "the idle device's row and the row of a queue without a cap")
         let left = try c.query("SELECT queue || '/' || token, cardinality(sent_at) FROM herald.token_sends")
         #expect(left.rowCount == 1 && left[0, 0] == "marketing/recent-device" && left.int(0, 1) == 2,
                 "a row with sends inside the period is kept")
@@ -136,7 +136,7 @@ import Queue
             try enqueue(c, token, at: "2026-06-01 11:30:00+00")
         }
         #expect(try claim(c, at: "2026-06-01 12:00:00+00").sorted() == ["idle-device", "idle-device"])
-        #expect(try store.deleteSpentTokenSends(now: noon) == 0)
+        #expect(try TokenSendsSweep(slice: 10_000).sweep(c, now: noon) == 0)
     }
 
     /// A benchmark figure: the claim's cost with a cap and quiet hours on, against the same claim

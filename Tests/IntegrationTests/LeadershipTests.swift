@@ -1,6 +1,7 @@
 import Foundation
 import Postgres
 import Queue
+@testable import Worker
 import Testing
 import TestSupport
 
@@ -62,20 +63,19 @@ import TestSupport
         // The holder's session still listed (a stalled or partitioned process): the lease rule.
         let database = try TestDatabase.fresh()
         defer { database.drop() }
-        var holder: JobStore? = JobStore(connection: try database.connect(), workerID: "host:1:a")
+        var holder: PGConnection? = try database.connect()
         let candidate = try database.connect()
-        let candidateStore = JobStore(connection: candidate, workerID: "host:2:b")
-        #expect(try holder?.takeLeadership(.maintenance, seconds: 30) == true)
-        #expect(try !candidateStore.takeLeadership(.maintenance, seconds: 30), "the holder's session is alive and its lease runs")
+        let candidateLease = LeaderLease(role: .maintenance, workerID: "host:2:b")
+        #expect(try holder.map { try LeaderLease(role: .maintenance, workerID: "host:1:a").take(on: $0, seconds: 30) } == true)
+        #expect(try !candidateLease.take(on: candidate, seconds: 30), "the holder's session is alive and its lease runs")
         // Its session ends (the process died): the role is free at once.
         holder = nil
-        #expect(waitUntil(timeout: 10) { (try? candidateStore.takeLeadership(.maintenance, seconds: 30)) == true })
+        #expect(waitUntil(timeout: 10) { (try? candidateLease.take(on: candidate, seconds: 30)) == true })
         let row = try candidate.query("SELECT leader_id, backend_pid = pg_backend_pid() FROM herald.leaders WHERE name = 'maintenance'")
         #expect(row[0, 0] == "host:2:b")
         #expect(row[0, 1] == "t", "the new holder's session is recorded")
         // A row of an earlier release (no session recorded) keeps the lease rule.
         try candidate.query("UPDATE herald.leaders SET backend_pid = NULL, backend_start = NULL")
-        let third = JobStore(connection: try database.connect(), workerID: "host:3:c")
-        #expect(try !third.takeLeadership(.maintenance, seconds: 30))
+        #expect(try !LeaderLease(role: .maintenance, workerID: "host:3:c").take(on: try database.connect(), seconds: 30))
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Postgres
 import Queue
+@testable import Worker
 import TestSupport
 
 /// The schema, the SQL API and the JobStore against a real PostgreSQL.
@@ -195,7 +196,7 @@ import TestSupport
             let dying = JobStore(connection: c, workerID: "dying")
             #expect(try dying.claim(queues: [], limit: 1, leaseSeconds: 0.2).map(\.id) == [id])
             #expect(waitUntil(timeout: 10) { (try? c.query("SELECT locked_until < now() FROM herald.jobs").bool(0, 0)) == true })
-            #expect(try dying.rescueExpiredLeases() == 1)
+            #expect(try LeaseRescue().runOnce(MaintenanceRun(connection: c))["rescued"] == 1)
             let healthy = JobStore(connection: c, workerID: "healthy")
             let again = try healthy.claim(queues: [], limit: 1, leaseSeconds: 60)
             #expect(again.map(\.id) == [id] && again.first?.attempt == 2)
@@ -211,7 +212,7 @@ import TestSupport
             let id = try enqueue(c)
             let store = JobStore(connection: c, workerID: "same-worker")
             let first = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 0.2).first)
-            #expect(waitUntil(timeout: 10) { (try? store.rescueExpiredLeases()) == 1 })
+            #expect(waitUntil(timeout: 10) { (try? LeaseRescue().runOnce(MaintenanceRun(connection: c))["rescued"]) == 1 })
             let second = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(second.attempt == first.attempt + 1)
             // The first claim's late answer does not settle the second claim.
@@ -300,9 +301,10 @@ import TestSupport
             let kept = JobStore(connection: c, retention: 3600)
             _ = try kept.claim(queues: [], limit: 1, leaseSeconds: 60)
             try kept.record([JobOutcome(id: b, attempt: 1, .completed(messageName: nil))])
-            #expect(try kept.deleteFinished() == 0)
+            let retention = Retention(retention: 3600)
+            #expect(try retention.runOnce(MaintenanceRun(connection: c))["purged"] == 0)
             try c.query("UPDATE herald.jobs SET finished_at = now() - interval '2 hours' WHERE id = $1", [.int(b)])
-            #expect(try kept.deleteFinished() == 1)
+            #expect(try retention.runOnce(MaintenanceRun(connection: c))["purged"] == 1)
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import Postgres
 import Queue
+@testable import Worker
 import TestSupport
 
 /// The token registry that ages: herald.touch_token, herald.age_tokens (a clock the test
@@ -34,7 +35,7 @@ import TestSupport
         // phone-1 idle for 31 days (stale), phone-2 for 271 (pruned as idle), phone-3 unregistered.
         try c.query("UPDATE herald.device_tokens SET last_seen_at = now() - interval '31 days' WHERE token = 'phone-1'")
         try c.query("UPDATE herald.device_tokens SET last_seen_at = now() - interval '271 days' WHERE token = 'phone-2'")
-        _ = try JobStore(connection: c).ageTokens(now: now)
+        _ = try TokenAging(batch: 10_000).age(c, now: now)
         try c.query("SELECT herald.prune_token('phone-3', 'UNREGISTERED: the app was removed', NULL)")
         let page = try stack.get("/")
         #expect(page.status == 200)
@@ -52,18 +53,18 @@ import TestSupport
         let database = try TestDatabase.fresh()
         defer { database.drop() }
         let c = try database.connect()
-        let store = JobStore(connection: c)
+        let aging = TokenAging(batch: 10_000)
         for token in ["seen-today", "idle-long", "idle-longest"] {
             try c.query("SELECT herald.touch_token($1, platform => 'android', user_ref => 'u1', time_zone => 'Europe/Istanbul')", [.text(token)])
         }
         let now = Date().timeIntervalSince1970
         let day = 86_400.0
         // The test's clock: 31 days on, nothing was reported since.
-        var aged = try store.ageTokens(now: now + 31 * day)
+        var aged = try aging.age(c, now: now + 31 * day)
         #expect(aged.markedStale == 3 && aged.pruned == 0)
         #expect(try state(c, "idle-long") == "stale")
         // Idempotent: a second pass changes nothing.
-        aged = try store.ageTokens(now: now + 31 * day)
+        aged = try aging.age(c, now: now + 31 * day)
         #expect(aged.markedStale == 0 && aged.pruned == 0)
         // One app reports its token again: fresh again.
         try c.query("SELECT herald.touch_token('seen-today')")
@@ -71,7 +72,7 @@ import TestSupport
         // 271 days on, the app having reported 265 days on: the idle ones are pruned, with the
         // reason; the one seen 6 days before is neither stale nor pruned.
         try c.query("UPDATE herald.device_tokens SET last_seen_at = last_seen_at + interval '265 days' WHERE token = 'seen-today'")
-        aged = try store.ageTokens(now: now + 271 * day)
+        aged = try aging.age(c, now: now + 271 * day)
         #expect(aged.pruned == 2 && aged.markedStale == 0)
         #expect(try state(c, "idle-long") == "pruned")
         #expect(try state(c, "idle-longest") == "pruned")
@@ -84,7 +85,7 @@ import TestSupport
         #expect(try state(c, "idle-long") == "fresh")
         // The limits are settings.
         try c.query("SELECT herald.set_token_aging(stale_after => '7 days', prune_after => '60 days')")
-        aged = try store.ageTokens(now: now + 8 * day)
+        aged = try aging.age(c, now: now + 8 * day)
         #expect(aged.markedStale == 1, "idle-long, reported at the real now, is 8 days idle")
     }
 

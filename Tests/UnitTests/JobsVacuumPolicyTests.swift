@@ -1,5 +1,5 @@
 import Testing
-import Queue
+@testable import Worker
 
 /// When the worker VACUUMs herald.jobs between autovacuum runs.
 @Suite struct JobsVacuumPolicyTests {

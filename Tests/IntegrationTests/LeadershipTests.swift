@@ -2,6 +2,7 @@ import Foundation
 import Postgres
 import Queue
 @testable import Worker
+@testable import Worker
 import Testing
 import TestSupport
 
@@ -77,5 +78,45 @@ import TestSupport
         // A row of an earlier release (no session recorded) keeps the lease rule.
         try candidate.query("UPDATE herald.leaders SET backend_pid = NULL, backend_start = NULL")
         #expect(try !LeaderLease(role: .maintenance, workerID: "host:3:c").take(on: try database.connect(), seconds: 30))
+    }
+
+    /// A duty that does nothing: the leader's answer says which ran, in what order.
+    final class Duty: MaintenanceTask {
+        let name: String
+        let interval: Double
+        let waitsForGrace: Bool
+        init(_ name: String, interval: Double, waitsForGrace: Bool) {
+            self.name = name
+            self.interval = interval
+            self.waitsForGrace = waitsForGrace
+        }
+        func runOnce(_ run: MaintenanceRun) throws(PostgresError) -> MaintenanceResult {
+            MaintenanceResult(counts: ["runs": 1])
+        }
+    }
+
+    @Test func theLeaderRunsItsListInOrderEachAtItsIntervalTheGracedOnesAfterOneLease() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        var now = 1_000.0
+        let tasks = [Duty("rescue", interval: 0, waitsForGrace: true), Duty("upkeep", interval: 5, waitsForGrace: false)]
+        let leader = MaintenanceLeader(lease: LeaderLease(role: .maintenance, workerID: "host:1:a"), grace: 10, tasks: tasks,
+                                       clock: { now })
+        func pass() throws -> [String] { try leader.run(on: c, now: now).map(\.task) }
+        #expect(try pass() == ["upkeep"], "a new leader waits its grace before what takes jobs back")
+        now += 2
+        #expect(try pass() == [], "the upkeep's interval has not passed")
+        now += 8
+        #expect(try pass() == ["rescue", "upkeep"], "after one lease: the list in its order")
+        now += 1
+        #expect(try pass() == ["rescue"])
+        // Another process's leader runs nothing while the lease is held.
+        let other = MaintenanceLeader(lease: LeaderLease(role: .maintenance, workerID: "host:2:b"), grace: 0,
+                                      tasks: [Duty("rescue", interval: 0, waitsForGrace: false)], clock: { now })
+        #expect(try other.run(on: try database.connect(), now: now).isEmpty)
+        // A clean stop hands the lease over at once.
+        leader.resign(on: c)
+        #expect(try other.run(on: try database.connect(), now: now).map(\.task) == ["rescue"])
     }
 }

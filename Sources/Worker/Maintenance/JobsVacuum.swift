@@ -30,7 +30,6 @@ public final class JobsVacuum: Service, @unchecked Sendable {
     /// The vacuum lease's length: longer than most passes, so another process rarely starts a
     /// VACUUM that would only wait behind the running one.
     let leaseSeconds: Double
-    let lease: LeaderLease
     let report: @Sendable (Event) -> Void
     private let lock = NSLock()
     private var stopped = false
@@ -42,7 +41,6 @@ public final class JobsVacuum: Service, @unchecked Sendable {
         self.tasks = [Vacuum(policy: policy, interval: interval)]
         self.interval = interval
         self.lockRetryInterval = lockRetryInterval
-        self.lease = LeaderLease(role: .vacuum, workerID: JobStore.defaultWorkerID())
         self.report = report
     }
 
@@ -61,6 +59,10 @@ public final class JobsVacuum: Service, @unchecked Sendable {
 
     public func run() {
         var connection: PGConnection?
+        // Each connection takes the lease under a worker id of its own: a connection lost on a
+        // silent path may still be running a VACUUM on the server, and a new one waits until that
+        // session ends or its lease runs out rather than start a second one behind it.
+        var lease = LeaderLease(role: .vacuum, workerID: JobStore.defaultWorkerID())
         var nextLockAttempt = 0.0
         var renewedAt = 0.0
         var failing = false
@@ -71,6 +73,7 @@ public final class JobsVacuum: Service, @unchecked Sendable {
                     // Only the lease holder keeps a connection; the others look again later, so
                     // the pools hold one connection for this, not one per process.
                     let candidate = try PGConnection(url: databaseURL)
+                    lease = LeaderLease(role: .vacuum, workerID: JobStore.defaultWorkerID())
                     if try lease.take(on: candidate, seconds: leaseSeconds) {
                         connection = candidate
                         renewedAt = now

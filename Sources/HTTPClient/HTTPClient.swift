@@ -145,6 +145,19 @@ public struct HTTPClientConfiguration: Sendable {
     /// PEM file of the certificate authorities to trust (`CURLOPT_CAINFO`); nil: the system's.
     /// Certificates and host names are always verified. Default nil.
     public var caFile: String? = nil
+    /// A connection older than this is not used for another request: the next one opens a fresh
+    /// connection, and the old one is closed (`CURLOPT_MAXLIFETIME_CONN`). Google's front ends
+    /// end long-lived connections with a GOAWAY anyway; a connection replaced first, at a moment
+    /// of the client's choosing, lands on whichever front end is least loaded then, instead of
+    /// holding one for hours. libcurl 7.88 checks the age only of a connection no request is
+    /// using, so a connection busy without pause stays until the server ends it. 0: no limit.
+    /// Default `defaultMaxConnectionAgeSeconds` (10 minutes).
+    public var maxConnectionAgeSeconds: Int = HTTPClientConfiguration.defaultMaxConnectionAgeSeconds
+
+    /// Ten minutes: long enough that opening a connection (TCP and TLS handshakes) is a rounding
+    /// error next to the requests it carries, short enough that load moves between front ends
+    /// within minutes of one being added.
+    public static let defaultMaxConnectionAgeSeconds = 600
 
     public init() {}
 
@@ -549,6 +562,7 @@ public final class HTTPClient: @unchecked Sendable {
             set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
             set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
             set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
+            set(CURLOPT_MAXLIFETIME_CONN, max(0, configuration.maxConnectionAgeSeconds), "CURLOPT_MAXLIFETIME_CONN")
             set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
             set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
             if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }

@@ -65,7 +65,7 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
                                    "HTTPServer", "FCM", "JSON", "Crypto", "Metrics", "Benchmark"]),

@@ -169,14 +169,21 @@ public struct TransportFailure: Sendable, Equatable {
 extension TransportFailure {
     /// The failure of a request the HTTP client could not complete.
     public init(_ error: HTTPClientError) {
-        let kind: Kind
-        switch error.kind {
-        case .timeout: kind = .timeout
-        case .connection: kind = .connection
-        case .tls: kind = .tls
-        case .unprocessed: kind = .unprocessed
-        case .other: kind = .other
+        self.init(Kind(error.kind), detail: error.message)
+    }
+}
+
+extension TransportFailure.Kind {
+    /// The kind of an HTTP client's failure. A request that never left the client's queue is a
+    /// timeout here (what it is to whoever waited for it); the worker's sender tells it apart by
+    /// the client's own kind.
+    public init(_ kind: HTTPClientError.Kind) {
+        switch kind {
+        case .timeout, .notSent: self = .timeout
+        case .connection: self = .connection
+        case .tls: self = .tls
+        case .unprocessed: self = .unprocessed
+        case .other: self = .other
         }
-        self.init(kind, detail: error.message)
     }
 }

@@ -125,29 +125,15 @@ enum DashboardCommand {
         configuration.threads = threads
         configuration.log = { log.info($0) }
         // Stop on SIGTERM or SIGINT: blocked here, before the event-loop threads start (they inherit
-        // the mask), and waited for by a thread of their own, which starts the group's shutdown;
-        // then the listener closes.
-        var signals = sigset_t()
-        sigemptyset(&signals)
-        sigaddset(&signals, SIGTERM)
-        sigaddset(&signals, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &signals, nil)
+        // the mask); the group waits for them and starts its shutdown; then the listener closes.
+        ShutdownSignals.termination.block()
         let dashboard = Dashboard(configuration: configuration)
         do { try dashboard.start() } catch let error as DashboardStartError {
             throw UsageError("herald dashboard: \(error)")
         }
         log.info("serving \(dashboard.baseURL) (\(token == nil ? "read-only: no HERALD_DASHBOARD_TOKEN" : "token required; actions enabled"))")
-        let group = ServiceGroup([.init(dashboard)], maximumShutdownDuration: 10, log: { log.debug($0) })
-        let waitSet = signals
-        let signalThread = Thread {
-            var set = waitSet
-            var received: Int32 = 0
-            sigwait(&set, &received)
-            log.info("stopping (signal \(received))")
-            group.beginShutdown()
-        }
-        signalThread.name = "herald-signals"
-        signalThread.start()
+        let group = ServiceGroup([.init(dashboard)], maximumShutdownDuration: 10, gracefulShutdownSignals: .termination,
+                                 signalReceived: { log.info("stopping (\($0))") }, log: { log.debug($0) })
         let outcome = group.run()
         if let failure = outcome.failure { throw failure }
         return 0

@@ -11,6 +11,11 @@ import Foundation
 /// the services still running (threads cannot be cancelled; the caller decides, usually by
 /// exiting the process).
 ///
+/// Given `gracefulShutdownSignals`, the group ends on them: `start()` (and so `run()`) starts
+/// the thread that waits for them, and the first one begins the shutdown (a later one changes
+/// nothing: the shutdown is already bounded). The caller blocks them first thing in `main`
+/// (`ShutdownSignals.block()`), before any thread starts.
+///
 /// `start()` alone starts the services and returns, for a caller whose own thread has work of
 /// its own (the pool's supervisor: the children it spawns belong to the thread that spawned
 /// them); `run()` then waits and stops them.
@@ -54,8 +59,11 @@ public final class ServiceGroup: @unchecked Sendable {
 
     public let members: [Member]
     public let maximumShutdownDuration: Double
+    /// The signals that end the group gracefully; nil: none (the caller handles signals).
+    public let gracefulShutdownSignals: ShutdownSignals?
     /// Hears one line when the shutdown starts and one per service that does not stop in time.
     let log: @Sendable (String) -> Void
+    let signalReceived: @Sendable (String) -> Void
 
     private let condition = NSCondition()
     private var shutdownRequested = false
@@ -64,9 +72,15 @@ public final class ServiceGroup: @unchecked Sendable {
     private var failure: Failure?
     private var started = false
 
-    public init(_ members: [Member], maximumShutdownDuration: Double, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    /// `signalReceived` hears the name of each graceful shutdown signal as it arrives (for the
+    /// caller's log at its own level).
+    public init(_ members: [Member], maximumShutdownDuration: Double, gracefulShutdownSignals: ShutdownSignals? = nil,
+                signalReceived: @escaping @Sendable (String) -> Void = { _ in },
+                log: @escaping @Sendable (String) -> Void = { _ in }) {
         self.members = members
         self.maximumShutdownDuration = maximumShutdownDuration
+        self.gracefulShutdownSignals = gracefulShutdownSignals
+        self.signalReceived = signalReceived
         self.log = log
         returned = Array(repeating: false, count: members.count)
     }
@@ -90,6 +104,10 @@ public final class ServiceGroup: @unchecked Sendable {
         started = true
         condition.unlock()
         guard first else { return }
+        gracefulShutdownSignals?.handle { [self] signal in
+            signalReceived(ShutdownSignals.name(signal))
+            beginShutdown(reason: "received \(ShutdownSignals.name(signal))")
+        }
         for index in members.indices {
             let member = members[index]
             let thread = Thread { [self] in
@@ -129,10 +147,14 @@ public final class ServiceGroup: @unchecked Sendable {
     /// Asks the group to stop its services (gracefully, in reverse order, bounded). Returns at
     /// once; safe from any thread, more than once, and before `run()`.
     public func beginShutdown() {
+        beginShutdown(reason: "shutdown requested")
+    }
+
+    private func beginShutdown(reason: String) {
         condition.lock()
         if !shutdownRequested {
             shutdownRequested = true
-            shutdownReason = "shutdown requested"
+            shutdownReason = reason
         }
         condition.broadcast()
         condition.unlock()

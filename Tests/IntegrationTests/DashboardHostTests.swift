@@ -50,7 +50,8 @@ import TestSupport
 
         func close() {
             process.signal(SIGTERM)
-            process.wait(timeout: 30)
+            // SIGTERM ends the dashboard's service group gracefully: the listener closes, status 0.
+            #expect(process.wait(timeout: 30) == 0, "herald dashboard did not stop cleanly on SIGTERM: \(process.output)")
             fixture.close()
         }
 

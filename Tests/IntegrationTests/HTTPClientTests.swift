@@ -181,6 +181,35 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         #expect(error.kind == .tls, "\(error)")
     }
 
+    @Test func aConnectionOlderThanItsLifetimeIsReplaced() throws {
+        let files = try makeCertificate()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let emulator = try startEmulator { $0.tls = .init(certificateFile: files.certificate, privateKeyFile: files.key) }
+        defer { emulator.stop() }
+        let url = emulator.baseURL + "/emulator/health"
+
+        /// Connections the emulator accepted for two requests `apart` seconds apart.
+        func connections(maxAge: Int, apart: Double) throws -> Int {
+            var configuration = HTTPClientConfiguration()
+            configuration.caFile = files.certificate
+            configuration.maxConnectionAgeSeconds = maxAge
+            let client = try HTTPClient(configuration: configuration)
+            let before = emulator.serverStatistics.connectionsAccepted
+            for tag in 1...2 {
+                // The wait is what is tested: the connection grows older than its lifetime.
+                if tag == 2 { Thread.sleep(forTimeInterval: apart) }
+                client.submit(HTTPRequest(method: "GET", url: url), tag: UInt64(tag))
+                let answers = collect(client, count: 1, within: 20)
+                try #require(answers.count == 1)
+                #expect(try answers[0].result.get().status == 200)
+            }
+            return emulator.serverStatistics.connectionsAccepted - before
+        }
+        // The default keeps the connection for the second request; a 1 s lifetime does not.
+        #expect(try connections(maxAge: HTTPClientConfiguration.defaultMaxConnectionAgeSeconds, apart: 2) == 1)
+        #expect(try connections(maxAge: 1, apart: 2) == 2)
+    }
+
     @Test func performPostsAndReadsHeaders() throws {
         let emulator = try startEmulator()
         defer { emulator.stop() }

@@ -1,5 +1,6 @@
 import FCM
 import Foundation
+import HTTPClient
 @testable import Queue
 import Testing
 @testable import Worker
@@ -81,9 +82,9 @@ import Testing
     }
 
     static func answer(_ job: (ClaimedJob, Preparation), _ classification: SendClassification, at sentAt: Double,
-                       stated: ProjectQuotaStatement? = nil, outage: String? = nil) -> SenderMachine.Answer {
+                       stated: ProjectQuotaStatement? = nil, failure: HTTPClientError.Kind? = nil) -> SenderMachine.Answer {
         SenderMachine.Answer(job: job.0, preparation: job.1, reauthenticated: false, sentAt: sentAt, classification: classification,
-                             httpAnswer: outage == nil, outage: outage, stated: stated)
+                             failure: failure, stated: stated)
     }
 
     static let productionQuota = SendClassification.retry(code: "QUOTA_EXCEEDED", message: "Quota exceeded", retryAfter: nil, quota: .project)
@@ -166,7 +167,7 @@ import Testing
         var machine = machine()
         let timeout = SendClassification.retry(code: "TIMEOUT", message: "timed out", retryAfter: nil, quota: nil)
         for id in 1...8 {
-            _ = machine.answered(Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0, outage: "TIMEOUT"), now: Self.t0 + Double(id) * 0.1)
+            _ = machine.answered(Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0, failure: .timeout), now: Self.t0 + Double(id) * 0.1)
         }
         #expect(machine.circuit.isOpen)
         #expect(machine.takeEffects().contains { if case .tell(.projectPaused(_, let reason)) = $0 { reason.hasPrefix("FCM_UNREACHABLE") } else { false } })
@@ -249,8 +250,7 @@ extension SenderMachineTests {
         var machine = machine()
         let timeout = SendClassification.retry(code: "TIMEOUT", message: "no HTTP/2 stream", retryAfter: nil, quota: nil)
         for id in 1...28 {
-            var answer = Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0)
-            answer.neverSent = true
+            let answer = Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0, failure: .notSent)
             guard case .outcome(let outcome) = machine.answered(answer, now: Self.t0 + 30), case .released(let delay) = outcome.action else {
                 Issue.record("job \(id) not put back unsent")
                 continue
@@ -259,6 +259,28 @@ extension SenderMachineTests {
         }
         #expect(!machine.circuit.isOpen)
         #expect(machine.admit(Self.job(99, token: "x").0, Self.job(99, token: "x").1, now: Self.t0 + 30) == .send)
+    }
+
+    @Test func aStreamFCMNeverProcessedGoesAgainAtOnceWithoutUsingAnAttempt() {
+        var machine = machine()
+        // What the HTTP client makes of a refused stream, or one above a GOAWAY's last stream.
+        let unprocessed = SendClassification(transport: TransportFailure(HTTPClientError(kind: .unprocessed, message: "REFUSED_STREAM")))
+        // A job on its third attempt: a retry would use it up, a release gives it back unused.
+        let job = (ClaimedJob(id: 1, message: Self.job(1, token: "a").0.message, attempt: 3), Self.job(1, token: "a").1)
+        for sent in 0..<20 {
+            let at = Self.t0 + Double(sent)
+            guard case .outcome(let outcome) = machine.answered(Self.answer(job, unprocessed, at: at, failure: .unprocessed), now: at + 0.01),
+                  case .released(let delay) = outcome.action else {
+                Issue.record("answer \(sent): not put back unsent")
+                return
+            }
+            #expect(outcome.id == 1 && outcome.attempt == 3)
+            #expect(delay == 0, "waited \(delay) s before going again")
+        }
+        // Twenty refusals in a row are no outage: FCM answered each by refusing it.
+        #expect(!machine.circuit.isOpen)
+        #expect(machine.takeEffects().isEmpty)
+        #expect(machine.admit(Self.job(2, token: "b").0, Self.job(2, token: "b").1, now: Self.t0 + 20) == .send)
     }
 }
 

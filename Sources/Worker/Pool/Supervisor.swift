@@ -1,5 +1,6 @@
 import CEpoll
 import Foundation
+import Lifecycle
 import Metrics
 
 /// `herald work --processes N`: starts N worker processes (this same binary, with
@@ -81,20 +82,15 @@ public final class Supervisor {
         self.log = log
     }
 
-    /// Blocks SIGTERM, SIGINT and SIGCHLD in the calling thread and every thread it starts later;
-    /// call before starting any other thread. The supervisor takes them with sigtimedwait.
+    /// Blocks the graceful shutdown signals (SIGTERM, SIGINT) and SIGCHLD in the calling thread
+    /// and every thread it starts later; call before starting any other thread. The supervisor
+    /// takes them with sigtimedwait in its own loop, which also reaps the workers on SIGCHLD.
     public static func blockSignals() {
-        var set = signalSet()
-        pthread_sigmask(SIG_BLOCK, &set, nil)
+        ShutdownSignals.termination.block(adding: [SIGCHLD])
     }
 
     static func signalSet() -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGCHLD)
-        return set
+        ShutdownSignals.termination.set(adding: [SIGCHLD])
     }
 
     /// In a worker process: ask for SIGTERM when the supervisor dies (and stop at once if it
@@ -143,8 +139,8 @@ public final class Supervisor {
             if registryPoll != nil && !stopping && !drain { wait = min(wait, max(0.01, nextPoll - now)) }
             var timeout = timespec(tv_sec: Int(wait), tv_nsec: Int((wait - Double(Int(wait))) * 1e9))
             let signal = sigtimedwait(&set, nil, &timeout)
-            if signal == SIGTERM || signal == SIGINT {
-                if !stopping { log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): stopping \(children.count) worker processes") }
+            if ShutdownSignals.termination.signals.contains(signal) {
+                if !stopping { log.info("received \(ShutdownSignals.name(signal)): stopping \(children.count) worker processes") }
                 stopping = true
                 monitor?.stopping()
                 restartAt.removeAll()

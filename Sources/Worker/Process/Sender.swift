@@ -193,14 +193,10 @@ final class Sender: @unchecked Sendable {
         return sendHeaders.lines
     }
 
-    /// Whether an answer says FCM is failing for everyone, and how (for logs): nil for an HTTP
-    /// answer, else the kind of failure. An HTTP answer, a 5xx included, means FCM is there: a 500
-    /// or 503 for a message is that message's, retried with its own jittered backoff (many at once
-    /// must not turn into one released batch). No HTTP answer at all (refused, reset, timed out)
-    /// is an outage. TLS failures are left out: they are a setting to fix, not an outage.
-    private static func outage(_ result: Result<HTTPResponse, HTTPClientError>) -> String? {
-        guard case .failure(let error) = result, error.kind != .tls, error.kind != .unprocessed else { return nil }
-        return TransportFailure(error).kind.rawValue
+    /// Why a request got no HTTP answer, as the HTTP client classified it (nil: it got one).
+    private static func failure(_ result: Result<HTTPResponse, HTTPClientError>) -> HTTPClientError.Kind? {
+        if case .failure(let error) = result { return error.kind }
+        return nil
     }
 
     /// `device …abcd` or `topic news`, for reasons and logs (a token abbreviated).
@@ -275,28 +271,17 @@ final class Sender: @unchecked Sendable {
         }
         machine.batchAnswered(accepted: accepted, now: now.timeIntervalSince1970)
         for completion in completions {
-            let outage = Self.outage(completion.result)
+            let failure = Self.failure(completion.result)
             let answered = now.timeIntervalSince1970
             if completion.tag == Self.probeTag {
-                machine.probeAnswered(outage: outage, now: answered)
+                machine.probeAnswered(outage: SenderMachine.outage(failure), now: answered)
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
-            if case .failure(let error) = completion.result, error.kind == .unprocessed {
-                // FCM's front end did not process it (a refused stream, or one above its GOAWAY's
-                // last stream): it goes again at once, the attempt not counted.
-                counters.retried += 1
-                metrics.answered(code: "UNPROCESSED", seconds: now.timeIntervalSince1970 - entry.sentAt)
-                outcomes.append(entry.job.outcome(.released()))
-                continue
-            }
             let classification: SendClassification
             var stated: ProjectQuotaStatement? = nil
-            var httpAnswer = false
-            var neverSent = false
             switch completion.result {
             case .success(let response):
-                httpAnswer = true
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(response: response, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
@@ -310,13 +295,12 @@ final class Sender: @unchecked Sendable {
                     }
                 }
             case .failure(let error):
-                neverSent = Self.neverLeftTheQueue(error)
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
-                metrics.answered(code: "TRANSPORT", seconds: answered - entry.sentAt)
+                metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: answered - entry.sentAt)
             }
             let verdict = machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
-                                                                sentAt: entry.sentAt, classification: classification, httpAnswer: httpAnswer,
-                                                                outage: neverSent ? nil : outage, stated: stated, neverSent: neverSent),
+                                                                sentAt: entry.sentAt, classification: classification, failure: failure,
+                                                                stated: stated),
                                            now: answered)
             switch verdict {
             case .reauthenticate:
@@ -340,16 +324,6 @@ final class Sender: @unchecked Sendable {
         }
         applyEffects()
         hand(outcomes)
-    }
-
-    /// A request the HTTP client failed because it waited in the client's own queue of a
-    /// cleartext origin until the request timeout, never handed to curl (`expireQueued`): no
-    /// byte of it reached FCM. Before, such timeouts counted as FCM not answering: requests
-    /// queued together for a stream that never became free timed out together and could open
-    /// the outage circuit while FCM had received nothing (the TIMEOUT the issue observed after
-    /// 28 jobs sat `running` for 30 s matches this path; that run was not reproduced here).
-    static func neverLeftTheQueue(_ error: HTTPClientError) -> Bool {
-        error.kind == .timeout && error.message.hasPrefix("no HTTP/2 stream to ")
     }
 
     /// The project's limit a quota answer states (ErrorInfo), read from its body.

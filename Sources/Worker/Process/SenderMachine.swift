@@ -1,4 +1,5 @@
 import FCM
+import HTTPClient
 import Queue
 
 /// The sender thread's decisions, without I/O, as `StoreMachine` is the store thread's: whether
@@ -52,15 +53,27 @@ struct SenderMachine {
         var reauthenticated: Bool
         var sentAt: Double
         var classification: SendClassification
-        /// FCM gave an HTTP answer (any status); false: none (a transport failure).
-        var httpAnswer: Bool
-        /// No HTTP answer at all (refused, reset, timed out): the kind, for logs; nil otherwise.
-        var outage: String?
+        /// Why no HTTP answer came, as the HTTP client classified it; nil: FCM answered (any
+        /// status).
+        var failure: HTTPClientError.Kind? = nil
         /// A project quota answer's stated limit (nil: none stated).
         var stated: ProjectQuotaStatement? = nil
-        /// The request never left Herald's own queue (no HTTP/2 stream became free before the
-        /// request timeout): nothing reached FCM.
-        var neverSent = false
+
+        /// FCM gave an HTTP answer (any status).
+        var httpAnswer: Bool { failure == nil }
+    }
+
+    /// Whether a request's fate says FCM is failing for everyone, and how (for logs): nil for an
+    /// HTTP answer, else the kind of failure. An HTTP answer, a 5xx included, means FCM is
+    /// there: a 500 or 503 for a message is that message's, retried with its own jittered
+    /// backoff (many at once must not turn into one released batch). No HTTP answer at all
+    /// (refused, reset, timed out) is an outage. Left out: TLS failures (a setting to fix, not an
+    /// outage) and streams FCM's front end did not process (it answered, by refusing them). A
+    /// request that never left the client's queue counts for the probe (no answer came back),
+    /// and `answered` settles a job's before asking.
+    static func outage(_ failure: HTTPClientError.Kind?) -> String? {
+        guard let failure, failure != .tls, failure != .unprocessed else { return nil }
+        return TransportFailure.Kind(failure).rawValue
     }
 
     enum Verdict: Equatable {
@@ -147,19 +160,30 @@ struct SenderMachine {
 
     /// FCM's answer (or its absence) for a job: what becomes of the job.
     mutating func answered(_ answer: Answer, now: Double) -> Verdict {
-        if answer.neverSent {
-            // It says nothing of FCM: no outage is counted and no attempt used; it goes back at
-            // once (spread over a second).
+        if answer.failure == .unprocessed {
+            // FCM's front end did not process it (a refused stream, or one above its GOAWAY's
+            // last stream): it goes again at once, the attempt not counted, and says nothing of
+            // FCM's health or answer times.
+            return .outcome(answer.job.outcome(.released()))
+        }
+        if answer.failure == .notSent {
+            // No byte of it reached FCM (it waited in this process's own queue for a free HTTP/2
+            // stream until the request timeout), so it says nothing of FCM: no outage is counted
+            // and no attempt used; it goes back at once (spread over a second). Before, such
+            // timeouts counted as FCM not answering: requests queued together for a stream that
+            // never became free timed out together and could open the outage circuit while FCM
+            // had received nothing.
             if now - lastNeverSentLog >= settings.oddityLogInterval {
                 lastNeverSentLog = now
                 effects.append(.warning("requests waited in this process's own queue for a free HTTP/2 stream until the request timeout and were never sent: put back unsent; FCM is not taken for failing"))
             }
             return .outcome(answer.job.outcome(.released(delay: draw())))
         }
-        circuitChanged(answer.outage.map { _ in circuit.failed(now: now) } ?? circuit.answered(), detail: answer.outage ?? "answer", now: now)
+        let outage = Self.outage(answer.failure)
+        circuitChanged(outage.map { _ in circuit.failed(now: now) } ?? circuit.answered(), detail: outage ?? "answer", now: now)
         // Only an HTTP answer's time says how quickly FCM answers.
         if answer.httpAnswer { answeredIn(now - answer.sentAt, now: now) }
-        if answer.outage != nil && circuit.isOpen {
+        if outage != nil && circuit.isOpen {
             // FCM is down for everyone: this job goes back unsent, its attempt not counted.
             return .outcome(answer.job.outcome(.released(delay: pause.releaseDelay(now: now, jitter: settings.policy.jitter, random: draw()))))
         }

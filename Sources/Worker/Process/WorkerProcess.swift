@@ -177,14 +177,8 @@ public final class WorkerProcess: @unchecked Sendable {
     /// Blocks SIGTERM and SIGINT in the calling thread and the threads it starts later. Call it
     /// first thing in a worker process: a SIGTERM that arrives during start-up then waits for
     /// `handleTerminationSignals` and stops the worker cleanly instead of killing it.
-    @discardableResult
-    public static func blockTerminationSignals() -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGTERM)
-        sigaddset(&set, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        return set
+    public static func blockTerminationSignals() {
+        ShutdownSignals.termination.block()
     }
 
     /// A graceful stop: no new claims, what is in flight finishes (up to the shutdown timeout),
@@ -195,19 +189,14 @@ public final class WorkerProcess: @unchecked Sendable {
         running.withLock { $0 }?.beginShutdown()
     }
 
-    /// Stops the process on SIGTERM or SIGINT: a thread waits for them (blocked everywhere else).
+    /// Stops the process on SIGTERM or SIGINT (every one received; a repeat changes nothing).
+    /// Handled here rather than by the worker's service group: a signal during start-up, before
+    /// the group exists, must stop the worker too (`stop` is looked at before the group starts).
     public func handleTerminationSignals() {
-        let blocked = Self.blockTerminationSignals()
         let log = self.log
-        let thread = Thread {
-            var signal: Int32 = 0
-            var waitSet = blocked
-            while sigwait(&waitSet, &signal) == 0 {
-                log.info("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): no new claims; finishing what is in flight")
-                self.beginShutdown()
-            }
+        ShutdownSignals.termination.handle { signal in
+            log.info("received \(ShutdownSignals.name(signal)): no new claims; finishing what is in flight")
+            self.beginShutdown()
         }
-        thread.name = "herald-signals"
-        thread.start()
     }
 }

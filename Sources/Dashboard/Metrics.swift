@@ -38,7 +38,7 @@ enum Metrics {
                 lines.append("herald_jobs{queue=\"\(label(queue.name))\",state=\"\(label(state))\"} \(queue.count(state))")
             }
         }
-        lines.append("# HELP herald_oldest_available_age_seconds Seconds the oldest due available job of the queue has waited past its run_at (0 when none is waiting).")
+        lines.append("# HELP herald_oldest_available_age_seconds Seconds the oldest due available job of the queue has waited past its run_at (0 when none is waiting); jobs a paused registry project holds back are left out (herald_project_paused_oldest_age_seconds).")
         lines.append("# TYPE herald_oldest_available_age_seconds gauge")
         for queue in snapshot.queues {
             lines.append("herald_oldest_available_age_seconds{queue=\"\(label(queue.name))\"} \(number(queue.oldestAvailableAge ?? 0))")
@@ -72,6 +72,15 @@ enum Metrics {
         lines += ["# HELP herald_project_paused 1 while the registry project is paused (an operator's pause, or its key refused).",
                   "# TYPE herald_project_paused gauge"]
         for p in projects where p.name != nil { lines.append("herald_project_paused\(labels(p)) \(p.pausedReason == nil ? 0 : 1)") }
+        // What a pause holds back is measured here and not in herald_oldest_available_age_seconds:
+        // the alert on it names the project and why it is paused, not a queue the pools neglect.
+        func held(_ p: ProjectOverview) -> String { labels(p, p.pauseCause.map { "cause=\"\($0)\"" } ?? "") }
+        lines += ["# HELP herald_project_paused_jobs Due jobs the registry project's pause holds back, by cause (credentials, operator, quota, fcm_unreachable; no cause: not paused). herald_oldest_available_age_seconds leaves them out.",
+                  "# TYPE herald_project_paused_jobs gauge"]
+        for p in projects where p.name != nil { lines.append("herald_project_paused_jobs\(held(p)) \(p.pausedJobs)") }
+        lines += ["# HELP herald_project_paused_oldest_age_seconds Seconds the oldest due job the registry project's pause holds back has waited past its run_at (0 when it holds none).",
+                  "# TYPE herald_project_paused_oldest_age_seconds gauge"]
+        for p in projects where p.name != nil { lines.append("herald_project_paused_oldest_age_seconds\(held(p)) \(number(p.pausedOldestAge ?? 0))") }
         return lines.joined(separator: "\n") + "\n"
     }
 

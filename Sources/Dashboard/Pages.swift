@@ -79,6 +79,8 @@ enum Pages {
         for p in projects {
             var state = p.pausedReason.map { "paused: " + HTML.escape($0) } ?? "enabled"
             if let paused = p.rate?.pausedFor { state += " (quota, \(HTML.formatAge(paused)))" }
+            // Left out of their queue's oldest-available age, which measures the pools.
+            if p.pausedJobs > 0 { state += "; holds \(p.pausedJobs) due back, the oldest \(HTML.formatAge(p.pausedOldestAge))" }
             rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? "the pools' key")</td>"
                 + "<td>\(state)</td><td class=\"n\">\(p.available)</td><td class=\"n\">\(p.scheduled)</td><td class=\"n\">\(p.running)</td>"
                 + "<td class=\"n\">\(p.name.map { p.dead > 0 ? "<a href=\"/dead-letters?\(query([("project", $0)]))\">\(p.dead)</a>" : "0" } ?? String(p.dead))</td>"

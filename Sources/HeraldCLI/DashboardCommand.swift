@@ -43,7 +43,9 @@ enum DashboardCommand {
         GET /api/jobs/ID, GET /api/campaigns?limit=, GET /api/campaigns/ID,
         POST /api/campaigns/ID/pause, /resume and /cancel.
         Metrics: GET /metrics (herald_jobs, herald_oldest_available_age_seconds, herald_dead_letters,
-        herald_campaign_jobs, herald_campaign_sent_last_minute, herald_campaign_state).
+        herald_campaign_jobs, herald_campaign_sent_last_minute, herald_campaign_state; with registry
+        projects herald_project_jobs, herald_project_paused and, what a paused project holds back,
+        herald_project_paused_jobs and herald_project_paused_oldest_age_seconds).
         """)
 
     static let minimumTokenLength = 16

@@ -30,17 +30,18 @@ extension SendCommand {
                 throw UsageError("herald send: --legacy \(path): not valid JSON (\(error)); a plain-text body (docs/legacy.md 4.9) needs --form")
             }
         }
+        let log = try RunEnvironment.logger(parsed, prefix: "herald send")
         let translation: LegacyTranslation
         switch result {
         case .failure(let rejection):
-            printError("herald send: --legacy \(path): \(rejection.description); nothing was sent")
+            SendCommand.tell(log, .error, "herald send: --legacy \(path): \(rejection.description); nothing was sent")
             return 1
         case .success(let accepted):
             translation = accepted
         }
-        for note in translation.notes { printError("herald send: note: \(note)") }
+        for note in translation.notes { SendCommand.tell(log, .info, "herald send: note: \(note)") }
 
-        let environment = RunEnvironment(log: try RunEnvironment.logger(parsed, prefix: "herald send"))
+        let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
         let validateOnly = translation.validateOnly || parsed.has("validate-only")

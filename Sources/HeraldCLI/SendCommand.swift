@@ -3,6 +3,7 @@ import FCM
 import Foundation
 import HTTPClient
 import JSON
+import Logging
 import Worker
 
 enum SendCommand {
@@ -104,25 +105,31 @@ enum SendCommand {
         let extraFields = try Self.extraFields(parsed)
         let issues = MessageValidator.validate(message, extraFields: extraFields)
         if !issues.isEmpty {
-            printError("herald send: the message is invalid; nothing was sent:")
-            for issue in issues { printError("  \(issue.description)") }
+            tell(log, .error, "herald send: the message is invalid; nothing was sent:\n" + issues.map { "  \($0.description)" }.joined(separator: "\n"))
             return 1
         }
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         let fcm = try environment.connectFCM(parsed)
         let body = FCMEndpoint.sendBody(messageJSON: Array(message.serialized.utf8), validateOnly: parsed.has("validate-only"))
-        return report(try send(body, over: fcm), project: fcm.account.projectID, emulated: environment.emulator != nil)
+        return report(try send(body, over: fcm), project: fcm.account.projectID, emulated: environment.emulator != nil, log: log)
     }
 
-    static func report(_ classification: SendClassification, project: String, emulated: Bool = false) -> Int32 {
+    /// What the command has to say on stderr: as it is with `--log-format text`, as one record of
+    /// the log with `--log-format json`, so a script reading JSON lines meets no plain one.
+    static func tell(_ log: Logger?, _ level: Logger.Level, _ text: String) {
+        guard let log, log.format == .json else { return printError(text) }
+        log.log(level, text.hasPrefix("herald send: ") ? String(text.dropFirst("herald send: ".count)) : text)
+    }
+
+    static func report(_ classification: SendClassification, project: String, emulated: Bool = false, log: Logger? = nil) -> Int32 {
         switch classification {
         case .delivered(let name):
             print(name)
-            if emulated { printError("herald send: delivered to the local FCM emulator (--emulator), not to a device") }
+            if emulated { tell(log, .info, "herald send: delivered to the local FCM emulator (--emulator), not to a device") }
             return 0
         case .pruneToken(let code, let message):
-            printError("herald send: \(code): \(message)\n  The token is no longer valid: remove it from your token table (herald work calls herald.prune_token for you).")
+            tell(log, .error, "herald send: \(code): \(message)\n  The token is no longer valid: remove it from your token table (herald work calls herald.prune_token for you).")
         case .deadLetter(let code, let message):
             let advice: String
             switch code {
@@ -130,12 +137,12 @@ enum SendCommand {
             case "THIRD_PARTY_AUTH_ERROR": advice = "FCM could not reach APNs or Web Push with the credentials in the Firebase console: renew them there."
             default: advice = "Fix the message; sending it again unchanged will fail the same way."
             }
-            printError("herald send: \(code): \(message)\n  \(advice)")
+            tell(log, .error, "herald send: \(code): \(message)\n  \(advice)")
         case .retry(let code, let message, let retryAfter, _):
             let when = retryAfter.map { "after \(Int($0.rounded(.up))) s" } ?? "later, with backoff"
-            printError("herald send: \(code): \(message)\n  Temporary: try again \(when) (herald work retries this for you).")
+            tell(log, .error, "herald send: \(code): \(message)\n  Temporary: try again \(when) (herald work retries this for you).")
         case .reauthenticate(let message):
-            printError("herald send: UNAUTHENTICATED: \(message)\n  FCM refused the access token twice: check that the service account may send with Firebase Cloud Messaging.")
+            tell(log, .error, "herald send: UNAUTHENTICATED: \(message)\n  FCM refused the access token twice: check that the service account may send with Firebase Cloud Messaging.")
         }
         return 1
     }

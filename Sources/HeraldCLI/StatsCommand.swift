@@ -116,6 +116,11 @@ enum StatsCommand {
         var lines = [""] + formatColumns(rows)
         for p in projects {
             if let name = p.name, let reason = p.pausedReason { lines.append("\(name) paused: \(reason)") }
+            // Left out of their queue's OLDEST AVAILABLE, which measures the pools: said here.
+            if let name = p.name, let cause = p.pauseCause, p.pausedJobs > 0 {
+                lines.append("\(name) holds \(p.pausedJobs) due job\(p.pausedJobs == 1 ? "" : "s") back (\(cause) pause)"
+                             + (p.pausedOldestAge.map { ", the oldest waiting \(formatAge($0))" } ?? ""))
+            }
         }
         return lines
     }

@@ -1,6 +1,7 @@
 import CommandOptions
 import Emulator
 import Foundation
+import Logging
 import Postgres
 import Worker
 
@@ -71,17 +72,34 @@ if rest.contains("--help") || rest.contains("-h") {
     print(command.help)
     exit(0)
 }
+// What stops a command goes out in its log format: with `--log-format json` (or
+// HERALD_LOG_FORMAT=json) on a command that logs, one JSON record, so a collector reading the
+// records meets no plain line, not even the last one.
+let jsonLog: Bool = {
+    guard command.help.contains("--log-format") else { return false }
+    var format = ProcessInfo.processInfo.environment["HERALD_LOG_FORMAT"]
+    for (index, argument) in rest.enumerated() {
+        if argument == "--log-format", index + 1 < rest.count { format = rest[index + 1] }
+        if argument.hasPrefix("--log-format=") { format = String(argument.dropFirst("--log-format=".count)) }
+    }
+    return format?.lowercased() == "json"
+}()
+func fail(_ text: String) {
+    guard jsonLog else { return printError(text) }
+    let prefix = "herald \(name): "
+    Logger(format: .json, prefix: "herald \(name)").error(text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : text)
+}
 do {
     exit(try command.run(rest))
 } catch let error as UsageError {
-    printError(error.description)
+    fail(error.description)
     exit(ExitStatus.badInput)
 } catch let error as PostgresError where error.isConnectionFailure {
-    printError("herald \(name): \(error)")
+    fail("herald \(name): \(error)")
     exit(ExitStatus.databaseUnreachable)
 } catch {
     // Errors that already name the command (the emulator's own) are not prefixed twice.
     let text = "\(error)"
-    printError(text.hasPrefix("herald ") ? text : "herald \(name): \(text)")
+    fail(text.hasPrefix("herald ") ? text : "herald \(name): \(text)")
     exit(ExitStatus.failed)
 }

@@ -14,6 +14,8 @@ public struct ProjectOverview: Sendable, Equatable {
     public var scheduled = 0
     public var running = 0
     public var dead = 0
+    /// Seconds the oldest due available job has waited past its run_at; nil with none due.
+    public var oldestAvailableAge: Double?
     /// Set while an operator (or a refused key) has paused the project: why.
     public var pausedReason: String?
     /// The entry's max_rate (nil: the pools' --max-rate).
@@ -28,6 +30,23 @@ public struct ProjectOverview: Sendable, Equatable {
     /// `enabled`, or `paused` while an operator's (or a refused key's) pause holds.
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
 
+    /// Why the registry project's due jobs wait, while they do: `credentials` (its key was
+    /// refused), `operator` (herald projects pause), `quota` (FCM answered QUOTA_EXCEEDED) or
+    /// `fcm_unreachable` (FCM did not answer); nil while its jobs go, and for the jobs of no
+    /// project (their pauses are the pools' key's, not the database's to know).
+    public var pauseCause: String? {
+        guard name != nil else { return nil }
+        if let reason = pausedReason { return reason.hasPrefix("credentials: ") ? "credentials" : "operator" }
+        guard rate?.pausedFor != nil else { return nil }
+        return rate?.reason?.hasPrefix("FCM_UNREACHABLE") == true ? "fcm_unreachable" : "quota"
+    }
+
+    /// The due jobs the project's pause holds back (0 while it is not paused): left out of their
+    /// queue's oldest-available age, which measures the pools, and counted here instead.
+    public var pausedJobs: Int { pauseCause == nil ? 0 : available }
+    /// Seconds the oldest of `pausedJobs` has waited past its run_at; nil when it holds none.
+    public var pausedOldestAge: Double? { pauseCause == nil || available == 0 ? nil : oldestAvailableAge }
+
     public var json: JSONValue {
         var object = JSONObject()
         object["project"] = name.map { .string($0) } ?? .null
@@ -41,6 +60,9 @@ public struct ProjectOverview: Sendable, Equatable {
         object["max_rate"] = maxRate.map { JSONValue.number(Self.number($0)) } ?? .null
         object["rate"] = rate?.rate.map { JSONValue.number(Self.number($0)) } ?? .null
         object["quota_paused_seconds"] = rate?.pausedFor.map { JSONValue.number(String(format: "%.3f", $0)) } ?? .null
+        object["pause_cause"] = pauseCause.map { .string($0) } ?? .null
+        object["paused_jobs"] = JSONValue(pausedJobs)
+        object["paused_oldest_age_seconds"] = pausedOldestAge.map { JSONValue.number(String(format: "%.3f", $0)) } ?? .null
         return .object(object)
     }
 
@@ -73,7 +95,9 @@ public struct ProjectOverview: Sendable, Equatable {
             }
             let n = counts.int(row, 2) ?? 0
             switch counts[row, 1] {
-            case "available": byName[name]!.available += n
+            case "available":
+                byName[name]!.available += n
+                if let age = counts.double(row, 3) { byName[name]!.oldestAvailableAge = max(0, age) }
             case "scheduled": byName[name]!.scheduled += n
             case "running": byName[name]!.running += n
             default: byName[name]!.dead += n

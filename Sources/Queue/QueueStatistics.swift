@@ -10,6 +10,8 @@ public struct QueueSnapshot: Sendable {
         /// Jobs by state. `scheduled` also holds available jobs whose run_at is still ahead.
         public var states: [String: Int]
         /// Seconds the oldest due available job has waited since its run_at; nil with none due.
+        /// Jobs a paused registry project holds back are left out (they wait for their project,
+        /// not for the pools: `ProjectOverview.heldJobs` counts them).
         public var oldestAvailableAge: Double?
         public var deadLetters: Int
         public init(name: String, states: [String: Int] = [:], oldestAvailableAge: Double? = nil, deadLetters: Int = 0) {
@@ -101,6 +103,8 @@ public final class QueueStatistics: Sendable {
         /// The last hour's minutes counted so far, by start (seconds since 1970).
         var minutes: [Int: Throughput.Minute]?
         var indexedStates: Set<String>?
+        /// Whether jobs name registry projects (migration 190), whose pauses hold jobs back.
+        var projects: Bool?
     }
     private let state = Mutex(State())
 
@@ -116,9 +120,11 @@ public final class QueueStatistics: Sendable {
         let cached = state.withLock { $0 }
         let indexed: Set<String>
         if let known = cached.indexedStates { indexed = known } else { indexed = try indexedStates(connection) }
+        let projects: Bool
+        if let known = cached.projects { projects = known } else { projects = try connection.query(SQL.jobsHaveProject).bool(0, 0) ?? false }
         var pending = cached.pending
         if pending == nil || now - pending!.at >= configuration.pendingInterval {
-            pending = Cached(value: try readPending(connection, indexed: indexed), at: now)
+            pending = Cached(value: try readPending(connection, indexed: indexed, projects: projects), at: now)
         }
         var finished = cached.finished
         if finished == nil || now - finished!.at >= configuration.finishedInterval
@@ -127,6 +133,7 @@ public final class QueueStatistics: Sendable {
         }
         state.withLock {
             $0.indexedStates = indexed
+            $0.projects = projects
             $0.pending = pending
             $0.finished = finished
         }
@@ -143,7 +150,8 @@ public final class QueueStatistics: Sendable {
     }
 
     /// The pending states and the statement that counts each from its partial index (the state
-    /// is written into each statement: see count_available.sql).
+    /// is written into each statement: see count_available.sql). With registry projects, the
+    /// available jobs are counted by count_available_outside_pauses.sql instead.
     static let pendingCounts: [(state: String, sql: String)] = [
         ("available", SQL.countAvailable),
         ("running", SQL.countRunning),
@@ -157,10 +165,10 @@ public final class QueueStatistics: Sendable {
         return scheduled ? ["available", "running", "scheduled"] : ["available", "running"]
     }
 
-    func readPending(_ connection: PGConnection, indexed: Set<String>) throws(PostgresError) -> [String: QueueSnapshot.Queue] {
+    func readPending(_ connection: PGConnection, indexed: Set<String>, projects: Bool) throws(PostgresError) -> [String: QueueSnapshot.Queue] {
         var byQueue: [String: QueueSnapshot.Queue] = [:]
         for (state, sql) in Self.pendingCounts where indexed.contains(state) {
-            let rows = try connection.query(sql)
+            let rows = try connection.query(state == "available" && projects ? SQL.countAvailableOutsidePauses : sql)
             for row in 0..<rows.rowCount {
                 let name = rows[row, 0] ?? ""
                 var entry = byQueue[name] ?? QueueSnapshot.Queue(name: name)

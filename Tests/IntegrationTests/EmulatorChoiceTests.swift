@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Postgres
 import Testing
 import TestSupport
@@ -62,6 +63,17 @@ import TestSupport
         #expect(send.status == 0, "\(send.output)")
         #expect(send.output.contains("projects/herald-local/messages/"))
         #expect(send.output.contains("not to a device"))
+
+        // With --log-format json, what it says on stderr is records of the log; only the message
+        // name, its result on stdout, is plain.
+        let json = try HeraldProcess.run(["send", "--emulator", "--token", "test-device", "--title", "Hello", "--log-format", "json"],
+                                         environment: ["HERALD_HOME": home], timeout: 60)
+        #expect(json.status == 0, "\(json.output)")
+        let lines = json.output.split(separator: "\n").map(String.init)
+        let records = lines.filter { !$0.hasPrefix("projects/herald-local/messages/") }
+        #expect(records.count == lines.count - 1, "\(json.output)")
+        #expect(records.allSatisfy { (try? JSONValue.parse(Array($0.utf8)))?["msg"]?.stringValue != nil }, "a line that is not a record: \(json.output)")
+        #expect(records.contains { $0.contains("not to a device") }, "\(json.output)")
     }
 
     @Test func theEmulatorAndCredentialsTogetherAreRefused() throws {

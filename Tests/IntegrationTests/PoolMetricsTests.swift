@@ -297,5 +297,16 @@ func promtool(_ arguments: [String], input: String? = nil, directory: String? = 
         #expect(!run.output.contains("Bearer ") && !run.output.contains("PRIVATE KEY"), "no secret in the logs")
         let wrong = try stack.work(["--drain", "--log-format", "yaml"])
         #expect(wrong.status == 2 && wrong.output.contains("--log-format \"yaml\" is not a log format; give text or json"), "\(wrong.output)")
+
+        // What stops a command is a record too: a database that cannot be reached (status 3) and
+        // a bad flag (status 2), each one JSON line naming the problem.
+        let unreachable = try HeraldProcess.run(["migrate", "--log-format", "json"],
+                                                environment: ["DATABASE_URL": "postgresql://herald@127.0.0.1:1/postgres"], timeout: 60)
+        let badFlag = try HeraldProcess.run(["work", "--log-format=json", "--processes", "abc"], environment: stack.environment, timeout: 60)
+        for (run, status, text) in [(unreachable, Int32(3), "cannot connect to PostgreSQL"), (badFlag, Int32(2), "--processes \"abc\"")] {
+            let records = run.output.split(separator: "\n").map { try? JSONValue.parse(Array($0.utf8)) }
+            #expect(run.status == status && records.count == 1 && records[0]?["level"]?.stringValue == "error"
+                    && records[0]?["msg"]?.stringValue?.contains(text) == true, "\(run.output)")
+        }
     }
 }

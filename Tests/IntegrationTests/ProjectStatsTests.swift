@@ -1,6 +1,7 @@
 import Foundation
 import JSON
 import Postgres
+import Queue
 import Testing
 import TestSupport
 
@@ -121,8 +122,79 @@ import TestSupport
         func cells(_ row: String) -> [String] { row.split(separator: "|").map(String.init) }
         #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "alpha" && $0[2].hasPrefix("enabled (quota, ") && Array($0[3...]) == ["3", "2", "2", "0", "-", "120/s"] },
                 "\(rows)")
-        #expect(rows.map(cells).contains(["beta", "beta-fcm", "paused: key rotation", "3", "0", "0", "1", "50/s", "-"]), "\(rows)")
+        #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "beta" && $0[2].hasPrefix("paused: key rotation; holds 3 due back, the oldest ")
+                                           && Array($0[3...]) == ["3", "0", "0", "1", "50/s", "-"] }, "\(rows)")
         #expect(rows.map(cells).contains(["(none)", "the pools' key", "enabled", "4", "1", "0", "2", "-", "-"]), "\(rows)")
+    }
+
+    /// A job of a paused project waits for its project, not for the pools: the queue's age
+    /// (/metrics, herald.queue_stats, herald stats) leaves it out, so HeraldBacklogAging does not
+    /// blame queue default, and the project's pause gauges carry it with the cause, which
+    /// HeraldProjectPausedJobsWaiting names. Once the project resumes, its jobs are the queue's again.
+    @Test func jobsAPausedProjectHoldsBackAreMeasuredAsTheProjectsNotTheQueues() throws {
+        let stack = try DashboardStack()
+        defer { stack.close() }
+        let c = stack.fixture.connection
+        try c.query("SELECT herald.add_project('shop', 'shop-fcm', 'env:SHOP_KEY')")
+        try c.query("SELECT herald.add_project('news', 'news-fcm', 'env:NEWS_KEY')")
+        try c.query("SELECT herald.add_project('blog', 'blog-fcm', 'env:BLOG_KEY')")
+        func jobs(_ n: Int, project: String?, minutesAgo: Int) throws {
+            try c.query("""
+                INSERT INTO herald.jobs (message, run_at, project)
+                SELECT jsonb_build_object('token', 't' || g), now() - make_interval(mins => $3::int), $2
+                FROM generate_series(1, $1::int) AS g
+                """, [.int(n), project.map { .text($0) }, .int(minutesAgo)])
+        }
+        try jobs(3, project: "shop", minutesAgo: 20)   // its key refused, as a pool's worker records it
+        try jobs(2, project: "news", minutesAgo: 30)   // held back by FCM's quota answer
+        try jobs(1, project: "blog", minutesAgo: 2)    // enabled: the queue's own
+        try jobs(1, project: nil, minutesAgo: 1)
+        try WorkedProject.credentialsRefused(c, name: "shop", why: "environment variable SHOP_KEY is not set")
+        try c.query("INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('news-fcm', now() + interval '1 hour', 'QUOTA_EXCEEDED answered to w1')")
+
+        let metrics = try stack.get("/metrics", headers: stack.bearer)
+        #expect(metrics.status == 200)
+        func value(_ series: String) -> Double? {
+            metrics.body.split(separator: "\n").first { $0.hasPrefix(series + " ") }.flatMap { Double($0.split(separator: " ").last!) }
+        }
+        let queueAge = try #require(value("herald_oldest_available_age_seconds{queue=\"default\"}"), "\(metrics.body)")
+        #expect(queueAge >= 110 && queueAge < 600, "the queue's age is blog's job's, 2 minutes, not shop's 20: \(queueAge)")
+        #expect(metrics.body.contains("\nherald_jobs{queue=\"default\",state=\"available\"} 7\n"), "held jobs are still available ones")
+        #expect(value("herald_project_paused_jobs{project=\"shop\",cause=\"credentials\"}") == 3, "\(metrics.body)")
+        #expect(value("herald_project_paused_jobs{project=\"news\",cause=\"quota\"}") == 2, "\(metrics.body)")
+        #expect(value("herald_project_paused_jobs{project=\"blog\"}") == 0, "\(metrics.body)")
+        let shopAge = try #require(value("herald_project_paused_oldest_age_seconds{project=\"shop\",cause=\"credentials\"}"), "\(metrics.body)")
+        #expect(shopAge >= 1190 && shopAge < 1500, "\(shopAge)")
+        #expect((value("herald_project_paused_oldest_age_seconds{project=\"news\",cause=\"quota\"}") ?? 0) >= 1790)
+        #expect(value("herald_project_paused_oldest_age_seconds{project=\"blog\"}") == 0)
+        #expect(value("herald_project_paused{project=\"shop\"}") == 1)
+        let lint = try promtoolCheckMetrics(metrics.body)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+
+        // The SQL view reads the same.
+        let view = try c.query("SELECT extract(epoch FROM oldest_available_age)::float8 FROM herald.queue_stats WHERE queue = 'default' AND state = 'available'")
+        let viewAge = try #require(view.double(0, 0))
+        #expect(viewAge >= 110 && viewAge < 600, "herald.queue_stats: \(viewAge)")
+
+        // herald stats: the queue's OLDEST AVAILABLE is the pools', the held jobs are named under their project.
+        let environment = ["DATABASE_URL": stack.fixture.database.url]
+        let plain = try HeraldProcess.run(["stats"], environment: environment, timeout: 60)
+        #expect(plain.status == 0, "\(plain.output)")
+        #expect(plain.output.contains("shop holds 3 due jobs back (credentials pause), the oldest waiting 20m"), "\(plain.output)")
+        #expect(plain.output.contains("news holds 2 due jobs back (quota pause), the oldest waiting 30m"), "\(plain.output)")
+        let json = try JSONValue.parse(Array(try HeraldProcess.run(["stats", "--json"], environment: environment, timeout: 60).output.utf8))
+        let queue = try #require(json["queues"]?.arrayValue?.first)
+        #expect((queue["oldest_available_age_seconds"]?.doubleValue ?? 0) < 600, "\(queue)")
+        let shop = try Self.project(try #require(json["projects"]?.arrayValue), "shop")
+        #expect(shop["pause_cause"]?.stringValue == "credentials" && shop["paused_jobs"]?.intValue == 3
+                && (shop["paused_oldest_age_seconds"]?.doubleValue ?? 0) >= 1190, "\(shop)")
+
+        // The key works again (a worker read it): shop's jobs are the queue's, and its age is theirs.
+        #expect(try WorkedProject.credentialsRestored(c, name: "shop"))
+        let after = try JSONValue.parse(Array(try HeraldProcess.run(["stats", "--json"], environment: environment, timeout: 60).output.utf8))
+        #expect((after["queues"]?.arrayValue?.first?["oldest_available_age_seconds"]?.doubleValue ?? 0) >= 1190, "\(after)")
+        let resumed = try Self.project(try #require(after["projects"]?.arrayValue), "shop")
+        #expect(resumed["pause_cause"] == .null && resumed["paused_jobs"]?.intValue == 0, "\(resumed)")
     }
 
     /// An operator follows a project's dead letters from the overview: the count links to the

@@ -21,7 +21,7 @@ import TestSupport
         #expect(unit.status == 0 && unit.output.contains("SUCCESS"), "promtool test rules:\n\(unit.output)")
         let config = try promtool(["check", "config", "prometheus.yml"], directory: Self.deploy)
         #expect(config.status == 0, "promtool check config:\n\(config.output)")
-        #expect(config.output.contains("SUCCESS: 6 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
+        #expect(config.output.contains("SUCCESS: 7 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
     }
 
     /// A loopback port nobody listens on right now (bound and released).
@@ -122,6 +122,6 @@ import TestSupport
         // Herald's rules load and evaluate in a real Prometheus.
         let rules = try curl(url + "/api/v1/rules", over: .http1)
         let loaded = (rules.json?["data"]?["groups"]?.arrayValue ?? []).flatMap { $0["rules"]?.arrayValue ?? [] }
-        #expect(loaded.count == 6 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
+        #expect(loaded.count == 7 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
     }
 }

@@ -144,7 +144,9 @@ public final class WorkerProcess: @unchecked Sendable {
             status = 1
         }
         let c = sender.counters
-        log.info("stopped: \(c.sent) requests sent, \(c.delivered) delivered, \(c.retried) to retry, \(c.failed) settled otherwise; \(store.recorded) outcomes recorded")
+        func count(_ n: Int, _ one: String, _ many: String) -> String { "\(n) \(n == 1 ? one : many)" }
+        log.info("stopped: \(count(c.sent, "request", "requests")) sent, \(c.delivered) delivered, \(c.retried) to retry, "
+                 + "\(c.failed) settled otherwise; \(count(store.recorded, "outcome", "outcomes")) recorded")
         return status
     }
 

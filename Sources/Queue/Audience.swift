@@ -40,7 +40,7 @@ extension JobStore {
     /// Runs the token registry's aging rule (herald.age_tokens) at `now` (nil: the database's
     /// clock): how many tokens it marked stale and pruned.
     public func ageTokens(now: Double? = nil, batch: Int = 10_000) throws(PostgresError) -> (markedStale: Int, pruned: Int) {
-        let row = try connection.query(SQL.ageTokens, [now.map { .double($0) }, .int(batch)])
+        let row = try connection.query(SQL.ageTokenBatch, [now.map { .double($0) }, .int(batch)])
         return (row.int(0, 0) ?? 0, row.int(0, 1) ?? 0)
     }
 }

@@ -55,7 +55,7 @@ public final class Claimer: @unchecked Sendable {
     public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
         var granted: Int?
         if let fcmProject, fcmProjectRate > 0, inBacklog {
-            // The project's bucket is shared by every worker of the project: taking its tokens in a
+            // The FCM project's bucket is shared by every worker of it: taking its tokens in a
             // transaction of their own keeps its row locked for that statement only, not for the
             // whole claim, so the workers' claims do not queue behind each other on it. Outside a
             // backlog the claim takes them itself, which saves a round trip on every claim of a

@@ -16,7 +16,7 @@ public enum OutcomeAction: Sendable, Equatable {
     case pruned(token: String, reason: String)
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
-    /// A quota answer (a device's, a topic's or the project's limit): try again no sooner than
+    /// A quota answer (a device's, a topic's or the FCM project's limit): try again no sooner than
     /// `delay` seconds from now. The attempt does not count against max_attempts while the job
     /// has been snoozed fewer than `cap` times (herald.jobs.snoozes); after that it does.
     /// `backoff`: the delay grows with the job's own durable count of quota answers, whichever

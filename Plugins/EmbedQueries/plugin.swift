@@ -2,18 +2,20 @@ import Foundation
 import PackagePlugin
 
 /// Turns the target's named statements into a Swift source file with one string constant per file
-/// (`SQL/claim_jobs.sql` becomes `SQL.claimJobs`), so SQL lives in .sql files and a missing one
-/// fails the build: `SQL/*.sql` (the job life cycle) and `SQL/admin/*.sql` (checks, reports and
-/// the operators' actions). `SQL/functions` and `SQL/views` are schema, embedded by EmbedMigrations.
+/// (`SQL/statements/claim_due_jobs.sql` becomes `SQL.claimDueJobs`), so SQL lives in .sql files and
+/// a missing one fails the build: `SQL/statements/*.sql` (the job life cycle) and `SQL/admin/*.sql`
+/// (checks, reports and the operators' actions). `SQL/functions` and `SQL/views` are schema,
+/// embedded by EmbedMigrations. A constant is named after its file alone, so no two files of the
+/// two folders may share a name (the build would fail on the duplicate constant).
 @main
 struct EmbedQueries: BuildToolPlugin {
-    static let folders = ["", "admin"]
+    static let folders = ["statements", "admin"]
 
     func createBuildCommands(context: PluginContext, target: Target) throws -> [Command] {
         // Target.directoryURL needs tools 6.1; the package declares 6.0, so use the default layout.
         let root = context.package.directoryURL.appendingPathComponent("Sources/\(target.name)/SQL")
         let inputs = try Self.folders.flatMap { folder in
-            let directory = folder.isEmpty ? root : root.appendingPathComponent(folder)
+            let directory = root.appendingPathComponent(folder)
             return try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".sql") }
                 .sorted()

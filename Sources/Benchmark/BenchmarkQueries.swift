@@ -24,7 +24,7 @@ public enum BenchmarkJobs {
     @discardableResult
     public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = []) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
-        return try connection.query(insertSQL, [.int(first), .int(first + count - 1), JobStore.textArray(projects)]).affectedRows
+        return try connection.query(insertSQL, [.int(first), .int(first + count - 1), PGValue.textArray(projects)]).affectedRows
     }
     /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
     /// retention, so maintenance keeps them), as a table that has delivered for a while holds;
@@ -139,7 +139,7 @@ public struct CeilingResult: Sendable {
 }
 
 /// The PostgreSQL ceiling of Herald's claim path: the worker's own claim and record statements
-/// (`JobStore.claim`, `JobStore.record` with `.completed`) in a tight loop with no HTTP, on
+/// (`Claimer.claim`, `OutcomeRecorder.record` with `.completed`) in a tight loop with no HTTP, on
 /// `threads` connections, until no job is available. Whatever the worker does beyond this
 /// (HTTP/2, JSON, scheduling) can only make it slower, so end-to-end / ceiling says how much of
 /// the database's capacity the worker turns into deliveries.
@@ -147,10 +147,10 @@ public enum CeilingBenchmark {
     /// Runs over the jobs already available in herald.jobs (enqueue them first, e.g. with
     /// `BenchmarkJobs.enqueue`). `retention` is passed to `JobStore` as the worker passes it
     /// (0 deletes finished rows instead of updating them).
-    /// `projectID` and `projectRate` are the worker's `--max-rate`: the claims spend that
-    /// project's token bucket as a worker's do (no project: no bucket).
+    /// `fcmProject` and `fcmProjectRate` are the worker's FCM project and `--max-rate`: the claims
+    /// spend that FCM project's token bucket as a worker's do (no project: no bucket).
     public static func run(databaseURL: String, threads: Int, batch: Int, leaseSeconds: Double = 60,
-                           retention: Double = 86_400, projectID: String? = nil, projectRate: Double = 0) throws -> CeilingResult {
+                           retention: Double = 86_400, fcmProject: String? = nil, fcmProjectRate: Double = 0) throws -> CeilingResult {
         let threads = max(1, threads)
         let batch = max(1, batch)
         let completed = Locked(0)
@@ -163,8 +163,8 @@ public enum CeilingBenchmark {
         let (seconds, clientCPUSeconds) = TogetherThreads.run(count: threads, name: "herald-ceiling", prepare: { index -> JobStore? in
             do {
                 let store = JobStore(connection: try PGConnection(url: databaseURL), workerID: "ceiling-\(getpid())-\(index)",
-                                     retention: retention, projectID: projectID)
-                store.projectRate = projectRate
+                                     retention: retention, fcmProject: fcmProject)
+                store.claimer.fcmProjectRate = fcmProjectRate
                 return store
             } catch {
                 failure.withLock { $0 = $0 ?? "\(error)" }
@@ -179,9 +179,9 @@ public enum CeilingBenchmark {
             var mine = 0
             do {
                 while true {
-                    let jobs = try store.claim(queues: [], limit: batch, leaseSeconds: leaseSeconds)
+                    let jobs = try store.claimer.claim(queues: [], limit: batch, leaseSeconds: leaseSeconds)
                     if jobs.isEmpty { break }
-                    let summary = try store.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) })
+                    let summary = try store.recorder.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/1")) })
                     mine += summary.finished
                 }
             } catch {

@@ -13,7 +13,7 @@ enum Pages {
         let dashboard = request.dashboard
         let (snapshot, throughput, log, topics, projects) = try request.database { connection in
             (try dashboard.statistics.snapshot(connection), try dashboard.statistics.throughput(connection),
-             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try ProjectRate.all(connection))
+             try AdminLog.recent(connection, limit: 5), try TopicSubscriptions.list(connection), try FCMProjectRates.overview(connection))
         }
         let tokens = try request.database { connection in try TokenCounts.read(connection) }
         let registry = try request.database { connection in try ProjectOverview.read(connection, rates: projects) }
@@ -94,14 +94,14 @@ enum Pages {
 
     /// The FCM projects whose rate FCM's quota answers lowered, or that are paused: the rate in
     /// force, what it was lowered to and when, the pause. Nothing while FCM never refused.
-    static func projectTable(_ projects: [ProjectRate]) -> String {
+    static func projectTable(_ projects: [FCMProjectRate]) -> String {
         let shown = projects.filter { $0.loweredTo != nil || $0.pausedFor != nil }
         guard !shown.isEmpty else { return "" }
         func rate(_ value: Double?) -> String { value.map { "\(Int($0.rounded()))/s" } ?? "-" }
         var rows = ""
         for p in shown {
             let paused = p.pausedFor.map { "for \(HTML.formatAge($0))" + (p.reason.map { ": " + HTML.escape($0) } ?? "") } ?? "no"
-            rows += "<tr><td>\(HTML.escape(p.projectID))</td><td class=\"n\">\(rate(p.rate))</td><td class=\"n\">\(rate(p.loweredTo))</td>"
+            rows += "<tr><td>\(HTML.escape(p.fcmProject))</td><td class=\"n\">\(rate(p.rate))</td><td class=\"n\">\(rate(p.loweredTo))</td>"
                 + "<td class=\"n\">\(p.loweredAgo.map { HTML.formatAge($0) + " ago" } ?? "never")</td>"
                 + "<td class=\"n\">\(rate(p.regain))</td><td>\(paused)</td></tr>"
         }

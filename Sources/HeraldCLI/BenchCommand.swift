@@ -57,7 +57,7 @@ enum BenchCommand {
              enqueue-to-delivered = finished_at - created_at, i.e. from the INSERT's transaction
              to recording the job completed after FCM's 200; p50/p99 by percentile_cont.
           3. ceiling: N fresh jobs claimed and recorded completed with the worker's own SQL and
-             batch size (JobStore.claim/record), no HTTP, on --processes connections.
+             batch size (Claimer.claim, OutcomeRecorder.record), no HTTP, on --processes connections.
           4. sends alone: N FCM requests carrying the bench's messages, sent by the workers'
              HTTP client (libcurl, HTTP/2) on --processes threads with --concurrency in flight
              each; no PostgreSQL, no claiming, no validation: the floor under a worker's CPU.
@@ -701,7 +701,7 @@ final class Bench {
         let serverBefore = readServer()
         figures.ceiling = try CeilingBenchmark.run(databaseURL: environment.databaseURL, threads: settings.processes,
                                                    batch: settings.batch, leaseSeconds: 60,
-                                                   projectID: environment.account?.projectID, projectRate: settings.maxRate)
+                                                   fcmProject: environment.account?.projectID, fcmProjectRate: settings.maxRate)
         figures.ceilingCPU = CPUPerMessage(seconds: figures.ceiling.clientCPUSeconds, postgres: serverSeconds(since: serverBefore),
                                            emulator: nil, messages: figures.ceiling.jobs)
         if settings.profile {

@@ -191,18 +191,18 @@ enum ProjectsCommand {
 
     static let logger = Logger(level: .info, format: .text, prefix: "herald projects")
 
-    /// Reads and checks the service-account key a reference names (WorkedProject.loadKey, the
+    /// Reads and checks the service-account key a reference names (Project.loadKey, the
     /// same reading a pool does); errors name the file or variable and never quote the key.
     static func loadKey(_ reference: String, command: String) throws -> ServiceAccount {
         let account: ServiceAccount
-        do { account = try WorkedProject.loadKey(reference, environment: ProcessInfo.processInfo.environment) } catch {
+        do { account = try Project.loadKey(reference, environment: ProcessInfo.processInfo.environment) } catch {
             throw UsageError("\(command): \(error)")
         }
         if reference.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: reference) { logger.warning(warning) }
         return account
     }
 
-    static func printList(_ projects: [RegisteredProject]) {
+    static func printList(_ projects: [Project]) {
         guard !projects.isEmpty else {
             print("no projects registered; herald projects add NAME --credentials PATH registers one")
             return

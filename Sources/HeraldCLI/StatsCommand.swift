@@ -74,7 +74,7 @@ enum StatsCommand {
         lines += ["",
                   "this minute: \(minute.completed) completed, \(minute.discarded) discarded, \(minute.cancelled) cancelled, \(minute.dead) dead",
                   "last hour:   \(hour.completed) completed (\(perMinute(hour.completed))/min on average), \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
-        let rates = try ProjectRate.all(connection)
+        let rates = try FCMProjectRates.overview(connection)
         lines += registryLines(try ProjectOverview.read(connection, rates: rates))
         lines += projectLines(rates)
         return lines
@@ -126,17 +126,17 @@ enum StatsCommand {
     }
 
     /// The FCM projects' adapted rates and pauses: what FCM's quota answers did to sending.
-    static func projectLines(_ projects: [ProjectRate]) -> [String] {
+    static func projectLines(_ projects: [FCMProjectRate]) -> [String] {
         guard !projects.isEmpty else { return [] }
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
         var rows = [["FCM PROJECT", "RATE NOW", "LAST LOWERED TO", "LAST LOWERED", "REGAINS UP TO", "PAUSED"]]
         for p in projects {
-            rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
+            rows.append([p.fcmProject, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
                          rate(p.regain), p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
         }
         var lines = [""] + formatColumns(rows)
         for p in projects where p.pausedFor != nil {
-            if let reason = p.reason { lines.append("\(p.projectID) paused: \(reason)") }
+            if let reason = p.reason { lines.append("\(p.fcmProject) paused: \(reason)") }
         }
         return lines
     }

@@ -69,7 +69,7 @@ enum WorkCommand {
         c.queues = parsed.all("queue")
         if let project = parsed.string("project") {
             guard !project.isEmpty else { throw UsageError("herald work: --project needs a registry name (herald projects list)") }
-            c.jobsProject = project
+            c.project = project
         }
         c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
         c.adaptiveConcurrency = !parsed.has("fixed-concurrency")
@@ -123,7 +123,7 @@ enum WorkCommand {
             return connection
         }
         // --project, given once or more (or HERALD_PROJECT): only those registry projects.
-        let named = parsed.all("project").isEmpty ? (checked.jobsProject.map { [$0] } ?? []) : parsed.all("project")
+        let named = parsed.all("project").isEmpty ? (checked.project.map { [$0] } ?? []) : parsed.all("project")
         if let twice = named.first(where: { name in named.filter { $0 == name }.count > 1 }) {
             throw UsageError("herald work: --project \(twice) is given twice; give each project once")
         }
@@ -138,11 +138,11 @@ enum WorkCommand {
             environment.caFile = parsed.string("ca-file")
             var registry: PGConnection? = nil  // one connection for every named project
             for name in named {
-                let project: WorkedProject
+                let project: Project
                 do {
                     let connection = try registry ?? migrated()
                     registry = connection
-                    project = try WorkedProject.load(connection, name: name)
+                    project = try Project.load(connection, name: name)
                     // Fail now, naming the file or variable, rather than in every worker.
                     _ = try project.account(environment: ProcessInfo.processInfo.environment)
                     if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
@@ -178,9 +178,9 @@ enum WorkCommand {
             // Each named project in workers of its own, started with its --project alone.
             groups = named.map(projectGroup)
         } else {
-            groups = worksUnaddressed ? [Supervisor.Group(label: checked.jobsProject.map { "project \($0)" }, project: checked.jobsProject)] : []
+            groups = worksUnaddressed ? [Supervisor.Group(label: checked.project.map { "project \($0)" }, project: checked.project)] : []
         }
-        if checked.jobsProject == nil {
+        if checked.project == nil {
             groups += registered.map(projectGroup)
         }
         var monitor: PoolMonitor? = nil
@@ -222,7 +222,7 @@ enum WorkCommand {
         let supervisor = Supervisor(processes: processes, arguments: childArguments,
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
-        if checked.jobsProject == nil && !drain {
+        if checked.project == nil && !drain {
             // Projects added to (or removed from) the registry while the pool runs are started
             // (or stopped) within registryPollInterval seconds, without a restart.
             let databaseURL = environment.databaseURL
@@ -250,7 +250,7 @@ enum WorkCommand {
                 supervisor.registryPollInterval = value
             }
         }
-        if groups.count == 1 && checked.jobsProject == nil {
+        if groups.count == 1 && checked.project == nil {
             log.info("starting \(processes) worker processes")
         } else {
             let names = groups.map { $0.label ?? "the jobs of no project" }.joined(separator: ", ")
@@ -317,7 +317,7 @@ enum WorkCommand {
                                            fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
-            guard !config.credentialsPath.isEmpty || config.jobsProject != nil else {
+            guard !config.credentialsPath.isEmpty || config.project != nil else {
                 throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set")
             }
             config.extraMessageFields = try extraMessageFields(config)
@@ -335,7 +335,7 @@ enum WorkCommand {
                let connection = try? PGConnection(url: url) {
                 var why = error.description
                 if why.hasPrefix("project \(name): ") { why.removeFirst("project \(name): ".count) }
-                try? WorkedProject.credentialsRefused(connection, name: name, why: why)
+                try? Project.credentialsRefused(connection, name: name, why: why)
             }
             return Int32(Supervisor.configurationErrorStatus)
         } catch {

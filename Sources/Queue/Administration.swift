@@ -74,12 +74,12 @@ public enum Administration {
     public static func deviceGroup(_ connection: PGConnection, name: String) throws(PostgresError) -> DeviceGroup? {
         let row = try connection.query(SQL.deviceGroup, [.text(name)])
         guard row.rowCount == 1, let key = row[0, 0] else { return nil }
-        return DeviceGroup(notificationKey: key, members: JobStore.members(fromJSON: row[0, 1]))
+        return DeviceGroup(notificationKey: key, members: Claimer.members(fromJSON: row[0, 1]))
     }
 
     /// Applies a change FCM confirmed (from `herald groups`) in its own transaction; returns the group after it.
     public static func recordGroupChange(_ connection: PGConnection, _ change: GroupChange) throws(PostgresError) -> DeviceGroup? {
-        try connection.transaction { () throws(PostgresError) in try JobStore(connection: connection).apply(change) }
+        try connection.transaction { () throws(PostgresError) in try OutcomeRecorder.apply(change, on: connection) }
         return try deviceGroup(connection, name: change.name)
     }
 }

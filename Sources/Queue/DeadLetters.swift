@@ -243,7 +243,7 @@ public enum DeadLetters {
 
     /// Ids that name no dead letter, as an error naming them (nil when all exist).
     static func missing(_ connection: PGConnection, ids: [Int]) throws -> AdminError? {
-        let rows = try connection.query(SQL.deadLettersMissing, [JobStore.textArray(ids.map(String.init))])
+        let rows = try connection.query(SQL.deadLettersMissing, [.textArray(ids.map(String.init))])
         let absent = (0..<rows.rowCount).compactMap { rows.int($0, 0) }
         guard !absent.isEmpty else { return nil }
         let list = absent.map(String.init).joined(separator: ", ")
@@ -290,7 +290,7 @@ public enum DeadLetters {
     static func requeue(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> RetryResult {
         let ids = try ids ?? projectIDs(connection, filter)
         let rows = try connection.query(SQL.requeueDeadLetters,
-                                        [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
+                                        [ids.map { .textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }])
         let retried = (0..<rows.rowCount).map { (deadLetterID: rows.int($0, 0) ?? 0, jobID: rows.int($0, 1) ?? 0) }
         let done = Set(retried.map(\.deadLetterID))
@@ -352,7 +352,7 @@ public enum DeadLetters {
     static func remove(_ connection: PGConnection, ids: [Int]?, filter: DeadLetterFilter) throws -> [Int] {
         let ids = try ids ?? projectIDs(connection, filter)
         let rows = try connection.query(SQL.removeDeadLetters,
-                                        [ids.map { JobStore.textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
+                                        [ids.map { .textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }, filter.olderThanSeconds.map { .double($0) }])
         return (0..<rows.rowCount).compactMap { rows.int($0, 0) }.sorted()
     }
@@ -370,7 +370,7 @@ public enum AdminLog {
 
     public static func record(_ connection: PGConnection, action: String, ids: [Int], details: JSONValue, source: String) throws(PostgresError) {
         try connection.query(SQL.adminLogRecord,
-                             [.text(action), JobStore.textArray(ids.map(String.init)), .text(details.serialized), .text(source)])
+                             [.text(action), .textArray(ids.map(String.init)), .text(details.serialized), .text(source)])
     }
 
     public static func recent(_ connection: PGConnection, limit: Int) throws(PostgresError) -> [Entry] {

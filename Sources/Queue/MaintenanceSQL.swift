@@ -19,7 +19,7 @@ public enum MaintenanceSQL {
     /// A slice of herald.token_sends ($1 rows after the key $3, $4; $2 the time, NULL the database's).
     public static let deleteSpentTokenSends = SQL.deleteSpentTokenSends
     /// The token registry's aging rule ($1 the time, NULL the database's; $2 batch).
-    public static let ageTokens = SQL.ageTokens
+    public static let ageTokens = SQL.ageTokenBatch
     /// herald.jobs' live and dead row versions, and whether this role may VACUUM it.
     public static let jobsRowCounts = SQL.jobsRowCounts
     public static let vacuumJobs = SQL.vacuumJobs

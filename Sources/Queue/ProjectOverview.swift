@@ -23,7 +23,7 @@ public struct ProjectOverview: Sendable, Equatable {
     /// The FCM project's rate and quota pause (herald.project_rates, herald.project_pauses); nil
     /// when nothing was sent for it yet, or for the jobs of no project (their FCM project is the
     /// pools' key's, which the database does not know).
-    public var rate: ProjectRate?
+    public var rate: FCMProjectRate?
 
     public init(name: String?) { self.name = name }
 
@@ -73,8 +73,8 @@ public struct ProjectOverview: Sendable, Equatable {
     /// The jobs of no project first, then every registry entry by name, and any project name
     /// jobs or dead letters still carry that the registry no longer has (its pending work kept).
     /// Empty on a schema without projects (before migration 190).
-    /// `rates`: `ProjectRate.all` when the caller has read it already (nil: read here).
-    public static func read(_ connection: PGConnection, rates known: [ProjectRate]? = nil) throws(PostgresError) -> [ProjectOverview] {
+    /// `rates`: `FCMProjectRates.overview` when the caller has read it already (nil: read here).
+    public static func read(_ connection: PGConnection, rates known: [FCMProjectRate]? = nil) throws(PostgresError) -> [ProjectOverview] {
         guard try connection.query(SQL.jobsHaveProject).bool(0, 0) ?? false else { return [] }
         var byName: [String: ProjectOverview] = ["": ProjectOverview(name: nil)]
         var order = [""]
@@ -103,9 +103,9 @@ public struct ProjectOverview: Sendable, Equatable {
             default: byName[name]!.dead += n
             }
         }
-        let all: [ProjectRate]
-        if let known { all = known } else { all = try ProjectRate.all(connection) }
-        let rates = Dictionary(all.map { ($0.projectID, $0) }, uniquingKeysWith: { first, _ in first })
+        let all: [FCMProjectRate]
+        if let known { all = known } else { all = try FCMProjectRates.overview(connection) }
+        let rates = Dictionary(all.map { ($0.fcmProject, $0) }, uniquingKeysWith: { first, _ in first })
         return order.map { name in
             var line = byName[name]!
             if let id = line.fcmProjectID { line.rate = rates[id] }

@@ -1,63 +1,32 @@
 import JSON
 import Postgres
 
-/// One entry of the project registry (herald.projects): a Firebase project by the name jobs and
-/// commands will use, and where its service-account key is (never the key).
-public struct RegisteredProject: Sendable, Equatable {
-    public var name: String
-    public var fcmProjectID: String
-    /// An absolute file path or `env:VAR`.
-    public var credentials: String
-    /// Messages per second; nil: the pool's --max-rate.
-    public var maxRate: Double?
-    /// Paused by an operator (herald.pause_project_sending) when not nil.
-    public var pausedReason: String?
-    public var pausedAt: String?
-    public var createdAt: String
-    public var updatedAt: String
-
-    public var state: String { pausedReason == nil ? "enabled" : "paused" }
-
-    public var json: JSONValue {
-        var object = JSONObject()
-        object["name"] = .string(name)
-        object["fcm_project_id"] = .string(fcmProjectID)
-        object["credentials"] = .string(credentials)
-        object["max_rate"] = maxRate.map { .number(CampaignProgress.number($0)) } ?? .null
-        object["state"] = .string(state)
-        object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
-        object["paused_at"] = pausedAt.map { .string($0) } ?? .null
-        object["created_at"] = .string(createdAt)
-        object["updated_at"] = .string(updatedAt)
-        return .object(object)
-    }
-}
-
 /// The SQL of the project registry (herald.add_project, pause_project_sending,
-/// resume_project_sending, remove_project, the view project_registry). Every change is recorded
+/// resume_project_sending, remove_project, the view project_registry): every read of an entry,
+/// the operators' and the workers', is `projects_list.sql` or `project_entry.sql`, as a `Project`. Every change is recorded
 /// in herald.admin_log with the project's name. Jobs name their project (herald.jobs.project).
 public enum ProjectRegistry {
-    public static func list(_ connection: PGConnection) throws(PostgresError) -> [RegisteredProject] {
+    public static func list(_ connection: PGConnection) throws(PostgresError) -> [Project] {
         projects(try connection.query(SQL.projectsList))
     }
 
     /// The entry named `name`; nil when there is none.
-    public static func entry(_ connection: PGConnection, name: String) throws(PostgresError) -> RegisteredProject? {
+    public static func entry(_ connection: PGConnection, name: String) throws(PostgresError) -> Project? {
         projects(try connection.query(SQL.projectEntry, [.text(name)])).first
     }
 
-    static func projects(_ rows: PGResult) -> [RegisteredProject] {
+    static func projects(_ rows: PGResult) -> [Project] {
         (0..<rows.rowCount).map { row in
-            RegisteredProject(name: rows[row, 0] ?? "", fcmProjectID: rows[row, 1] ?? "", credentials: rows[row, 2] ?? "",
-                              maxRate: rows.double(row, 3), pausedReason: rows[row, 5], pausedAt: rows[row, 6],
-                              createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "")
+            Project(name: rows[row, 0] ?? "", fcmProjectID: rows[row, 1] ?? "", credentials: rows[row, 2] ?? "",
+                    maxRate: rows.double(row, 3), pausedReason: rows[row, 5], pausedAt: rows[row, 6],
+                    createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "")
         }
     }
 
     /// Registers a project; the refusals of herald.add_project (a name taken, a second entry for
     /// one FCM project, a credentials value that is not a reference) come back as `AdminError`.
     public static func add(_ connection: PGConnection, name: String, fcmProjectID: String, credentials: String,
-                           maxRate: Double?, source: String) throws -> RegisteredProject {
+                           maxRate: Double?, source: String) throws -> Project {
         try DeadLetters.inTransaction(connection) {
             try AdminError.translating(stateError: .badInput) {
                 try connection.query(SQL.addProject, [.text(name), .text(fcmProjectID), .text(credentials), maxRate.map { .double($0) }])

@@ -193,7 +193,7 @@ public final class QueueStatistics: Sendable {
         var counts: [String: [String: Int]] = [:]
         if rows < configuration.exactRowLimit {
             // Small (or never analysed, reltuples -1): exact, but only the states the indexes do not cover.
-            let result = try connection.query(SQL.countOtherStates, [JobStore.textArray(indexed.sorted())])
+            let result = try connection.query(SQL.countOtherStates, [.textArray(indexed.sorted())])
             for row in 0..<result.rowCount {
                 counts[result[row, 0] ?? "", default: [:]][result[row, 1] ?? "", default: 0] += result.int(row, 2) ?? 0
             }

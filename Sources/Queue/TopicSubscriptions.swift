@@ -41,21 +41,21 @@ public enum TopicSubscriptions {
 
     // The pool's carrier (Worker's TopicSubscriptionCarrier).
 
-    /// Claims up to `limit` due rows of `project` (and of no project) for `worker` under a lease
-    /// of `leaseSeconds`: project, topic, token, state, generation, attempts.
-    public static func claimWork(_ connection: PGConnection, project: String, worker: String, limit: Int,
+    /// Claims up to `limit` due rows of FCM project `fcmProject` (and of no project) for `worker`
+    /// under a lease of `leaseSeconds`: project, topic, token, state, generation, attempts.
+    public static func claimWork(_ connection: PGConnection, fcmProject: String, worker: String, limit: Int,
                                  leaseSeconds: Double) throws(PostgresError) -> PGResult {
-        try connection.query(SQL.claimTopicWork, [.text(project), .text(worker), .int(limit), .double(leaseSeconds)])
+        try connection.query(SQL.claimTopicRows, [.text(fcmProject), .text(worker), .int(limit), .double(leaseSeconds)])
     }
 
     /// Records Instance ID's answers (or releases) for claimed rows.
     public static func recordResults(_ connection: PGConnection, _ results: [JSONValue]) throws(PostgresError) {
-        try connection.query(SQL.recordTopicResults, [.text(JSONValue.array(results).serialized)])
+        try connection.query(SQL.recordTopicAnswers, [.text(JSONValue.array(results).serialized)])
     }
 
     /// Takes one token from the bucket named `bucket` (`rate` a second); whether it was granted.
     public static func takeRequestToken(_ connection: PGConnection, bucket: String, rate: Double) throws(PostgresError) -> Bool {
-        let result = try connection.query(SQL.takeProjectTokens, [.text(bucket), .double(rate), .int(1), nil])
+        let result = try connection.query(SQL.takeFcmProjectTokens, [.text(bucket), .double(rate), .int(1), nil])
         return (result.int(0, try result.column("granted")) ?? 0) > 0
     }
 }

@@ -13,7 +13,7 @@ public struct WorkerConfiguration: Sendable {
     /// `--project NAME`: work only that registry project's jobs (herald.projects), sent with the
     /// credentials the registry points at (`credentialsPath` is then unused); nil: the jobs of no
     /// project, sent with `credentialsPath`.
-    public var jobsProject: String? = nil
+    public var project: String? = nil
     /// A CA bundle for TLS verification (verification itself is always on).
     public var caFile: String? = nil
     /// Queues to work; empty means every queue.

@@ -44,9 +44,9 @@ import TestSupport
         /// Claims up to `count` of the campaign's jobs and records them completed.
         func complete(_ count: Int, of id: Int) throws {
             let store = JobStore(connection: connection, workerID: "command-test")
-            let jobs = try store.claim(queues: ["campaigns"], limit: count, leaseSeconds: 60)
+            let jobs = try store.claimer.claim(queues: ["campaigns"], limit: count, leaseSeconds: 60)
             #expect(jobs.allSatisfy { $0.campaignID == id })
-            try store.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/\($0.id)")) })
+            try store.recorder.record(jobs.map { $0.outcome(.completed(messageName: "projects/p/messages/\($0.id)")) })
         }
     }
 
@@ -88,7 +88,7 @@ import TestSupport
         run = try f.herald(["campaigns", "pause", String(id)])
         #expect(run.status == 0 && run.output.contains("paused campaign \(id) (winter-sale)"), "\(run.output)")
         #expect(try f.state(id) == "paused")
-        #expect(try JobStore(connection: f.connection).claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "a paused campaign's jobs wait")
+        #expect(try JobStore(connection: f.connection).claimer.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "a paused campaign's jobs wait")
         run = try f.herald(["campaigns", "pause", String(id)])
         #expect(run.status == 0 && run.output.contains("was paused already"), "\(run.output)")
         run = try f.herald(["campaigns", "show", String(id)])
@@ -176,7 +176,7 @@ import TestSupport
 
         var run = try f.herald(["queues", "pause", "marketing"])
         #expect(run.status == 0 && run.output.contains("paused queue marketing"), "\(run.output)")
-        let claimed = try JobStore(connection: c).claim(queues: [], limit: 100, leaseSeconds: 60)
+        let claimed = try JobStore(connection: c).claimer.claim(queues: [], limit: 100, leaseSeconds: 60)
         #expect(claimed.map(\.queue) == ["default"], "nothing of a paused queue is claimed")
         run = try f.herald(["queues", "list"])
         let line = run.output.split(separator: "\n").first { $0.hasPrefix("marketing") }.map(String.init) ?? ""
@@ -185,7 +185,7 @@ import TestSupport
         #expect(run.status == 0 && run.output.contains("was paused already"))
         run = try f.herald(["queues", "resume", "marketing"])
         #expect(run.status == 0 && run.output.contains("resumed queue marketing"), "\(run.output)")
-        #expect(try JobStore(connection: c).claim(queues: [], limit: 100, leaseSeconds: 60).count == 5)
+        #expect(try JobStore(connection: c).claimer.claim(queues: [], limit: 100, leaseSeconds: 60).count == 5)
 
         run = try f.herald(["queues", "limits", "marketing", "--max-per-second", "500"])
         #expect(run.status == 0 && run.output.contains("queue marketing: max_per_second 500, max_in_flight none"), "\(run.output)")

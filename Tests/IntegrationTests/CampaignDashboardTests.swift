@@ -20,8 +20,8 @@ import TestSupport
 
     static func complete(_ c: PGConnection, _ count: Int) throws {
         let store = JobStore(connection: c, workerID: "dashboard-test")
-        let jobs = try store.claim(queues: ["campaigns"], limit: count, leaseSeconds: 60)
-        try store.record(jobs.map { $0.outcome(.completed(messageName: nil)) })
+        let jobs = try store.claimer.claim(queues: ["campaigns"], limit: count, leaseSeconds: 60)
+        try store.recorder.record(jobs.map { $0.outcome(.completed(messageName: nil)) })
     }
 
     static func state(_ c: PGConnection, _ id: Int) throws -> String? {

@@ -47,17 +47,17 @@ import TestSupport
         // those jobs leave herald.jobs the moment they finish.
         let kept = JobStore(connection: c, workerID: "progress-test", retention: 3600)
         let deleting = JobStore(connection: c, workerID: "progress-test", retention: 0)
-        let claimed = try kept.claim(queues: ["campaigns"], limit: 100, leaseSeconds: 60).filter { $0.campaignID == id }
+        let claimed = try kept.claimer.claim(queues: ["campaigns"], limit: 100, leaseSeconds: 60).filter { $0.campaignID == id }
         try #require(claimed.count == 20, "every due job of the campaign is claimed")
         let jobs = claimed.sorted { $0.id < $1.id }
         func outcomes(_ range: Range<Int>, _ action: OutcomeAction) -> [JobOutcome] { jobs[range].map { $0.outcome(action) } }
-        try kept.record(outcomes(0..<5, .completed(messageName: "projects/p/messages/1")))
-        try deleting.record(outcomes(5..<8, .completed(messageName: "projects/p/messages/2")))
-        try kept.record(outcomes(8..<11, .dead(reason: "SENDER_ID_MISMATCH: wrong project")))
-        try kept.record(jobs[11..<13].map { $0.outcome(.pruned(token: "mixed-\($0.id)", reason: "UNREGISTERED")) })
-        try deleting.record(outcomes(13..<14, .discarded(reason: "token pruned before")))
-        try kept.record(outcomes(14..<16, .retry(error: "UNAVAILABLE", delay: 0)))
-        try kept.record(outcomes(16..<18, .released()))
+        try kept.recorder.record(outcomes(0..<5, .completed(messageName: "projects/p/messages/1")))
+        try deleting.recorder.record(outcomes(5..<8, .completed(messageName: "projects/p/messages/2")))
+        try kept.recorder.record(outcomes(8..<11, .dead(reason: "SENDER_ID_MISMATCH: wrong project")))
+        try kept.recorder.record(jobs[11..<13].map { $0.outcome(.pruned(token: "mixed-\($0.id)", reason: "UNREGISTERED")) })
+        try deleting.recorder.record(outcomes(13..<14, .discarded(reason: "token pruned before")))
+        try kept.recorder.record(outcomes(14..<16, .retry(error: "UNAVAILABLE", delay: 0)))
+        try kept.recorder.record(outcomes(16..<18, .released()))
         // jobs 18 and 19 stay in flight.
         expected = Counts(total: 23, pending: 4 + 3, running: 2, completed: 8, dead: 3, discarded: 3, cancelled: 0)
         var now = try Self.progress(c, id)
@@ -81,7 +81,7 @@ import TestSupport
         expected.cancelled = 7
         now = try Self.progress(c, id)
         #expect(now.counts == expected, "\(now.counts)")
-        try kept.record([jobs[18].outcome(.completed(messageName: "projects/p/messages/3")),
+        try kept.recorder.record([jobs[18].outcome(.completed(messageName: "projects/p/messages/3")),
                          jobs[19].outcome(.dead(reason: "INVALID_ARGUMENT: bad"))])
         expected.running = 0
         expected.completed = 9

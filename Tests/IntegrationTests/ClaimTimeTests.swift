@@ -25,20 +25,20 @@ import TestSupport
         try c.query("UPDATE herald.queues SET tokens = 0, refilled_at = to_timestamp($1::float8)", [.double(t0)])
         let store = JobStore(connection: c, workerID: "clock")
 
-        store.claimTime = t0
-        let empty = try store.claimBatch(queues: [], limit: 5, leaseSeconds: 60)
+        store.claimer.claimTime = t0
+        let empty = try store.claimer.claimBatch(queues: [], limit: 5, leaseSeconds: 60)
         #expect(empty.jobs.isEmpty, "an empty bucket allows nothing")
         #expect(empty.heldBackFor.map { abs($0 - 0.1) < 1e-9 } == true, "back when one token is there: \(String(describing: empty.heldBackFor))")
 
-        store.claimTime = t0 + 0.1
-        let one = try store.claimBatch(queues: [], limit: 5, leaseSeconds: 60)
+        store.claimer.claimTime = t0 + 0.1
+        let one = try store.claimer.claimBatch(queues: [], limit: 5, leaseSeconds: 60)
         #expect(one.jobs.count == 1, "a tenth of a second later the bucket holds one token")
         #expect(one.heldBackFor != nil)
-        #expect(try store.claimBatch(queues: [], limit: 5, leaseSeconds: 60).jobs.isEmpty, "and it was spent")
+        #expect(try store.claimer.claimBatch(queues: [], limit: 5, leaseSeconds: 60).jobs.isEmpty, "and it was spent")
 
         // An hour later the bucket holds its burst, one token, not 36,000.
-        store.claimTime = t0 + 3600
-        #expect(try store.claimBatch(queues: [], limit: 5, leaseSeconds: 60).jobs.count == 1)
+        store.claimer.claimTime = t0 + 3600
+        #expect(try store.claimer.claimBatch(queues: [], limit: 5, leaseSeconds: 60).jobs.count == 1)
         // The leases run from the claim's time.
         let lease = try c.query("SELECT max(extract(epoch FROM locked_until))::float8 FROM herald.jobs").double(0, 0) ?? 0
         #expect(abs(lease - (t0 + 3660)) < 0.001)

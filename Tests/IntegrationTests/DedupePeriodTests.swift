@@ -22,8 +22,8 @@ import TestSupport
 
     func deliver(_ c: PGConnection, retention: Double) throws -> [Int] {
         let store = JobStore(connection: c, retention: retention)
-        let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
-        try store.record(claimed.map { JobOutcome(id: $0.id, attempt: $0.attempt, .completed(messageName: "projects/p/messages/\($0.id)")) })
+        let claimed = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
+        try store.recorder.record(claimed.map { JobOutcome(id: $0.id, attempt: $0.attempt, .completed(messageName: "projects/p/messages/\($0.id)")) })
         return claimed.map(\.id)
     }
 

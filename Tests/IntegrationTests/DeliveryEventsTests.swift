@@ -45,10 +45,10 @@ import TestSupport
         }
         let quiet = try c.query("SELECT herald.enqueue('{\"token\":\"ok-3\"}'::jsonb, queue => 'default')").int(0, 0)!
         let store = JobStore(connection: c, retention: 3600)
-        let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+        let claimed = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
         #expect(claimed.count == 5)
         let attempt = Dictionary(uniqueKeysWithValues: claimed.map { ($0.id, $0.attempt) })
-        try store.record([
+        try store.recorder.record([
             JobOutcome(id: ids["ok-1"]!, attempt: attempt[ids["ok-1"]!]!, .completed(messageName: "projects/p/messages/1")),
             JobOutcome(id: ids["bad-1"]!, attempt: attempt[ids["bad-1"]!]!, .dead(reason: "INVALID_ARGUMENT: bad token")),
             JobOutcome(id: ids["gone-1"]!, attempt: attempt[ids["gone-1"]!]!, .pruned(token: "gone-1", reason: "UNREGISTERED")),
@@ -68,7 +68,7 @@ import TestSupport
         #expect(try Self.events(c, after: 0, max: 1) == [events[0]])
         // Off again: nothing more is written; a rolled-back outcome writes nothing either.
         try c.query("SELECT herald.set_queue_events('alerts', false)")
-        try store.record([JobOutcome(id: ids["ok-2"]!, attempt: attempt[ids["ok-2"]!]!, .completed(messageName: "projects/p/messages/2"))])
+        try store.recorder.record([JobOutcome(id: ids["ok-2"]!, attempt: attempt[ids["ok-2"]!]!, .completed(messageName: "projects/p/messages/2"))])
         #expect(try Self.events(c).count == 3)
     }
 

@@ -62,10 +62,10 @@ import TestSupport
             let first = try c.query(sql).int(0, 0)!
             #expect(try c.query(sql).int(0, 0) == first)
             let store = JobStore(connection: c, retention: 3600)
-            let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            let claimed = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(claimed.map(\.id) == [first])
             #expect(try c.query(sql).int(0, 0) == first, "a running job is still pending")
-            try store.record([JobOutcome(id: first, attempt: 1, .completed(messageName: "projects/p/messages/1"))])
+            try store.recorder.record([JobOutcome(id: first, attempt: 1, .completed(messageName: "projects/p/messages/1"))])
             let second = try c.query(sql).int(0, 0)!
             #expect(second != first, "a finished job no longer holds the key")
         }
@@ -79,14 +79,14 @@ import TestSupport
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"d\"}', now() + interval '1 hour')")
             let other = try c.query("SELECT herald.enqueue('{\"token\":\"e\"}', queue => 'marketing')").int(0, 0)!
             let store = JobStore(connection: c)
-            let claimed = try store.claim(queues: ["default"], limit: 10, leaseSeconds: 60)
+            let claimed = try store.claimer.claim(queues: ["default"], limit: 10, leaseSeconds: 60)
             #expect(Set(claimed.map(\.id)) == [late, early, urgent])
             let order = try c.query("SELECT id FROM herald.jobs WHERE state = 'running' ORDER BY priority, run_at, id")
             #expect((0..<order.rowCount).map { order.int($0, 0)! } == [urgent, early, late])
             #expect(claimed.allSatisfy { $0.attempt == 1 && $0.maxAttempts == 25 })
-            #expect(try store.claim(queues: ["marketing"], limit: 10, leaseSeconds: 60).map(\.id) == [other])
-            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the scheduled job is not due")
-            let pending = try store.pendingWork(queues: [], horizon: 60)
+            #expect(try store.claimer.claim(queues: ["marketing"], limit: 10, leaseSeconds: 60).map(\.id) == [other])
+            #expect(try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the scheduled job is not due")
+            let pending = try store.claimer.pendingWork(queues: [], horizon: 60)
             #expect(pending.due, "jobs are running")
             #expect(pending.later == 1, "the job due in an hour waits beyond a minute's horizon")
             #expect(abs((pending.nextDueIn ?? 0) - 3600) < 60)
@@ -102,9 +102,9 @@ import TestSupport
                 DispatchQueue.global().async(group: group) {
                     guard let conn = try? database.connect() else { return }
                     let store = JobStore(connection: conn, workerID: "w\(worker)")
-                    while let batch = try? store.claim(queues: [], limit: 50, leaseSeconds: 60), !batch.isEmpty {
+                    while let batch = try? store.claimer.claim(queues: [], limit: 50, leaseSeconds: 60), !batch.isEmpty {
                         seen.mutate { $0 += batch.map(\.id) }
-                        _ = try? store.record(batch.map { $0.outcome(.completed(messageName: nil)) })
+                        _ = try? store.recorder.record(batch.map { $0.outcome(.completed(messageName: nil)) })
                     }
                 }
             }
@@ -124,9 +124,9 @@ import TestSupport
             let prune = try enqueue(c, token: "gone")
             let release = try enqueue(c, token: "x")
             let store = JobStore(connection: c, retention: 3600)
-            let claimed = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            let claimed = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(claimed.count == 5)
-            let summary = try store.record([
+            let summary = try store.recorder.record([
                 JobOutcome(id: ok, attempt: 1, .completed(messageName: "projects/p/messages/42")),
                 JobOutcome(id: retry, attempt: 1, .retry(error: "UNAVAILABLE: try later", delay: 120)),
                 JobOutcome(id: dead, attempt: 1, .dead(reason: "INVALID_ARGUMENT: message.android.ttl is bad")),
@@ -150,7 +150,7 @@ import TestSupport
 
             // A later job for the pruned token is flagged at claim, so it is discarded without a request.
             let again = try enqueue(c, token: "gone")
-            let next = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            let next = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(next.first { $0.id == again }?.tokenPruned == true)
             #expect(next.first { $0.id == release }?.tokenPruned == false)
 
@@ -163,9 +163,9 @@ import TestSupport
 
             // A dead letter whose dedupe_key is pending again is kept, not dropped.
             let keyed = try c.query("SELECT herald.enqueue('{\"token\":\"k\"}', dedupe_key => 'welcome-1')").int(0, 0)!
-            let held = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            let held = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
             #expect(held.contains { $0.id == keyed })
-            try store.record([JobOutcome(id: keyed, attempt: 1, .dead(reason: "INVALID_ARGUMENT: x"))])
+            try store.recorder.record([JobOutcome(id: keyed, attempt: 1, .dead(reason: "INVALID_ARGUMENT: x"))])
             let letter = try c.query("SELECT id FROM herald.dead_letters WHERE job_id = $1", [.int(keyed)]).int(0, 0)!
             _ = try c.query("SELECT herald.enqueue('{\"token\":\"k2\"}', dedupe_key => 'welcome-1')")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.retry_dead_letter($1)", [.int(letter)]) }
@@ -181,9 +181,9 @@ import TestSupport
                 """)
             let id = try enqueue(c, token: "gone")
             let store = JobStore(connection: c)
-            _ = try store.claim(queues: [], limit: 10, leaseSeconds: 60)
+            _ = try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60)
             var logged: [String] = []
-            try store.record([JobOutcome(id: id, attempt: 1, .pruned(token: "gone", reason: "UNREGISTERED"))], log: { logged.append($0) })
+            try store.recorder.record([JobOutcome(id: id, attempt: 1, .pruned(token: "gone", reason: "UNREGISTERED"))], log: { logged.append($0) })
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "discarded")
             #expect(try c.query("SELECT count(*) FROM herald.pruned_tokens").int(0, 0) == 1)
             #expect(logged.contains { $0.contains("my table is gone") })
@@ -194,14 +194,14 @@ import TestSupport
         try withDatabase { c, _ in
             let id = try enqueue(c)
             let dying = JobStore(connection: c, workerID: "dying")
-            #expect(try dying.claim(queues: [], limit: 1, leaseSeconds: 0.2).map(\.id) == [id])
+            #expect(try dying.claimer.claim(queues: [], limit: 1, leaseSeconds: 0.2).map(\.id) == [id])
             #expect(waitUntil(timeout: 10) { (try? c.query("SELECT locked_until < now() FROM herald.jobs").bool(0, 0)) == true })
             #expect(try LeaseRescue().runOnce(MaintenanceRun(connection: c))["rescued"] == 1)
             let healthy = JobStore(connection: c, workerID: "healthy")
-            let again = try healthy.claim(queues: [], limit: 1, leaseSeconds: 60)
+            let again = try healthy.claimer.claim(queues: [], limit: 1, leaseSeconds: 60)
             #expect(again.map(\.id) == [id] && again.first?.attempt == 2)
             #expect(again.first?.lastError?.contains("lease expired") == true)
-            let stale = try dying.record([JobOutcome(id: id, attempt: 1, .completed(messageName: "late"))])
+            let stale = try dying.recorder.record([JobOutcome(id: id, attempt: 1, .completed(messageName: "late"))])
             #expect(stale.stale == 1 && stale.finished == 0)
             #expect(try c.query("SELECT state, locked_by FROM herald.jobs")[0, 1] == "healthy")
         }
@@ -211,15 +211,15 @@ import TestSupport
         try withDatabase { c, _ in
             let id = try enqueue(c)
             let store = JobStore(connection: c, workerID: "same-worker")
-            let first = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 0.2).first)
+            let first = try #require(try store.claimer.claim(queues: [], limit: 1, leaseSeconds: 0.2).first)
             #expect(waitUntil(timeout: 10) { (try? LeaseRescue().runOnce(MaintenanceRun(connection: c))["rescued"]) == 1 })
-            let second = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            let second = try #require(try store.claimer.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(second.attempt == first.attempt + 1)
             // The first claim's late answer does not settle the second claim.
-            let late = try store.record([first.outcome(.completed(messageName: "late"))])
+            let late = try store.recorder.record([first.outcome(.completed(messageName: "late"))])
             #expect(late.stale == 1)
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "running")
-            let current = try store.record([second.outcome(.retry(error: "INTERNAL: nul\u{0}byte", delay: 0))])
+            let current = try store.recorder.record([second.outcome(.retry(error: "INTERNAL: nul\u{0}byte", delay: 0))])
             #expect(current.retried == 1)
             #expect(try c.query("SELECT last_error FROM herald.jobs WHERE id = $1", [.int(id)])[0, 0] == "INTERNAL: nul byte",
                     "a NUL byte in an error cannot block recording")
@@ -229,14 +229,14 @@ import TestSupport
     @Test func aQuotaPauseHoldsBackEveryWorkerOfTheProject() throws {
         try withDatabase { c, _ in
             _ = try enqueue(c)
-            let other = JobStore(connection: c, workerID: "b", projectID: "project-a")
-            try JobStore(connection: c, workerID: "a", projectID: "project-a").pauseProject("project-a", seconds: 60, reason: "QUOTA_EXCEEDED")
-            #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the whole project waits")
-            #expect(try JobStore(connection: c, workerID: "c", projectID: "project-b").claim(queues: [], limit: 10, leaseSeconds: 60).count == 1,
+            let other = JobStore(connection: c, workerID: "b", fcmProject: "project-a")
+            try JobStore(connection: c, workerID: "a", fcmProject: "project-a").fcmProjectRates.hold("project-a", seconds: 60, reason: "QUOTA_EXCEEDED")
+            #expect(try other.claimer.claim(queues: [], limit: 10, leaseSeconds: 60).isEmpty, "the whole project waits")
+            #expect(try JobStore(connection: c, workerID: "c", fcmProject: "project-b").claimer.claim(queues: [], limit: 10, leaseSeconds: 60).count == 1,
                     "another project's workers do not")
             try c.query("UPDATE herald.project_pauses SET paused_until = now() - interval '1 second'")
             _ = try enqueue(c)
-            #expect(try other.claim(queues: [], limit: 10, leaseSeconds: 60).count == 1, "and it ends")
+            #expect(try other.claimer.claim(queues: [], limit: 10, leaseSeconds: 60).count == 1, "and it ends")
         }
     }
 
@@ -258,17 +258,17 @@ import TestSupport
             try c.query("SET track_functions = 'pl'")
             for n in 1...3 { _ = try enqueue(c, token: "t\(n)") }
             // 100 a second: a bucket of 10 tokens (a tenth of a second's worth).
-            let first = JobStore(connection: c, workerID: "a", projectID: "project-a")
-            first.projectRate = 100
-            let claim = try first.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            let first = JobStore(connection: c, workerID: "a", fcmProject: "project-a")
+            first.claimer.fcmProjectRate = 100
+            let claim = try first.claimer.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
             #expect(claim.jobs.count == 3 && claim.heldBackFor == nil, "three jobs were there")
             #expect(try c.query(tokens).double(0, 0) == 7, "10 granted, 3 used, 7 given back")
 
             try stopRefilling()
             for n in 4...40 { _ = try enqueue(c, token: "t\(n)") }
-            let second = JobStore(connection: c, workerID: "b", projectID: "project-a")
-            second.projectRate = 100
-            let limited = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            let second = JobStore(connection: c, workerID: "b", fcmProject: "project-a")
+            second.claimer.fcmProjectRate = 100
+            let limited = try second.claimer.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
             #expect(limited.jobs.count == 7, "no more than the bucket held")
             #expect(limited.heldBackFor.map { $0 > 0 && $0 <= 0.1 } == true, "told when to come back: \(String(describing: limited.heldBackFor))")
             #expect(try c.query(tokens).double(0, 0) == 0)
@@ -276,12 +276,12 @@ import TestSupport
             // Held back: a backlog, so the next claim takes its tokens first, and finds none.
             let (takesBefore, claimsBefore) = (try calls("take_project_tokens"), try calls("claim_batch"))
             try stopRefilling()
-            let empty = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            let empty = try second.claimer.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
             #expect(empty.jobs.isEmpty, "an empty bucket grants nothing, so nothing is claimed")
             #expect(empty.heldBackFor == 0.05, "back when the bucket holds half its burst (5 tokens at 100/s)")
             // Refilled: the grant of 10 is spent on 10 jobs of the backlog.
             try c.query("UPDATE herald.project_rates SET tokens = 10")
-            let backlog = try second.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
+            let backlog = try second.claimer.claimBatch(queues: [], limit: 50, leaseSeconds: 60)
             #expect(backlog.jobs.count == 10 && backlog.heldBackFor != nil)
             #expect(try c.query(tokens).double(0, 0).map { $0 < 1 } == true)
             // Two takes, one claim: the empty grant needed no claim, the other claim took no tokens itself.
@@ -295,12 +295,12 @@ import TestSupport
         try withDatabase { c, _ in
             let a = try enqueue(c), b = try enqueue(c)
             let immediate = JobStore(connection: c, retention: 0)
-            _ = try immediate.claim(queues: [], limit: 1, leaseSeconds: 60)
-            try immediate.record([JobOutcome(id: a, attempt: 1, .completed(messageName: nil))])
+            _ = try immediate.claimer.claim(queues: [], limit: 1, leaseSeconds: 60)
+            try immediate.recorder.record([JobOutcome(id: a, attempt: 1, .completed(messageName: nil))])
             #expect(try c.query("SELECT count(*) FROM herald.jobs WHERE id = $1", [.int(a)]).int(0, 0) == 0)
             let kept = JobStore(connection: c, retention: 3600)
-            _ = try kept.claim(queues: [], limit: 1, leaseSeconds: 60)
-            try kept.record([JobOutcome(id: b, attempt: 1, .completed(messageName: nil))])
+            _ = try kept.claimer.claim(queues: [], limit: 1, leaseSeconds: 60)
+            try kept.recorder.record([JobOutcome(id: b, attempt: 1, .completed(messageName: nil))])
             let retention = Retention(retention: 3600)
             #expect(try retention.runOnce(MaintenanceRun(connection: c))["purged"] == 0)
             try c.query("UPDATE herald.jobs SET finished_at = now() - interval '2 hours' WHERE id = $1", [.int(b)])
@@ -335,24 +335,24 @@ import TestSupport
             #expect((0..<states.rowCount).map { "\(states[$0, 0]!)=\(states[$0, 1]!)" } == ["available=1", "scheduled=2"],
                     "an INSERT or enqueue with a future run_at makes a scheduled job")
             let store = JobStore(connection: c)
-            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [due], "scheduled jobs are not claimed")
-            let ahead = try store.promoteDueJobs()
+            #expect(try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [due], "scheduled jobs are not claimed")
+            let ahead = try store.claimer.promoteDueJobs()
             #expect(ahead.promoted == 0)
             #expect(abs((ahead.nextDueIn ?? 0) - 3600) < 60, "the next one is due in an hour, not \(String(describing: ahead.nextDueIn))")
 
             // Its time comes: promoted, then claimed; the other one stays.
             try c.query("UPDATE herald.jobs SET run_at = now() - interval '1 second' WHERE id = $1", [.int(later)])
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(later)])[0, 0] == "scheduled")
-            let promotion = try store.promoteDueJobs()
+            let promotion = try store.claimer.promoteDueJobs()
             #expect(promotion.promoted == 1)
             #expect(abs((promotion.nextDueIn ?? 0) - 7200) < 60)
-            #expect(try store.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [later])
+            #expect(try store.claimer.claim(queues: [], limit: 10, leaseSeconds: 60).map(\.id) == [later])
 
             // Moving an available job's run_at ahead makes it scheduled again.
             let moved = try enqueue(c, token: "m")
             try c.query("UPDATE herald.jobs SET run_at = now() + interval '5 minutes' WHERE id = $1", [.int(moved)])
             #expect(try c.query("SELECT state FROM herald.jobs WHERE id = $1", [.int(moved)])[0, 0] == "scheduled")
-            let pending = try store.pendingWork(queues: [], horizon: 600)
+            let pending = try store.claimer.pendingWork(queues: [], horizon: 600)
             #expect(pending.due, "due within ten minutes")
             #expect(pending.later == (try c.query("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled' AND run_at > now() + interval '10 minutes'").int(0, 0)))
         }
@@ -394,8 +394,8 @@ import TestSupport
             let campaign = try c.query("SELECT herald.create_campaign('done-already')").int(0, 0)!
             try c.query("INSERT INTO herald.jobs (message, campaign_id) VALUES ('{\"token\": \"a\"}', $1)", [.int(campaign)])
             let store = JobStore(connection: c)
-            let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
-            try store.record([job.outcome(.completed(messageName: "projects/p/messages/1"))])
+            let job = try #require(try store.claimer.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            try store.recorder.record([job.outcome(.completed(messageName: "projects/p/messages/1"))])
             // Sent, and the maintenance leader has not looked yet: the table still says running.
             #expect(try c.query("SELECT state FROM herald.campaigns WHERE id = $1", [.int(campaign)])[0, 0] == "running")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.pause_campaign($1)", [.int(campaign)]) }
@@ -421,15 +421,15 @@ import TestSupport
         try withDatabase { c, _ in
             let id = try c.query("SELECT herald.enqueue_group_op('create', 'user-7', ARRAY['t1', 't2'])").int(0, 0)!
             let store = JobStore(connection: c)
-            let job = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            let job = try #require(try store.claimer.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(job.id == id && job.kind == .group && job.groupKey == nil)
-            try store.record([job.outcome(.completed(messageName: nil, group: GroupChange(operation: .create, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
+            try store.recorder.record([job.outcome(.completed(messageName: nil, group: GroupChange(operation: .create, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             let g = try c.query("SELECT notification_key, array_to_string(members, ',') FROM herald.device_groups WHERE name = 'user-7'")
             #expect(g[0, 0] == "KEY1" && g[0, 1] == "t1,t2")
             _ = try c.query("SELECT herald.enqueue_group_op('remove', 'user-7', ARRAY['t1', 't2'])")
-            let removal = try #require(try store.claim(queues: [], limit: 1, leaseSeconds: 60).first)
+            let removal = try #require(try store.claimer.claim(queues: [], limit: 1, leaseSeconds: 60).first)
             #expect(removal.groupKey == "KEY1" && removal.groupMembers == ["t1", "t2"])
-            try store.record([removal.outcome(.completed(messageName: nil, group: GroupChange(operation: .remove, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
+            try store.recorder.record([removal.outcome(.completed(messageName: nil, group: GroupChange(operation: .remove, name: "user-7", key: "KEY1", tokens: ["t1", "t2"])))])
             #expect(try c.query("SELECT count(*) FROM herald.device_groups").int(0, 0) == 0, "removing every member deletes the group")
             #expect(throws: PostgresError.self) { try c.query("SELECT herald.enqueue_group_op('rename', 'x', ARRAY['t'])") }
         }

@@ -50,8 +50,8 @@ import Testing
     }
 
     @Test func errorTextsAreStorable() {
-        #expect(JobStore.clean("INTERNAL: bad\u{0}byte\u{7}here\nnext\tline") == "INTERNAL: bad byte here\nnext\tline")
-        #expect(JobStore.clean(String(repeating: "x", count: 5000)).count == 2000)
+        #expect(OutcomeRecorder.clean("INTERNAL: bad\u{0}byte\u{7}here\nnext\tline") == "INTERNAL: bad byte here\nnext\tline")
+        #expect(OutcomeRecorder.clean(String(repeating: "x", count: 5000)).count == 2000)
         // Long texts are checked eight bytes at a time: a bad byte anywhere is still found.
         let line = "UNAVAILABLE: the service is currently unavailable, retry later"
         for position in 0...line.utf8.count {
@@ -60,10 +60,10 @@ import Testing
                 bytes.insert(bad, at: position)
                 var expected = Array(line.utf8)
                 expected.insert(0x20, at: position)
-                #expect(JobStore.clean(String(decoding: bytes, as: UTF8.self)) == String(decoding: expected, as: UTF8.self))
+                #expect(OutcomeRecorder.clean(String(decoding: bytes, as: UTF8.self)) == String(decoding: expected, as: UTF8.self))
             }
         }
-        #expect(JobStore.clean(line + "\nnext\tline é") == line + "\nnext\tline é")
+        #expect(OutcomeRecorder.clean(line + "\nnext\tline é") == line + "\nnext\tline é")
     }
 
     /// Numbers read from libpq's buffer without a String must be the numbers Int(String) and
@@ -97,7 +97,7 @@ import Testing
             JobOutcome(id: 6, attempt: 1, .pruned(token: "tok\"en", reason: "UNREGISTERED: gone")),
             JobOutcome(id: Int.max, attempt: 2, .released(delay: -3)),
         ]
-        let rows = try JSONValue.parse(JobStore.recordRows(outcomes))
+        let rows = try JSONValue.parse(OutcomeRecorder.recordRows(outcomes))
         let expected = try JSONValue.parse(#"""
             [{"id":1,"att":1,"a":"completed","name":"projects/p/messages/1"},
              {"id":2,"att":3,"a":"completed"},
@@ -108,7 +108,7 @@ import Testing
              {"id":9223372036854775807,"att":2,"a":"released","delay":0.0}]
             """#)
         #expect(rows == expected)
-        #expect(JobStore.recordRows([]) == Array("[]".utf8))
+        #expect(OutcomeRecorder.recordRows([]) == Array("[]".utf8))
         // The statement knows every word a row may carry (the words metrics and logs use too).
         for outcome in MessageOutcome.allCases {
             #expect(SQL.recordOutcomes.contains("'\(outcome.rawValue)'"), "record_outcomes.sql handles \(outcome.rawValue)")
@@ -116,7 +116,7 @@ import Testing
     }
 
     @Test func textArraysQuoteEveryElement() {
-        #expect(JobStore.textArray(["a", "b,c", "d\"e", "f\\g"]) == .text(#"{"a","b,c","d\"e","f\\g"}"#))
-        #expect(JobStore.textArray([]) == .text("{}"))
+        #expect(PGValue.textArray(["a", "b,c", "d\"e", "f\\g"]) == .text(#"{"a","b,c","d\"e","f\\g"}"#))
+        #expect(PGValue.textArray([]) == .text("{}"))
     }
 }

@@ -60,6 +60,23 @@ import Queue
         }
     }
 
+    /// A statement file is never named like a function file: `claim_jobs.sql` running
+    /// `herald.claim_batch` while `functions/claim_jobs.sql` defines `herald.claim_jobs` sent a
+    /// reader to the wrong definition. (`SQL/admin` is not held to this yet: several of its
+    /// statements are named after the function they call.)
+    @Test func noStatementFileIsNamedLikeAFunctionFile() throws {
+        let sql = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/Queue/SQL")
+        func names(_ folder: String) throws -> Set<String> {
+            Set(try FileManager.default.contentsOfDirectory(atPath: sql.appendingPathComponent(folder).path).filter { $0.hasSuffix(".sql") })
+        }
+        let statements = try names("statements"), functions = try names("functions")
+        #expect(statements.count > 20 && functions.count > 60, "both folders are read")
+        for name in statements.intersection(functions).sorted() {
+            Issue.record("SQL/statements/\(name) has the name of SQL/functions/\(name): name the statement after what it does, e.g. claim_due_jobs.sql for the claim")
+        }
+    }
+
     /// The product's statements are named files (`SQL.name`), never string literals at the call.
     @Test func productCodeRunsOnlyNamedStatements() throws {
         let sources = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

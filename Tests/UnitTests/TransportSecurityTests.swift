@@ -33,15 +33,15 @@ import Testing
         let json = try emulator.serviceAccountJSON(projectID: "shop-prod")
             .replacingOccurrences(of: emulator.tokenURI.replacingOccurrences(of: "/", with: "\\/"), with: "http://192.0.2.1/token")
             .replacingOccurrences(of: emulator.tokenURI, with: "http://192.0.2.1/token")
-        let project = WorkedProject(name: "shop", fcmProjectID: "shop-prod", credentials: "env:SHOP_KEY")
-        #expect(throws: WorkedProject.Problem.self) { try project.account(environment: ["SHOP_KEY": json]) }
+        let project = Project(name: "shop", fcmProjectID: "shop-prod", credentials: "env:SHOP_KEY")
+        #expect(throws: Project.Problem.self) { try project.account(environment: ["SHOP_KEY": json]) }
         do { _ = try project.account(environment: ["SHOP_KEY": json]) } catch {
             #expect("\(error)" == "project shop: the key env:SHOP_KEY has token_uri http://192.0.2.1/token: plain http to 192.0.2.1, which would send its signed grant and receive the access token unencrypted; use a key whose token_uri is https (Google's is https://oauth2.googleapis.com/token), or pass --allow-insecure-transport (HERALD_ALLOW_INSECURE_TRANSPORT=1) if the network in between is trusted")
         }
         let allowed = try project.account(environment: ["SHOP_KEY": json, "HERALD_ALLOW_INSECURE_TRANSPORT": "1"])
         #expect(allowed.tokenURI == "http://192.0.2.1/token")
         // The emulator's own key (token_uri on loopback) is fine without the flag.
-        let local = WorkedProject(name: "local", fcmProjectID: "local", credentials: "env:LOCAL_KEY")
+        let local = Project(name: "local", fcmProjectID: "local", credentials: "env:LOCAL_KEY")
         #expect(try local.account(environment: ["LOCAL_KEY": emulator.serviceAccountJSON(projectID: "local")]).projectID == "local")
     }
 

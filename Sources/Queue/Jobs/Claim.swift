@@ -1,3 +1,4 @@
+import JSON
 import Postgres
 
 /// What one claim statement gave.
@@ -16,8 +17,33 @@ public struct Promotion: Sendable, Equatable {
     public init(promoted: Int, nextDueIn: Double?) { self.promoted = promoted; self.nextDueIn = nextDueIn }
 }
 
-// Claiming: the project's tokens, then one claim statement (claim_jobs.sql); promoting due jobs.
-extension JobStore {
+/// The claimer: the FCM project's tokens, then one claim statement (claim_due_jobs.sql);
+/// promoting due jobs, what a drain asks, and the leases' heartbeat. One per connection
+/// (`JobStore.claimer`).
+public final class Claimer: @unchecked Sendable {
+    let connection: PGConnection
+    /// Who holds the leases it takes (JobStore.workerID).
+    public let workerID: String
+    /// The FCM project this worker sends for: claims wait while herald.project_pauses holds it
+    /// back (nil: no such check, e.g. the PostgreSQL ceiling benchmark).
+    public let fcmProject: String?
+    /// Whose jobs this worker claims: a registry entry's name (herald.projects; it sends them
+    /// with that project's credentials) or nil for jobs of no project (the pool's own credentials).
+    public var project: String?
+    /// The FCM project's rate, per second, shared by every pool of the project (0: none).
+    public var fcmProjectRate: Double = 0
+    /// The time the claim takes place at, in seconds since 1970 (nil: the database's clock), so a
+    /// test can move it (a bucket refilled, a job due) without waiting.
+    public var claimTime: Double?
+    /// The last claim took all it asked for, or a limit held jobs back: more are probably waiting.
+    var inBacklog = false
+
+    init(connection: PGConnection, workerID: String, fcmProject: String?) {
+        self.connection = connection
+        self.workerID = workerID
+        self.fcmProject = fcmProject
+    }
+
     /// Claims up to `limit` available jobs (all queues when `queues` is empty) into `running`
     /// under a lease of `leaseSeconds`: each queue and campaign in turn, priority first within
     /// each, within every rate limit.
@@ -28,22 +54,22 @@ extension JobStore {
     /// `claim`, and whether a limit held jobs back (and for how long).
     public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
         var granted: Int?
-        if let projectID, projectRate > 0, inBacklog {
-            // The project's bucket is shared by every worker of the project: taking its tokens in a
+        if let fcmProject, fcmProjectRate > 0, inBacklog {
+            // The FCM project's bucket is shared by every worker of it: taking its tokens in a
             // transaction of their own keeps its row locked for that statement only, not for the
             // whole claim, so the workers' claims do not queue behind each other on it. Outside a
             // backlog the claim takes them itself, which saves a round trip on every claim of a
             // one-time code while claims rarely meet on the row.
-            let tokens = try connection.query(SQL.takeProjectTokens, [.text(projectID), .double(projectRate), .int(limit),
-                                                                   claimTime.map { .double($0) }])
+            let tokens = try connection.query(SQL.takeFcmProjectTokens, [.text(fcmProject), .double(fcmProjectRate), .int(limit),
+                                                                      claimTime.map { .double($0) }])
             let taken = tokens.int(0, try tokens.column("granted")) ?? 0
             guard taken > 0 else { return Claim(jobs: [], heldBackFor: tokens.double(0, try tokens.column("wait_seconds"))) }  // still a backlog
             granted = taken
         }
-        let result = try connection.query(SQL.claimJobs, [queues.isEmpty ? nil : Self.textArray(queues), .int(limit),
-                                                          .double(leaseSeconds), .text(workerID), projectID.map { .text($0) },
-                                                          .double(projectRate), granted.map { .int($0) }, claimTime.map { .double($0) },
-                                                          jobsProject.map { .text($0) }])
+        let result = try connection.query(SQL.claimDueJobs, [queues.isEmpty ? nil : .textArray(queues), .int(limit),
+                                                             .double(leaseSeconds), .text(workerID), fcmProject.map { .text($0) },
+                                                             .double(fcmProjectRate), granted.map { .int($0) }, claimTime.map { .double($0) },
+                                                             project.map { .text($0) }])
         let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
         let message = try result.column("message"), attempt = try result.column("attempt")
         let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
@@ -91,12 +117,12 @@ extension JobStore {
         }
     }
 
-    /// Whether the queues (all when empty) hold a job of this worker's project (`jobsProject`)
+    /// Whether the queues (all when empty) hold a job of this worker's project (`project`)
     /// that is due: available, running, or scheduled within `horizon` seconds; and how many are
     /// scheduled beyond it.
     public func pendingWork(queues: [String], horizon: Double) throws(PostgresError) -> PendingWork {
-        let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : Self.textArray(queues),
-                                                               jobsProject.map { .text($0) }, .double(horizon)])
+        let result = try connection.query(SQL.hasPendingWork, [queues.isEmpty ? nil : .textArray(queues),
+                                                               project.map { .text($0) }, .double(horizon)])
         return PendingWork(due: result.bool(0, try result.column("pending")) ?? false,
                            later: result.int(0, try result.column("later")) ?? 0,
                            nextDueIn: result.double(0, try result.column("next_due")))
@@ -109,5 +135,11 @@ extension JobStore {
         guard !ids.isEmpty else { return 0 }
         return try connection.query(SQL.extendLeases, [.text("{" + ids.map(String.init).joined(separator: ",") + "}"),
                                                        .text(workerID), .double(leaseSeconds)]).affectedRows
+    }
+
+    /// The members of a device group from `array_to_json(members)::text` (none for NULL).
+    static func members(fromJSON text: String?) -> [String] {
+        guard let text, let items = (try? JSONValue.parse(text))?.arrayValue else { return [] }
+        return items.compactMap(\.stringValue)
     }
 }

@@ -16,7 +16,7 @@ public enum OutcomeAction: Sendable, Equatable {
     case pruned(token: String, reason: String)
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
-    /// A quota answer (a device's, a topic's or the project's limit): try again no sooner than
+    /// A quota answer (a device's, a topic's or the FCM project's limit): try again no sooner than
     /// `delay` seconds from now. The attempt does not count against max_attempts while the job
     /// has been snoozed fewer than `cap` times (herald.jobs.snoozes); after that it does.
     /// `backoff`: the delay grows with the job's own durable count of quota answers, whichever
@@ -45,7 +45,7 @@ public enum OutcomeAction: Sendable, Equatable {
             row.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
             row.append(UInt8(ascii: "\""))
             row.append(UInt8(ascii: ":"))
-            JSONValue.writeString(JobStore.clean(text), into: &row)
+            JSONValue.writeString(OutcomeRecorder.clean(text), into: &row)
         }
         func delay(_ seconds: Double) {
             row.append(contentsOf: #","delay":"#.utf8)
@@ -116,8 +116,21 @@ public struct RecordSummary: Sendable, Equatable {
     public init() {}
 }
 
-// Recording outcomes: one statement for a batch (record_outcomes.sql).
-extension JobStore {
+/// The outcome recorder: one statement for a batch of outcomes (record_outcomes.sql), then the
+/// prune_token hook and the device groups' changes. One per connection (`JobStore.recorder`).
+public final class OutcomeRecorder: @unchecked Sendable {
+    let connection: PGConnection
+    /// Whose leases the outcomes settle (JobStore.workerID).
+    public let workerID: String
+    /// Seconds finished jobs stay in herald.jobs; 0 deletes them when they finish.
+    public let retention: Double
+
+    init(connection: PGConnection, workerID: String, retention: Double) {
+        self.connection = connection
+        self.workerID = workerID
+        self.retention = retention
+    }
+
     /// Records a batch of outcomes: one statement for all of them, then the prune_token hook and
     /// device-group changes, in one transaction. An outcome applies only to the attempt it
     /// carries, and only while this worker still holds that job's lease; others are counted as
@@ -167,7 +180,7 @@ extension JobStore {
                     log("herald.prune_token failed (the tokens are still recorded in herald.pruned_tokens): \(error)")
                 }
             }
-            for change in groups { try apply(change) }
+            for change in groups { try Self.apply(change, on: connection) }
             return summary
         }
     }
@@ -196,12 +209,12 @@ extension JobStore {
     }
 
     /// Applies a confirmed device-group change to herald.device_groups (inside the caller's transaction).
-    public func apply(_ change: GroupChange) throws(PostgresError) {
+    public static func apply(_ change: GroupChange, on connection: PGConnection) throws(PostgresError) {
         switch change.operation {
         case .create, .add:
-            try connection.query(SQL.addGroupMembers, [.text(change.name), .text(change.key), Self.textArray(change.tokens)])
+            try connection.query(SQL.addGroupMembers, [.text(change.name), .text(change.key), .textArray(change.tokens)])
         case .remove:
-            try connection.query(SQL.removeGroupMembers, [.text(change.name), Self.textArray(change.tokens)])
+            try connection.query(SQL.removeGroupMembers, [.text(change.name), .textArray(change.tokens)])
             try connection.query(SQL.deleteEmptyGroup, [.text(change.name)])
         }
     }

@@ -10,7 +10,7 @@ import Lifecycle
 /// use is kept. A `Service`: `run()` looks every `interval` seconds until `beginShutdown()`.
 final class KeyWatch: Service, @unchecked Sendable {
     let path: String
-    let projectID: String
+    let fcmProject: String
     let interval: Double
     let log: Logger
     let rotated: @Sendable () -> Void
@@ -18,9 +18,9 @@ final class KeyWatch: Service, @unchecked Sendable {
     private let lock = NSLock()
     private var stopped = false
 
-    init(path: String, projectID: String, interval: Double = 5, log: Logger, rotated: @escaping @Sendable () -> Void) {
+    init(path: String, fcmProject: String, interval: Double = 5, log: Logger, rotated: @escaping @Sendable () -> Void) {
         self.path = path
-        self.projectID = projectID
+        self.fcmProject = fcmProject
         self.interval = interval
         self.log = log
         self.rotated = rotated
@@ -50,8 +50,8 @@ final class KeyWatch: Service, @unchecked Sendable {
                 refused = now
                 continue
             }
-            guard account.projectID == projectID else {
-                log.warning("the key file \(path) changed to a key of FCM project \"\(account.projectID)\", not \"\(projectID)\"; keeping the key in use")
+            guard account.projectID == fcmProject else {
+                log.warning("the key file \(path) changed to a key of FCM project \"\(account.projectID)\", not \"\(fcmProject)\"; keeping the key in use")
                 refused = now
                 continue
             }

@@ -87,7 +87,7 @@ final class Sender: @unchecked Sendable {
             switch effect {
             case .tell(let event):
                 outbox.put(event)
-                if case .projectPaused(let until, _) = event { metrics.projectPausedUntil(until) }
+                if case .projectPaused(let until, _) = event { metrics.fcmProjectPausedUntil(until) }
             case .warning(let text): log.warning(text)
             case .info(let text): log.info(text)
             case .debug(let text, let job, let code): log.debug(text, ["job_id": .int(job), "code": .string(code)])

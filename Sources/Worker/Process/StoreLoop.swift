@@ -25,8 +25,8 @@ final class StoreLoop: @unchecked Sendable {
     private(set) var recorded = 0
     private var activity = ActivityWindow()
     /// What the drain's last check found waiting beyond its horizon, for its last word.
-    private var drainedLeaving: JobStore.PendingWork?
-    /// The project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
+    private var drainedLeaving: Claimer.PendingWork?
+    /// The FCM project's adapted rate (`--max-rate` the ceiling) and its shared state as last read.
     private let adaptive: AdaptiveRate
     private var rateState = AdaptiveRate.State()
     private var rateReadAt = 0.0
@@ -34,13 +34,13 @@ final class StoreLoop: @unchecked Sendable {
     private let startedAt = StoreLoop.clock()
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, projectID: String, leaseBook: LeaseBook) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, fcmProject: String, leaseBook: LeaseBook) {
         self.leaseBook = leaseBook
         self.configuration = configuration
         self.connection = connection
-        self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, projectID: projectID)
-        store.projectRate = configuration.maxRate
-        store.jobsProject = configuration.jobsProject
+        self.store = JobStore(connection: connection, retention: configuration.retentionSeconds, fcmProject: fcmProject)
+        store.claimer.fcmProjectRate = configuration.maxRate
+        store.claimer.project = configuration.project
         self.inbox = inbox
         self.outbox = outbox
         self.stop = stop
@@ -106,7 +106,7 @@ final class StoreLoop: @unchecked Sendable {
             case .record(let outcomes):
                 let summary: RecordSummary
                 do {
-                    summary = try store.record(outcomes) { self.log.warning($0) }
+                    summary = try store.recorder.record(outcomes) { self.log.warning($0) }
                 } catch {
                     guard connection.isHealthy else { throw error }
                     switch machine.recordRefused(outcomes, code: error.sqlState, now: now) {
@@ -126,18 +126,18 @@ final class StoreLoop: @unchecked Sendable {
                 machine.recorded(count: outcomes.count)
                 logActivity(now: now)
             case .publishProjectPause(let until):
-                // A quota answer, or FCM unreachable, holds back every worker of the project,
+                // A quota answer, or FCM unreachable, holds back every worker of the FCM project,
                 // through the database.
-                if let project = store.projectID {
-                    try store.pauseProject(project, seconds: until - now, reason: "\(machine.projectPauseReason) answered to \(store.workerID)")
+                if let fcmProject = store.claimer.fcmProject {
+                    try store.fcmProjectRates.hold(fcmProject, seconds: until - now, reason: "\(machine.projectPauseReason) answered to \(store.workerID)")
                     // What was held comes back over the jitter window after the pause, not at once.
                     let window = max(1, (until - now) * configuration.retryPolicy.jitter)
-                    let spread = try store.spreadHeldRetries(until: until, window: window)
+                    let spread = try store.fcmProjectRates.spreadHeldRetries(until: until, window: window)
                     if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
                 }
                 machine.projectPausePublished(until: until)
             case .extendLeases(let ids):
-                try store.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
+                try store.claimer.extendLeases(ids: ids, leaseSeconds: configuration.leaseSeconds)
                 leaseBook.held(ids, sentAt: now, leaseSeconds: configuration.leaseSeconds, onlyKnown: true)
                 machine.leasesExtended(ids, now: now)
             case .maintain:
@@ -149,7 +149,7 @@ final class StoreLoop: @unchecked Sendable {
                 }
                 machine.maintained(now: now)
             case .promote(let limit):
-                machine.promoted(try store.promoteDueJobs(limit: limit), now: Self.clock())
+                machine.promoted(try store.claimer.promoteDueJobs(limit: limit), now: Self.clock())
             case .lowerRate(let accepted, let proven, let stated):
                 if let stated {
                     try stateQuota(perSecond: stated, now: now)
@@ -159,7 +159,7 @@ final class StoreLoop: @unchecked Sendable {
                 machine.rateLowered()
             case .claim(let limit):
                 try refreshRate(now: now)
-                let claim = try store.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                let claim = try store.claimer.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
@@ -167,7 +167,7 @@ final class StoreLoop: @unchecked Sendable {
                 leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
-                let work = try store.pendingWork(queues: configuration.queues, horizon: configuration.drainHorizon)
+                let work = try store.claimer.pendingWork(queues: configuration.queues, horizon: configuration.drainHorizon)
                 drainedLeaving = work
                 machine.drainChecked(workLeft: work.due, now: now)
             case .stopSender:
@@ -191,53 +191,53 @@ final class StoreLoop: @unchecked Sendable {
         }
     }
 
-    /// Re-reads the project's shared rate state once a second (another worker may have lowered
+    /// Re-reads the FCM project's shared rate state once a second (another worker may have lowered
     /// it) and sets the rate in force for the claims.
     private func refreshRate(now: Double) throws(PostgresError) {
-        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
+        guard let fcmProject = store.claimer.fcmProject, adaptive.ceiling > 0 else { return }
         if now - rateReadAt >= 1 {
-            rateState = try store.projectRateState(project).rate
+            rateState = try store.fcmProjectRates.state(fcmProject).rate
             rateReadAt = now
         }
         let rate = adaptive.rate(rateState, now: now, started: startedAt)
-        store.projectRate = rate
-        metrics.projectRate(rate)
+        store.claimer.fcmProjectRate = rate
+        metrics.fcmProjectRate(rate)
     }
 
-    /// A project quota answer: lowers the project's adapted rate for every worker of the project,
+    /// An FCM project quota answer: lowers its adapted rate for every worker of the FCM project,
     /// once per episode (another worker's lowering a moment ago counts).
     private func lowerRate(accepted: Double?, proven: Double?, now: Double) throws(PostgresError) {
-        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
-        let state = try store.projectRateState(project).rate
+        guard let fcmProject = store.claimer.fcmProject, adaptive.ceiling > 0 else { return }
+        let state = try store.fcmProjectRates.state(fcmProject).rate
         rateState = state
         rateReadAt = now
         guard let target = adaptive.lowered(state, now: now, accepted: accepted ?? .infinity, proven: proven ?? 0, started: startedAt) else { return }
-        if let lowered = try store.lowerProjectRate(project, to: target, since: state.at, ceiling: adaptive.ceiling) {
+        if let lowered = try store.fcmProjectRates.lower(fcmProject, to: target, since: state.at, ceiling: adaptive.ceiling) {
             rateState = lowered
             let regain = lowered.regain.map { "; FCM refused most sends, so it climbs back to \(Int($0.rounded()))/s doubling each second" } ?? ""
-            log.warning("FCM project \(project): send rate lowered to \(Int((lowered.adapted ?? 0).rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate)\(regain); it rises again while FCM accepts")
+            log.warning("FCM project \(fcmProject): send rate lowered to \(Int((lowered.adapted ?? 0).rounded()))/s after a quota answer (ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate)\(regain); it rises again while FCM accepts")
         } else {
             rateReadAt = 0
         }
-        store.projectRate = adaptive.rate(rateState, now: now, started: startedAt)
-        metrics.projectRate(store.projectRate)
+        store.claimer.fcmProjectRate = adaptive.rate(rateState, now: now, started: startedAt)
+        metrics.fcmProjectRate(store.claimer.fcmProjectRate)
     }
 
-    /// A quota answer that stated the project's limit: the rate of every worker of the project
+    /// A quota answer that stated the FCM project's limit: the rate of every worker of it
     /// drops at once to the share of it paced at (`AdaptiveRate.stated`); nothing is written
     /// when that limit already binds.
     private func stateQuota(perSecond: Double, now: Double) throws(PostgresError) {
-        guard let project = store.projectID, adaptive.ceiling > 0 else { return }
-        let state = try store.projectRateState(project).rate
+        guard let fcmProject = store.claimer.fcmProject, adaptive.ceiling > 0 else { return }
+        let state = try store.fcmProjectRates.state(fcmProject).rate
         rateState = state
         rateReadAt = now
         if let target = adaptive.stated(state, perSecond: perSecond, now: now, started: startedAt),
-           let set = try store.stateProjectQuota(project, to: target, ceiling: adaptive.ceiling) {
+           let set = try store.fcmProjectRates.stateQuota(fcmProject, to: target, ceiling: adaptive.ceiling) {
             rateState = set
-            log.warning("FCM project \(project): its quota answer states \(Self.figure(perSecond))/s; every pool of the project now sends at most \(Self.figure(adaptive.rate(set, now: now, started: startedAt)))/s (\(Int((adaptive.pace * 100).rounded())) % of it; ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); the messages refused retry from a minute on")
+            log.warning("FCM project \(fcmProject): its quota answer states \(Self.figure(perSecond))/s; every pool of the project now sends at most \(Self.figure(adaptive.rate(set, now: now, started: startedAt)))/s (\(Int((adaptive.pace * 100).rounded())) % of it; ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); the messages refused retry from a minute on")
         }
-        store.projectRate = adaptive.rate(rateState, now: now, started: startedAt)
-        metrics.projectRate(store.projectRate)
+        store.claimer.fcmProjectRate = adaptive.rate(rateState, now: now, started: startedAt)
+        metrics.fcmProjectRate(store.claimer.fcmProjectRate)
     }
 
     static func figure(_ rate: Double) -> String {
@@ -291,7 +291,7 @@ final class StoreLoop: @unchecked Sendable {
 /// Outcomes counted for the activity line the store thread logs once a minute, by their word.
 extension StoreLoop {
     /// The log line of a finished drain: what it leaves for later, and when that is due.
-    static func drainedMessage(_ work: JobStore.PendingWork?, horizon: Double) -> String {
+    static func drainedMessage(_ work: Claimer.PendingWork?, horizon: Double) -> String {
         let within = horizon > 0 ? " or due within \(span(horizon))" : ""
         guard let work, work.later > 0 else {
             return "drained: no job available, running\(within) left"

@@ -29,17 +29,17 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
 
     let configuration: WorkerConfiguration
     let auth: AccessTokenProvider
-    let projectID: String
+    let fcmProject: String
     let stop: Flag
     let log: Logger
     let workerID: String
     var random = JitterRandom()
     var lastWarning = Date.distantPast
 
-    init(configuration: WorkerConfiguration, auth: AccessTokenProvider, projectID: String, stop: Flag, log: Logger) {
+    init(configuration: WorkerConfiguration, auth: AccessTokenProvider, fcmProject: String, stop: Flag, log: Logger) {
         self.configuration = configuration
         self.auth = auth
-        self.projectID = projectID
+        self.fcmProject = fcmProject
         self.stop = stop
         self.log = log
         workerID = "\(ProcessInfo.processInfo.hostName):\(getpid()):topics"
@@ -91,7 +91,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
 
     /// One claim and its requests; false when nothing was due.
     func pass(_ connection: PGConnection, _ client: HTTPClient) throws -> Bool {
-        let claimed = try TopicSubscriptions.claimWork(connection, project: projectID, worker: workerID,
+        let claimed = try TopicSubscriptions.claimWork(connection, fcmProject: fcmProject, worker: workerID,
                                                        limit: TopicManagement.maxTokensPerRequest, leaseSeconds: configuration.leaseSeconds)
         guard claimed.rowCount > 0 else { return false }
         var groups: [String: [Row]] = [:]
@@ -131,7 +131,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     /// Waits for the project's bucket to grant one request.
     func pace(_ connection: PGConnection) throws {
         while true {
-            let granted = try TopicSubscriptions.takeRequestToken(connection, bucket: "iid:" + projectID, rate: Self.requestsPerSecond)
+            let granted = try TopicSubscriptions.takeRequestToken(connection, bucket: "iid:" + fcmProject, rate: Self.requestsPerSecond)
             if granted || stop.isSet { return }
             Thread.sleep(forTimeInterval: 1 / Self.requestsPerSecond)
         }

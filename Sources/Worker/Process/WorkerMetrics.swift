@@ -86,13 +86,13 @@ public final class WorkerMetrics: @unchecked Sendable {
     func tokenHeld(_ held: Bool) { slot?.setTokenHeld(held) }
     func tokenFetches(_ count: Int) { slot?.setTokenFetches(count) }
     func logWritesDropped(_ count: Int) { slot?.setLogWritesDropped(count) }
-    func projectPausedUntil(_ seconds: Double) { slot?.setProjectPausedUntil(seconds) }
+    func fcmProjectPausedUntil(_ seconds: Double) { slot?.setProjectPausedUntil(seconds) }
     /// A quota answer, by the limit it was taken for (herald_fcm_quota_exceeded_total).
     func quotaExceeded(_ limit: QuotaLimit) { slot?.quotaExceeded(limit.rawValue) }
     /// A job snoozed by a quota answer or its target's hold (herald_jobs_snoozed_total).
     func snoozed() { slot?.snoozed() }
     /// The sender's window of requests in flight (herald_in_flight_limit).
     func window(_ size: Int) { slot?.setWindow(size) }
-    /// The project's adapted rate in force (herald_project_rate_per_second).
-    func projectRate(_ perSecond: Double) { slot?.setProjectRate(perSecond) }
+    /// The FCM project's adapted rate in force (herald_project_rate_per_second, a name dashboards use).
+    func fcmProjectRate(_ perSecond: Double) { slot?.setProjectRate(perSecond) }
 }

@@ -32,16 +32,16 @@ public final class WorkerProcess: @unchecked Sendable {
         var configuration = configuration
         log = Logger(level: configuration.logLevel, format: configuration.logFormat, prefix: "herald work[\(getpid())]")
         metrics = WorkerMetrics.fromEnvironment(log: log)
-        if let name = configuration.jobsProject {
+        if let name = configuration.project {
             // The registry's credentials, checked against the FCM project it names.
             do {
                 let connection = try PGConnection(url: configuration.databaseURL)
-                let project = try WorkedProject.load(connection, name: name)
+                let project = try Project.load(connection, name: name)
                 account = try project.account(environment: ProcessInfo.processInfo.environment)
                 keyPath = project.credentials.hasPrefix("env:") ? nil : project.credentials
                 // The registry's ceiling for the project, when it has one, over --max-rate.
                 if let rate = project.maxRate { configuration.maxRate = rate }
-            } catch let problem as WorkedProject.Problem {
+            } catch let problem as Project.Problem {
                 throw WorkerStartupError(problem.description)
             } catch {
                 throw WorkerStartupError("--project \(name): \(error)")
@@ -81,7 +81,7 @@ public final class WorkerProcess: @unchecked Sendable {
         let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
         metrics.databaseConnected(true)  // metrics hook: readiness
         guard try firstAccessToken() else { return 0 }
-        if let name = configuration.jobsProject, try WorkedProject.credentialsRestored(connection, name: name) {
+        if let name = configuration.project, try Project.credentialsRestored(connection, name: name) {
             log.info("project \(name): its key works again; its pause for the key is lifted")
         }
 
@@ -94,8 +94,8 @@ public final class WorkerProcess: @unchecked Sendable {
         let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
                             inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              stop: stop, log: log, metrics: metrics, projectID: account.projectID, leaseBook: leaseBook)
-        log.info("working \(configuration.jobsProject.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+                              stop: stop, log: log, metrics: metrics, fcmProject: account.projectID, leaseBook: leaseBook)
+        log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
             switch event {
@@ -106,7 +106,7 @@ public final class WorkerProcess: @unchecked Sendable {
             }
         }
         // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
-        let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, projectID: account.projectID, stop: stop, log: log)
+        let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, fcmProject: account.projectID, stop: stop, log: log)
         // Stopped in reverse order: the store first (it returns only once the sender has finished
         // and its outcomes are recorded), then the sender, the topic carrier and the vacuum. The
         // store's return (a stop, a drain) ends the group; the vacuum's (a role that may not
@@ -119,7 +119,7 @@ public final class WorkerProcess: @unchecked Sendable {
         ]
         // A rotated key file: stop gracefully; the supervisor starts this worker again with it.
         if let keyPath {
-            let watch = KeyWatch(path: keyPath, projectID: account.projectID, log: log) { [weak self] in self?.beginShutdown() }
+            let watch = KeyWatch(path: keyPath, fcmProject: account.projectID, log: log) { [weak self] in self?.beginShutdown() }
             members.insert(.init(watch, whenReturns: .ignore), at: 0)
         }
         let group = ServiceGroup(members, maximumShutdownDuration: configuration.shutdownTimeout + 10, log: { log.debug($0) })

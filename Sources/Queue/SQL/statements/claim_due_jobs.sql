@@ -1,6 +1,6 @@
 -- Claims up to $2 due jobs of the queues $1 (all when NULL) into 'running' under a lease of $3
 -- seconds held by $4, within the rates of FCM project $5 ($6 per second; 0: none), of the queues
--- and of the campaigns; $7: the project tokens taken beforehand with take_project_tokens.sql
+-- and of the campaigns; $7: the project tokens taken beforehand with take_fcm_project_tokens.sql
 -- (NULL: none taken); $8: the time of the claim, in seconds since 1970 (NULL: now); $9: the
 -- registry project whose jobs are claimed (NULL: jobs of no project). One row per
 -- job claimed, each with come_back_in: the seconds after which a limit that held jobs back lets

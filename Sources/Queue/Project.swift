@@ -1,24 +1,54 @@
 import Foundation
 import FCM
+import JSON
 import Postgres
 
-/// A project of the registry (herald.projects) as `herald work --project NAME` works it: its jobs
-/// are sent with the credentials the registry points at, and only if those are for the FCM
-/// project the registry names, so a job is never sent with another project's key.
-public struct WorkedProject: Sendable, Equatable {
+/// A project: one entry of the registry (herald.projects), a Firebase project by the name jobs
+/// and commands use, and where its service-account key is (never the key). `herald projects`
+/// shows and changes it (`ProjectRegistry`); `herald work --project NAME` works it: its jobs are
+/// sent with the credentials the entry points at, and only if those are for the FCM project the
+/// entry names (`fcmProjectID`), so a job is never sent with another project's key.
+public struct Project: Sendable, Equatable {
     public var name: String
+    /// The FCM project id its credentials must be for.
     public var fcmProjectID: String
     /// Where the key is: an absolute path, or `env:VAR` (the variable holds the key's JSON).
     public var credentials: String
+    /// Messages per second; nil: the pool's --max-rate.
     public var maxRate: Double?
+    /// Paused by an operator (herald.pause_project_sending) or by a refused key when not nil.
     public var pausedReason: String?
+    public var pausedAt: String?
+    /// ISO 8601 UTC text ("" for an entry made here rather than read).
+    public var createdAt: String
+    public var updatedAt: String
 
-    public init(name: String, fcmProjectID: String, credentials: String, maxRate: Double? = nil, pausedReason: String? = nil) {
+    public init(name: String, fcmProjectID: String, credentials: String, maxRate: Double? = nil, pausedReason: String? = nil,
+                pausedAt: String? = nil, createdAt: String = "", updatedAt: String = "") {
         self.name = name
         self.fcmProjectID = fcmProjectID
         self.credentials = credentials
         self.maxRate = maxRate
         self.pausedReason = pausedReason
+        self.pausedAt = pausedAt
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+    }
+
+    public var state: String { pausedReason == nil ? "enabled" : "paused" }
+
+    public var json: JSONValue {
+        var object = JSONObject()
+        object["name"] = .string(name)
+        object["fcm_project_id"] = .string(fcmProjectID)
+        object["credentials"] = .string(credentials)
+        object["max_rate"] = maxRate.map { .number(CampaignProgress.number($0)) } ?? .null
+        object["state"] = .string(state)
+        object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
+        object["paused_at"] = pausedAt.map { .string($0) } ?? .null
+        object["created_at"] = .string(createdAt)
+        object["updated_at"] = .string(updatedAt)
+        return .object(object)
     }
 
     public struct Problem: Error, CustomStringConvertible, Sendable {
@@ -26,16 +56,12 @@ public struct WorkedProject: Sendable, Equatable {
         init(_ description: String) { self.description = description }
     }
 
-    /// The registry's row for `name`; an error naming it when there is none.
-    public static func load(_ connection: PGConnection, name: String) throws -> WorkedProject {
-        let result = try connection.query(SQL.registryProject, [.text(name)])
-        guard result.rowCount == 1, let id = result[0, try result.column("fcm_project_id")],
-              let credentials = result[0, try result.column("credentials")] else {
+    /// The registry's entry `name` (ProjectRegistry.entry); an error naming it when there is none.
+    public static func load(_ connection: PGConnection, name: String) throws -> Project {
+        guard let project = try ProjectRegistry.entry(connection, name: name) else {
             throw Problem("no project named \"\(name)\" in the registry (herald.projects); `herald projects list` shows the names, `herald projects add \(name) --credentials FILE` registers it")
         }
-        return WorkedProject(name: name, fcmProjectID: id, credentials: credentials,
-                             maxRate: result.double(0, try result.column("max_rate")),
-                             pausedReason: result[0, try result.column("paused_reason")])
+        return project
     }
 
     /// A pool's worker cannot use the key of project `name` (`why` names the file or variable,

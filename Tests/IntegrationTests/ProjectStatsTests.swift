@@ -149,7 +149,7 @@ import TestSupport
         try jobs(2, project: "news", minutesAgo: 30)   // held back by FCM's quota answer
         try jobs(1, project: "blog", minutesAgo: 2)    // enabled: the queue's own
         try jobs(1, project: nil, minutesAgo: 1)
-        try WorkedProject.credentialsRefused(c, name: "shop", why: "environment variable SHOP_KEY is not set")
+        try Project.credentialsRefused(c, name: "shop", why: "environment variable SHOP_KEY is not set")
         try c.query("INSERT INTO herald.project_pauses (project_id, paused_until, reason) VALUES ('news-fcm', now() + interval '1 hour', 'QUOTA_EXCEEDED answered to w1')")
 
         let metrics = try stack.get("/metrics", headers: stack.bearer)
@@ -190,7 +190,7 @@ import TestSupport
                 && (shop["paused_oldest_age_seconds"]?.doubleValue ?? 0) >= 1190, "\(shop)")
 
         // The key works again (a worker read it): shop's jobs are the queue's, and its age is theirs.
-        #expect(try WorkedProject.credentialsRestored(c, name: "shop"))
+        #expect(try Project.credentialsRestored(c, name: "shop"))
         let after = try JSONValue.parse(Array(try HeraldProcess.run(["stats", "--json"], environment: environment, timeout: 60).output.utf8))
         #expect((after["queues"]?.arrayValue?.first?["oldest_available_age_seconds"]?.doubleValue ?? 0) >= 1190, "\(after)")
         let resumed = try Self.project(try #require(after["projects"]?.arrayValue), "shop")

@@ -55,7 +55,8 @@ let package = Package(
         // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedMigrations"),
-        // Sources/Queue/SQL/*.sql, one named statement per file, compiled into the Queue module
+        // Sources/Queue/SQL/*.sql (and Sources/Benchmark/SQL/*.sql), one named statement per file,
+        // compiled into the module
         .plugin(name: "EmbedQueries", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedQueries"),
         // Sources/FCM/Rules/message-rules.json compiled into the FCM module (validation rules shared

@@ -5,6 +5,7 @@ import PackagePlugin
 /// (`SQL/claim_jobs.sql` becomes `SQL.claimJobs`), so SQL lives in .sql files and a missing one
 /// fails the build: `SQL/*.sql` (the job life cycle) and `SQL/admin/*.sql` (checks, reports and
 /// the operators' actions). `SQL/functions` and `SQL/views` are schema, embedded by EmbedMigrations.
+/// The Benchmark target uses it too, for `herald bench`'s own statements (`Sources/Benchmark/SQL`).
 @main
 struct EmbedQueries: BuildToolPlugin {
     static let folders = ["", "admin"]
@@ -14,6 +15,8 @@ struct EmbedQueries: BuildToolPlugin {
         let root = context.package.directoryURL.appendingPathComponent("Sources/\(target.name)/SQL")
         let inputs = try Self.folders.flatMap { folder in
             let directory = folder.isEmpty ? root : root.appendingPathComponent(folder)
+            // A target may keep all its statements in SQL/ (the Benchmark module has no admin/).
+            guard FileManager.default.fileExists(atPath: directory.path) else { return [URL]() }
             return try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".sql") }
                 .sorted()

@@ -454,7 +454,7 @@ final class Bench {
     /// the bench's own jobs are deleted.
     func clear() throws {
         try BenchmarkJobs.clear(connection, ownDatabase: ownDatabase, afterID: baseID)
-        if settings.features.contains(.events) { try connection.execute("TRUNCATE herald.events") }
+        if settings.features.contains(.events) { try BenchmarkJobs.clearEvents(connection) }
     }
 
     /// `--with`: sets each feature up on queue 'default' (the bench's jobs' queue), so that it
@@ -464,33 +464,25 @@ final class Bench {
             // The private cluster outlives a run: what an earlier run set up goes first, so a
             // run without a feature runs without it, and each run starts from the same tables.
             try clear()
-            try connection.query("SELECT herald.set_frequency_cap('default', NULL, NULL)")
-            try connection.query("SELECT herald.set_quiet_hours('default', NULL, NULL)")
-            try connection.query("SELECT herald.set_queue_events('default', $1)", [.bool(false)])
-            try connection.execute("TRUNCATE herald.token_sends, herald.events")
-            try connection.query("SELECT herald.remove_project(name) FROM herald.projects WHERE name IN ('bench-a', 'bench-b')")
+            try BenchmarkFeatures.reset(connection)
         }
         for feature in settings.features {
             switch feature {
             case .caps:
-                try connection.query("SELECT herald.set_frequency_cap('default', $1, $2::interval)", [.int(1000), .text("1 day")])
+                try BenchmarkFeatures.setFrequencyCap(connection)
             case .quietHours:
-                // A window of an hour starting 6 hours from now (UTC: the bench's tokens have no time zone).
-                try connection.query("""
-                    SELECT herald.set_quiet_hours('default', (now() AT TIME ZONE 'UTC' + $1::interval)::time,
-                                                  (now() AT TIME ZONE 'UTC' + $2::interval)::time)
-                    """, [.text("6 hours"), .text("7 hours")])
+                try BenchmarkFeatures.setQuietHours(connection)
             case .events:
-                try connection.query("SELECT herald.set_queue_events('default', $1)", [.bool(true)])
+                try BenchmarkFeatures.setEvents(connection)
             case .projects:
                 guard let emulator = environment.emulator else {
                     throw UsageError("herald bench: --with projects needs the bench's own emulator (no GOOGLE_APPLICATION_CREDENTIALS)")
                 }
                 let folder = (environment.credentialsPath as NSString).deletingLastPathComponent
-                for name in ["bench-a", "bench-b"] {
+                for name in BenchmarkFeatures.projectNames {
                     let key = folder + "/\(name)-service-account.json"
                     try emulator.writeServiceAccount(to: key, projectID: "herald-\(name)")
-                    try connection.query("SELECT herald.add_project($1, $2, $3)", [.text(name), .text("herald-\(name)"), .text(key)])
+                    try BenchmarkFeatures.addProject(connection, name: name, projectID: "herald-\(name)", credentials: key)
                     projects.append(name)
                 }
             }
@@ -788,10 +780,7 @@ final class Progress: Sendable {
 
     private func watch() throws {
         let connection = try PGConnection(url: url)
-        // Its counts run in its own backend, whose time is left out of the phase's: a parallel
-        // scan would spend it in worker processes counted as the cluster's.
-        try connection.execute("SET max_parallel_workers_per_gather = 0")
-        let backend = try connection.query("SELECT pg_backend_pid()").int(0, 0).map { Int32($0) }
+        let backend = try BenchmarkJobs.watchSession(connection)
         defer {
             // Read while the connection is still open: once it closes, the backend exits.
             withExtendedLifetime(connection) {

@@ -43,7 +43,7 @@ let package = Package(
                                               "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient"],
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedQueries")]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",

@@ -106,7 +106,7 @@ enum HTML {
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
 
     /// A time in words (`3 min 5 s`); a dash where there is none.
-    static func formatAge(_ seconds: Double?) -> String { seconds.map { durationText($0, units: .words) } ?? "–" }
+    static func formatAge(_ seconds: Double?) -> String { seconds.map { durationText($0, units: .words, roundedDown: true) } ?? "–" }
 
     static let style = """
         body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f5f6f8}

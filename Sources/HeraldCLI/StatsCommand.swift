@@ -64,7 +64,7 @@ enum StatsCommand {
                 row.append(snapshot.estimatedStates.contains(state) && queue.count(state) > 0 ? "~" + count : count)
             }
             row.append(String(queue.deadLetters))
-            row.append(queue.oldestAvailableAge.map { durationText($0, tenths: true) } ?? "-")
+            row.append(queue.oldestAvailableAge.map { durationText($0, roundedDown: true, tenths: true) } ?? "-")
             rows.append(row)
         }
         var lines = ["herald stats  \(timestamp())", ""]
@@ -109,7 +109,7 @@ enum StatsCommand {
         var rows = [["PROJECT", "FCM PROJECT", "STATE", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD", "MAX RATE", "RATE NOW"]]
         for p in projects {
             var state = p.state
-            if let paused = p.rate?.pausedFor { state += " (quota, \(durationText(paused, tenths: true)))" }
+            if let paused = p.rate?.pausedFor { state += " (quota, \(durationText(paused, roundedDown: true, tenths: true)))" }
             rows.append([p.name ?? "-", p.fcmProjectID ?? "(the pools' key)", state, String(p.available), String(p.scheduled),
                          String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
         }
@@ -126,8 +126,8 @@ enum StatsCommand {
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
         var rows = [["FCM PROJECT", "RATE NOW", "LAST LOWERED TO", "LAST LOWERED", "REGAINS UP TO", "PAUSED"]]
         for p in projects {
-            rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { durationText($0, tenths: true) + " ago" } ?? "never",
-                         rate(p.regain), p.pausedFor.map { "for " + durationText($0, tenths: true) } ?? "no"])
+            rows.append([p.projectID, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { durationText($0, roundedDown: true, tenths: true) + " ago" } ?? "never",
+                         rate(p.regain), p.pausedFor.map { "for " + durationText($0, roundedDown: true, tenths: true) } ?? "no"])
         }
         var lines = [""] + formatColumns(rows)
         for p in projects where p.pausedFor != nil {

@@ -42,8 +42,9 @@ let package = Package(
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
-        // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging"],
+        // herald bench's phases, its own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging", "Worker", "FCM",
+                                                 "Emulator", "CommandOptions"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedQueries")]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",

@@ -23,8 +23,6 @@ let package = Package(
         .target(name: "CommandOptions"),
         .target(name: "Crypto", dependencies: ["COpenSSL", "JSON"]),
         .target(name: "Logging", dependencies: ["JSON"]),
-        // Prometheus text format, and the shared-memory counters a pool's workers write
-        .target(name: "Metrics"),
         // The one shape of every long-running part (`Service`) and the group that runs and stops them
         .target(name: "Lifecycle"),
 
@@ -36,13 +34,18 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Metrics", "Lifecycle"],
+        .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Lifecycle"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
+        // Prometheus text format, and the shared-memory counters a pool's workers write (counted
+        // by Queue's `MessageOutcome`)
+        .target(name: "Metrics", dependencies: ["Queue"]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
-        // herald bench's own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
-        .target(name: "Benchmark", dependencies: ["Queue", "Worker", "Postgres", "Metrics", "HTTPClient"]),
+        // herald bench's phases, its own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
+        .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging", "Worker", "FCM",
+                                                 "Emulator", "CommandOptions"],
+                exclude: ["SQL"], plugins: [.plugin(name: "EmbedQueries")]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",
                           dependencies: ["CommandOptions", "Worker", "Emulator", "Dashboard", "Queue", "Benchmark", "LocalPostgres", "FCM", "HTTPClient",
@@ -53,7 +56,8 @@ let package = Package(
         // migrations/*.sql compiled into the binary, so `herald migrate` works wherever it is installed
         .plugin(name: "EmbedMigrations", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedMigrations"),
-        // Sources/Queue/SQL/*.sql, one named statement per file, compiled into the Queue module
+        // Sources/Queue/SQL/*.sql (and Sources/Benchmark/SQL/*.sql), one named statement per file,
+        // compiled into the module
         .plugin(name: "EmbedQueries", capability: .buildTool(), dependencies: ["EmbedFiles"],
                 path: "Plugins/EmbedQueries"),
         // Sources/FCM/Rules/message-rules.json compiled into the FCM module (validation rules shared

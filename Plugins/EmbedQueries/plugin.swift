@@ -7,6 +7,8 @@ import PackagePlugin
 /// (checks, reports and the operators' actions). `SQL/functions` and `SQL/views` are schema,
 /// embedded by EmbedMigrations. A constant is named after its file alone, so no two files of the
 /// two folders may share a name (the build would fail on the duplicate constant).
+/// The Benchmark target uses it too, for `herald bench`'s own statements
+/// (`Sources/Benchmark/SQL/statements`).
 @main
 struct EmbedQueries: BuildToolPlugin {
     static let folders = ["statements", "admin"]
@@ -16,6 +18,8 @@ struct EmbedQueries: BuildToolPlugin {
         let root = context.package.directoryURL.appendingPathComponent("Sources/\(target.name)/SQL")
         let inputs = try Self.folders.flatMap { folder in
             let directory = root.appendingPathComponent(folder)
+            // A target need not have both folders (the Benchmark module has no admin/).
+            guard FileManager.default.fileExists(atPath: directory.path) else { return [URL]() }
             return try FileManager.default.contentsOfDirectory(atPath: directory.path)
                 .filter { $0.hasSuffix(".sql") }
                 .sorted()

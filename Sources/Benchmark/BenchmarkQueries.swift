@@ -7,24 +7,12 @@ import Synchronization
 /// Jobs for benchmarks: valid v1 messages to tokens `bench-<g>`, added with one
 /// `INSERT ... SELECT generate_series` per call, the way a campaign would be enqueued.
 public enum BenchmarkJobs {
-    /// Jobs $1 to $2, addressed in turn to the registry projects $3 (job g to the (g mod n)-th;
-    /// none: jobs of no project).
-    static let insertSQL = """
-        INSERT INTO herald.jobs (message, project)
-        SELECT pg_catalog.jsonb_build_object(
-                   'token', 'bench-' || g,
-                   'notification', pg_catalog.jsonb_build_object('title', 'Herald bench', 'body', 'Message ' || g),
-                   'data', pg_catalog.jsonb_build_object('n', g::text)),
-               ($3::text[])[1 + g % nullif(pg_catalog.cardinality($3::text[]), 0)]
-        FROM generate_series($1::bigint, $2::bigint) AS g
-        """
-
     /// Enqueues the jobs for tokens `bench-<first>` ... `bench-<first + count - 1>`, of no
     /// project, or split evenly between the registry `projects`; returns how many.
     @discardableResult
     public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = []) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
-        return try connection.query(insertSQL, [.int(first), .int(first + count - 1), PGValue.textArray(projects)]).affectedRows
+        return try connection.query(SQL.enqueueJobs, [.int(first), .int(first + count - 1), PGValue.textArray(projects)]).affectedRows
     }
     /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h
     /// retention, so maintenance keeps them), as a table that has delivered for a while holds;
@@ -34,81 +22,75 @@ public enum BenchmarkJobs {
     @discardableResult
     public static func addFinished(_ connection: PGConnection, count: Int) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
-        let added = try connection.query("""
-            INSERT INTO herald.jobs (message, state, attempts, created_at, run_at, finished_at, fcm_message_name)
-            SELECT pg_catalog.jsonb_build_object('token', 'bench-done-' || g, 'notification', pg_catalog.jsonb_build_object('title', 'Herald bench')),
-                   'completed', 1, now() - interval '2 hours', now() - interval '2 hours', now() - interval '1 hour',
-                   'projects/herald-local/messages/' || g
-            FROM generate_series(1, $1::bigint) AS g
-            """, [.int(count)]).affectedRows
-        try connection.execute("VACUUM ANALYZE herald.jobs")
-        try connection.execute("CHECKPOINT")
+        let added = try connection.query(SQL.addFinishedJobs, [.int(count)]).affectedRows
+        try connection.execute(SQL.vacuumAnalyzeJobs)
+        try connection.execute(SQL.checkpoint)
         return added
     }
 
     /// Jobs in herald.jobs.
     public static func count(_ connection: PGConnection) throws(PostgresError) -> Int {
-        try connection.query("SELECT count(*) FROM herald.jobs").int(0, 0) ?? 0
+        try connection.query(SQL.countJobs).int(0, 0) ?? 0
     }
 
     /// The highest job id so far (0 for none): the bench's jobs are those above it.
     public static func maxID(_ connection: PGConnection) throws(PostgresError) -> Int {
-        try connection.query("SELECT coalesce(max(id), 0) FROM herald.jobs").int(0, 0) ?? 0
+        try connection.query(SQL.maxJobId).int(0, 0) ?? 0
     }
 
     /// Empties the queue: TRUNCATE in a database of the bench's own; elsewhere only its own jobs.
     public static func clear(_ connection: PGConnection, ownDatabase: Bool, afterID: Int) throws(PostgresError) {
         if ownDatabase {
-            try connection.execute("TRUNCATE herald.jobs, herald.dead_letters")
+            try connection.execute(SQL.truncateJobs)
         } else {
-            try connection.query("DELETE FROM herald.jobs WHERE id > $1 AND message->>'token' LIKE 'bench-%'", [.int(afterID)])
-            try? connection.execute("VACUUM herald.jobs")
+            try connection.query(SQL.deleteBenchJobs, [.int(afterID)])
+            try? connection.execute(SQL.vacuumJobs)
         }
+    }
+
+    /// Empties herald.events (before a phase of a run `--with events`).
+    public static func clearEvents(_ connection: PGConnection) throws(PostgresError) {
+        try connection.execute(SQL.truncateEvents)
+    }
+
+    /// Readies a connection that watches a phase: its counts run in its own backend, whose time
+    /// is left out of the phase's (a parallel scan would spend it in worker processes counted as
+    /// the cluster's). Returns that backend's process id.
+    public static func watchSession(_ connection: PGConnection) throws(PostgresError) -> Int32? {
+        try connection.execute(SQL.watchSession)
+        return try connection.query(SQL.backendPid).int(0, 0).map { Int32($0) }
     }
 
     /// Completed jobs above `afterID`.
     public static func completed(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> Int {
-        try connection.query("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND id > $1", [.int(afterID)]).int(0, 0) ?? 0
+        try connection.query(SQL.countCompleted, [.int(afterID)]).int(0, 0) ?? 0
     }
 
     /// herald.events rows of kind `completed` for the jobs above `afterID` (`herald bench --with events`).
     public static func completedEvents(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> Int {
-        try connection.query("SELECT count(*) FROM herald.events WHERE kind = 'completed' AND job_id > $1", [.int(afterID)]).int(0, 0) ?? 0
+        try connection.query(SQL.countCompletedEvents, [.int(afterID)]).int(0, 0) ?? 0
     }
 
     /// Completed jobs above `afterID` and the last finished_at (seconds since 1970).
     public static func throughput(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (completed: Int, lastFinished: Double?) {
-        let result = try connection.query("""
-            SELECT count(*) FILTER (WHERE state = 'completed'), extract(epoch FROM max(finished_at))::float8
-            FROM herald.jobs WHERE id > $1
-            """, [.int(afterID)])
+        let result = try connection.query(SQL.throughput, [.int(afterID)])
         return (result.int(0, 0) ?? 0, result.double(0, 1))
     }
 
     /// Enqueue-to-delivered (finished_at - created_at) of the completed jobs above `afterID`, in ms.
     public static func latency(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (count: Int, p50: Double, p99: Double, max: Double) {
-        let result = try connection.query("""
-            SELECT count(*),
-                   percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
-                   percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)) * 1000,
-                   max(extract(epoch FROM finished_at - created_at)) * 1000
-            FROM herald.jobs WHERE id > $1 AND state = 'completed'
-            """, [.int(afterID)])
+        let result = try connection.query(SQL.latency, [.int(afterID)])
         return (result.int(0, 0) ?? 0, result.double(0, 1) ?? 0, result.double(0, 2) ?? 0, result.double(0, 3) ?? 0)
     }
 
     /// Whether any job above `afterID` has been claimed yet, and the server's clock now.
     public static func firstActivity(_ connection: PGConnection, afterID: Int) throws(PostgresError) -> (claimed: Bool, now: Double?) {
-        let result = try connection.query("""
-            SELECT EXISTS (SELECT 1 FROM herald.jobs WHERE state = 'running' AND id > $1)
-                OR EXISTS (SELECT 1 FROM herald.jobs WHERE state IN ('completed', 'discarded', 'cancelled') AND id > $1),
-                extract(epoch FROM clock_timestamp())::float8
-            """, [.int(afterID)])
+        let result = try connection.query(SQL.firstActivity, [.int(afterID)])
         return (result.bool(0, 0) == true, result.double(0, 1))
     }
 
     public static func serverVersion(_ connection: PGConnection) throws(PostgresError) -> String {
-        try connection.query("SHOW server_version")[0, 0] ?? "?"
+        try connection.query(SQL.serverVersion)[0, 0] ?? "?"
     }
 }
 

@@ -91,22 +91,16 @@ public struct StatementCost: Sendable {
 /// `herald bench --profile` is given): reset before a phase, read after it.
 public enum StatementProfile {
     public static func enable(_ connection: PGConnection) throws(PostgresError) {
-        try connection.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        try connection.execute(SQL.profileEnable)
     }
 
     public static func reset(_ connection: PGConnection) throws(PostgresError) {
-        try connection.execute("SELECT pg_stat_statements_reset()")
+        try connection.execute(SQL.profileReset)
     }
 
     /// The statements that took the most time, at most `limit`; the profile's own queries aside.
     public static func top(_ connection: PGConnection, limit: Int) throws(PostgresError) -> [StatementCost] {
-        let result = try connection.query("""
-            SELECT query, calls, rows, total_exec_time, shared_blks_hit, shared_blks_read
-            FROM pg_stat_statements
-            WHERE query NOT LIKE '%pg_stat_statements%'
-            ORDER BY total_exec_time DESC
-            LIMIT $1
-            """, [.int(limit)])
+        let result = try connection.query(SQL.profileTop, [.int(limit)])
         var costs: [StatementCost] = []
         for row in 0..<result.rowCount {
             costs.append(StatementCost(query: result[row, 0] ?? "", calls: result.int(row, 1) ?? 0, rows: result.int(row, 2) ?? 0,
@@ -118,10 +112,7 @@ public enum StatementProfile {
 
     /// Every statement's calls and time together (the profile's own queries aside).
     public static func totals(_ connection: PGConnection) throws(PostgresError) -> (calls: Int, milliseconds: Double) {
-        let result = try connection.query("""
-            SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0)::float8
-            FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
-            """)
+        let result = try connection.query(SQL.profileTotals)
         return (result.int(0, 0) ?? 0, result.double(0, 1) ?? 0)
     }
 }

@@ -78,7 +78,7 @@ enum CampaignPages {
         figures += " · \(c.sentLastMinute) sent \(c.sentWindowPhrase)"
         if let eta = c.eta, let seconds = c.etaSeconds { figures += " · ETA \(eta) (in \(HTML.formatAge(seconds)))" }
         var settings: [String] = []
-        if let rate = c.maxPerSecond { settings.append("at most \(CampaignProgress.number(rate))/s") }
+        if let rate = c.maxPerSecond { settings.append("at most \(numberText(rate))/s") }
         if let label = c.analyticsLabel { settings.append("label \(label)") }
         settings.append("max_errors \(c.maxErrors)")
         var buttons = ""

@@ -105,14 +105,8 @@ enum HTML {
 
     static func fmt(_ value: Double) -> String { String(format: "%.1f", value) }
 
-    static func formatAge(_ seconds: Double?) -> String {
-        guard let seconds else { return "–" }
-        switch seconds {
-        case ..<60: return String(format: "%.0f s", seconds)
-        case ..<3600: return "\(Int(seconds) / 60) min \(Int(seconds) % 60) s"
-        default: return "\(Int(seconds) / 3600) h \(Int(seconds) % 3600 / 60) min"
-        }
-    }
+    /// A time in words (`3 min 5 s`); a dash where there is none.
+    static func formatAge(_ seconds: Double?) -> String { seconds.map { durationText($0, units: .words, roundedDown: true) } ?? "–" }
 
     static let style = """
         body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f5f6f8}

@@ -1,4 +1,5 @@
 import HTTPServer
+import JSON
 import Queue
 
 /// The database's gauges in Prometheus text format, computed here once for the deployment and
@@ -41,7 +42,7 @@ enum Metrics {
         lines.append("# HELP herald_oldest_available_age_seconds Seconds the oldest due available job of the queue has waited past its run_at (0 when none is waiting); jobs a paused registry project holds back are left out (herald_project_paused_oldest_age_seconds).")
         lines.append("# TYPE herald_oldest_available_age_seconds gauge")
         for queue in snapshot.queues {
-            lines.append("herald_oldest_available_age_seconds{queue=\"\(label(queue.name))\"} \(number(queue.oldestAvailableAge ?? 0))")
+            lines.append("herald_oldest_available_age_seconds{queue=\"\(label(queue.name))\"} \(numberText(queue.oldestAvailableAge ?? 0, decimals: 3))")
         }
         lines.append("# HELP herald_dead_letters Rows in herald.dead_letters by queue.")
         lines.append("# TYPE herald_dead_letters gauge")
@@ -80,7 +81,7 @@ enum Metrics {
         for p in projects where p.name != nil { lines.append("herald_project_paused_jobs\(held(p)) \(p.pausedJobs)") }
         lines += ["# HELP herald_project_paused_oldest_age_seconds Seconds the oldest due job the registry project's pause holds back has waited past its run_at (0 when it holds none).",
                   "# TYPE herald_project_paused_oldest_age_seconds gauge"]
-        for p in projects where p.name != nil { lines.append("herald_project_paused_oldest_age_seconds\(held(p)) \(number(p.pausedOldestAge ?? 0))") }
+        for p in projects where p.name != nil { lines.append("herald_project_paused_oldest_age_seconds\(held(p)) \(numberText(p.pausedOldestAge ?? 0, decimals: 3))") }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -109,9 +110,5 @@ enum Metrics {
             }
         }
         return out
-    }
-
-    static func number(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.3f", value)
     }
 }

@@ -162,170 +162,184 @@ private struct Evaluation {
     mutating func run(_ check: Check, _ rule: Rule, _ value: JSONValue) {
         switch check {
         case .oneTarget(let targets):
-            guard case .object(let object) = value else { return }
-            // Nearly every message has exactly one: count first, list the targets only for the issue.
-            var count = 0
-            for target in targets where object.member(target) != nil { count += 1 }
-            if count == 1 { return }
-            let present = targets.filter { object.member($0) != nil }
-            let all = targets.joined(separator: set.words.listSeparator)
-            if present.isEmpty {
-                report(rule, "one_target.none", ["targets": all])
-            } else {
-                report(rule, "one_target.many", ["targets": all, "found": present.joined(separator: set.words.listSeparator)])
-            }
-
+            if case .object(let object) = value { checkOneTarget(rule, object, targets) }
         case .nonempty:
-            guard case .string(let s) = value else { return }
-            if s.isEmpty { report(rule, "nonempty", [:]) }
-
+            if case .string(let s) = value, s.isEmpty { report(rule, "nonempty", [:]) }
         case .enumeration(let values):
-            guard case .string(let s) = value else { return }
-            if !values.contains(where: { Text.same($0, s) }) {
-                let allowed = values.map(Text.quote).joined(separator: set.words.listSeparator)
-                report(rule, "enum", ["value": render(value), "allowed": allowed])
-            }
-
+            if case .string(let s) = value { checkEnumeration(rule, s, value, values) }
         case .charset(let charset, let min, let max):
-            guard case .string(let s) = value else { return }
-            checkCharset(rule, s, value, charset, min: min, max: max)
-
+            if case .string(let s) = value { checkCharset(rule, s, value, charset, min: min, max: max) }
         case .topic(let prefix, let charset):
-            guard case .string(let s) = value else { return }
-            if Text.hasPrefix(s, prefix) {
-                report(rule, "topic.prefix", ["value": render(value), "prefix": Text.quote(prefix)])
-                return
-            }
-            checkCharset(rule, s, value, charset, min: 1, max: nil)
-
+            if case .string(let s) = value { checkTopic(rule, s, value, prefix: prefix, charset: charset) }
         case .condition(let maxTopics, let charset):
-            guard case .string(let s) = value else { return }
-            guard let problem = ConditionChecker.check(s, maxTopics: maxTopics, charset: charset) else { return }
-            reportCondition(rule, problem, value, maxTopics: maxTopics, charset: charset)
-
+            if case .string(let s) = value, let problem = ConditionChecker.check(s, maxTopics: maxTopics, charset: charset) {
+                reportCondition(rule, problem, value, maxTopics: maxTopics, charset: charset)
+            }
         case .duration(let max):
-            guard case .string(let s) = value else { return }
-            switch Checks.duration(s, max: max) {
-            case .format?: report(rule, "duration.format", ["value": render(value)])
-            case .range?: report(rule, "duration.range", ["value": render(value), "max": String(max)])
-            case nil: break
-            }
-
+            if case .string(let s) = value { checkDuration(rule, s, value, max: max) }
         case .color:
-            guard case .string(let s) = value else { return }
-            if !Checks.isColor(s) { report(rule, "color", ["value": render(value)]) }
-
+            if case .string(let s) = value, !Checks.isColor(s) { report(rule, "color", ["value": render(value)]) }
         case .httpsURL:
-            guard case .string(let s) = value else { return }
-            if !Checks.isHTTPSURL(s) { report(rule, "https_url", ["value": render(value)]) }
-
+            if case .string(let s) = value, !Checks.isHTTPSURL(s) { report(rule, "https_url", ["value": render(value)]) }
         case .maxBytes(let max):
-            guard case .string(let s) = value else { return }
-            if s.utf8.count > max { report(rule, "max_bytes", ["value": render(value), "max": String(max)]) }
-
+            if case .string(let s) = value, s.utf8.count > max { report(rule, "max_bytes", ["value": render(value), "max": String(max)]) }
         case .dataMap(let keys):
-            guard case .object(let object) = value else { return }
-            let reserved = keys.reserved, prefixes = keys.prefixes
-            var issues: [(key: String, issue: ValidationIssue)] = []
-            object.members.withUnsafeBufferPointer { members in
-                for i in 0..<members.count {
-                    guard case .string = members[i].value else {
-                        issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
-                        continue
-                    }
-                    let key = members[i].key
-                    if reserved.contains(where: { Text.same($0, key) }) {
-                        issues.append((key, issue(rule, "reserved_key.name", field: memberField(rule, key), ["key": quoteValue(key)])))
-                    } else if let prefix = prefixes.first(where: { Text.hasPrefix(key, $0) }) {
-                        issues.append((key, issue(rule, "reserved_key.prefix", field: memberField(rule, key),
-                            ["key": quoteValue(key), "prefix": Text.quote(prefix)])))
-                    }
-                }
-            }
-            add(rule, issues)
-
+            if case .object(let object) = value { checkDataMap(rule, object, keys) }
         case .stringMap:
-            guard case .object(let object) = value else { return }
-            var issues: [(key: String, issue: ValidationIssue)] = []
-            object.members.withUnsafeBufferPointer { members in
-                for i in 0..<members.count {
-                    if case .string = members[i].value { continue }
-                    issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
-                }
-            }
-            add(rule, issues)
-
+            if case .object(let object) = value { checkStringMap(rule, object) }
         case .stringArray:
-            guard case .array(let elements) = value else { return }
-            for (index, element) in elements.enumerated() {
-                if case .string = element { continue }
-                let field = rule.field + "[\(index)]"
-                found.append((rule.index, index, issue(rule, "type", field: field,
-                    ["expected": set.words.typeNames[.string] ?? "a string", "value": render(element)])))
-            }
-
+            if case .array(let elements) = value { checkStringArray(rule, elements) }
         case .knownFields(let known):
-            guard case .object(let object) = value else { return }
-            var issues: [(key: String, issue: ValidationIssue)] = []
-            // Unlike elsewhere, a null member counts: FCM refuses a name it does not know whatever
-            // its value.
-            for position in object.members.indices {
-                let key = object.members[position].key
-                if known.contains(key) { continue }
-                if !extraFields.isEmpty, isExtra(rule.field + "." + key) { continue }
-                let field = memberField(rule, key)
-                if let suggestion = known.suggestion(for: key) {
-                    issues.append((key, issue(rule, "unknown_field.suggest", field: field, ["suggestion": Text.quote(suggestion)])))
-                } else {
-                    issues.append((key, issue(rule, "unknown_field", field: field, [:])))
+            if case .object(let object) = value { checkKnownFields(rule, object, known) }
+        case .payloadSize(let limit):
+            if case .object(let object) = value { checkPayloadSize(rule, object, limit) }
+        }
+    }
+
+    // MARK: the checks
+
+    mutating func checkOneTarget(_ rule: Rule, _ object: JSONObject, _ targets: [String]) {
+        // Nearly every message has exactly one: count first, list the targets only for the issue.
+        var count = 0
+        for target in targets where object.member(target) != nil { count += 1 }
+        if count == 1 { return }
+        let present = targets.filter { object.member($0) != nil }
+        let all = targets.joined(separator: set.words.listSeparator)
+        if present.isEmpty {
+            report(rule, "one_target.none", ["targets": all])
+        } else {
+            report(rule, "one_target.many", ["targets": all, "found": present.joined(separator: set.words.listSeparator)])
+        }
+    }
+
+    mutating func checkEnumeration(_ rule: Rule, _ s: String, _ value: JSONValue, _ values: [String]) {
+        if !values.contains(where: { Text.same($0, s) }) {
+            let allowed = values.map(Text.quote).joined(separator: set.words.listSeparator)
+            report(rule, "enum", ["value": render(value), "allowed": allowed])
+        }
+    }
+
+    mutating func checkTopic(_ rule: Rule, _ s: String, _ value: JSONValue, prefix: String, charset: Charset) {
+        if Text.hasPrefix(s, prefix) {
+            report(rule, "topic.prefix", ["value": render(value), "prefix": Text.quote(prefix)])
+            return
+        }
+        checkCharset(rule, s, value, charset, min: 1, max: nil)
+    }
+
+    mutating func checkDuration(_ rule: Rule, _ s: String, _ value: JSONValue, max: Int) {
+        switch Checks.duration(s, max: max) {
+        case .format?: report(rule, "duration.format", ["value": render(value)])
+        case .range?: report(rule, "duration.range", ["value": render(value), "max": String(max)])
+        case nil: break
+        }
+    }
+
+    mutating func checkDataMap(_ rule: Rule, _ object: JSONObject, _ keys: ReservedKeys) {
+        let reserved = keys.reserved, prefixes = keys.prefixes
+        var issues: [(key: String, issue: ValidationIssue)] = []
+        object.members.withUnsafeBufferPointer { members in
+            for i in 0..<members.count {
+                guard case .string = members[i].value else {
+                    issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
+                    continue
+                }
+                let key = members[i].key
+                if reserved.contains(where: { Text.same($0, key) }) {
+                    issues.append((key, issue(rule, "reserved_key.name", field: memberField(rule, key), ["key": quoteValue(key)])))
+                } else if let prefix = prefixes.first(where: { Text.hasPrefix(key, $0) }) {
+                    issues.append((key, issue(rule, "reserved_key.prefix", field: memberField(rule, key),
+                        ["key": quoteValue(key), "prefix": Text.quote(prefix)])))
                 }
             }
-            add(rule, issues)
+        }
+        add(rule, issues)
+    }
 
-        case .payloadSize(let limit):
-            guard case .object(let object) = value else { return }
-            let max = limit.max, topicMax = limit.topicMax, topicTargets = limit.topicTargets
-            let paths = limit.paths, platforms = limit.platforms
-            var largest = -1
-            var largestPlatform = 0
-            // Each distinct part (data, notification, ...) is measured once for all platforms.
-            // The nested lists are read through buffers: iterating them as arrays retains and
-            // releases every inner list for every message.
-            withUnsafeTemporaryAllocation(of: Int.self, capacity: paths.count) { sizes in
-                for i in 0..<paths.count { sizes[i] = -1 }
-                platforms.withUnsafeBufferPointer { platformList in
-                    for platform in 0..<platformList.count {
-                        var size = 0
-                        platformList[platform].parts.withUnsafeBufferPointer { parts in
-                            for part in 0..<parts.count {
-                                parts[part].withUnsafeBufferPointer { alternatives in
-                                    for index in alternatives {
-                                        if sizes[index] == -1 {
-                                            sizes[index] = Self.measured(object, paths[index][...]) ?? -2
-                                        }
-                                        if sizes[index] >= 0 {
-                                            size += sizes[index]
-                                            break
-                                        }
+    mutating func checkStringMap(_ rule: Rule, _ object: JSONObject) {
+        var issues: [(key: String, issue: ValidationIssue)] = []
+        object.members.withUnsafeBufferPointer { members in
+            for i in 0..<members.count {
+                if case .string = members[i].value { continue }
+                issues.append(typeIssue(rule, key: members[i].key, value: members[i].value))
+            }
+        }
+        add(rule, issues)
+    }
+
+    mutating func checkStringArray(_ rule: Rule, _ elements: [JSONValue]) {
+        for (index, element) in elements.enumerated() {
+            if case .string = element { continue }
+            let field = rule.field + "[\(index)]"
+            found.append((rule.index, index, issue(rule, "type", field: field,
+                ["expected": set.words.typeNames[.string] ?? "a string", "value": render(element)])))
+        }
+    }
+
+    mutating func checkKnownFields(_ rule: Rule, _ object: JSONObject, _ known: KnownFields) {
+        var issues: [(key: String, issue: ValidationIssue)] = []
+        // Unlike elsewhere, a null member counts: FCM refuses a name it does not know whatever
+        // its value.
+        for position in object.members.indices {
+            let key = object.members[position].key
+            if known.contains(key) { continue }
+            if !extraFields.isEmpty, isExtra(rule.field + "." + key) { continue }
+            let field = memberField(rule, key)
+            if let suggestion = known.suggestion(for: key) {
+                issues.append((key, issue(rule, "unknown_field.suggest", field: field, ["suggestion": Text.quote(suggestion)])))
+            } else {
+                issues.append((key, issue(rule, "unknown_field", field: field, [:])))
+            }
+        }
+        add(rule, issues)
+    }
+
+    mutating func checkPayloadSize(_ rule: Rule, _ object: JSONObject, _ limit: PayloadLimit) {
+        let (largest, largestName) = Self.largestPlatformPayload(object, limit)
+        let toTopics = limit.topicTargets.contains { object.member($0) != nil }
+        let max = toTopics ? limit.topicMax : limit.max
+        if largest > max {
+            report(rule, toTopics ? "payload_size.topic" : "payload_size.message",
+                   ["platform": largestName, "size": String(largest), "max": String(max)])
+        }
+    }
+
+    /// The largest payload any platform would be sent, in bytes, and that platform's name.
+    static func largestPlatformPayload(_ object: JSONObject, _ limit: PayloadLimit) -> (size: Int, platform: String) {
+        let paths = limit.paths, platforms = limit.platforms
+        var largest = -1
+        var largestPlatform = 0
+        // Each distinct part (data, notification, ...) is measured once for all platforms.
+        // The nested lists are read through buffers: iterating them as arrays retains and
+        // releases every inner list for every message.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: paths.count) { sizes in
+            for i in 0..<paths.count { sizes[i] = -1 }
+            platforms.withUnsafeBufferPointer { platformList in
+                for platform in 0..<platformList.count {
+                    var size = 0
+                    platformList[platform].parts.withUnsafeBufferPointer { parts in
+                        for part in 0..<parts.count {
+                            parts[part].withUnsafeBufferPointer { alternatives in
+                                for index in alternatives {
+                                    if sizes[index] == -1 {
+                                        sizes[index] = measured(object, paths[index][...]) ?? -2
+                                    }
+                                    if sizes[index] >= 0 {
+                                        size += sizes[index]
+                                        break
                                     }
                                 }
                             }
                         }
-                        if size > largest {
-                            largest = size
-                            largestPlatform = platform
-                        }
+                    }
+                    if size > largest {
+                        largest = size
+                        largestPlatform = platform
                     }
                 }
             }
-            let largestName = platforms.isEmpty ? "" : platforms[largestPlatform].name
-            let toTopics = topicTargets.contains { object.member($0) != nil }
-            let limit = toTopics ? topicMax : max
-            if largest > limit {
-                report(rule, toTopics ? "payload_size.topic" : "payload_size.message",
-                       ["platform": largestName, "size": String(largest), "max": String(limit)])
-            }
         }
+        return (largest, platforms.isEmpty ? "" : platforms[largestPlatform].name)
     }
 
     mutating func checkCharset(_ rule: Rule, _ s: String, _ value: JSONValue, _ charset: Charset, min: Int, max: Int?) {

@@ -131,7 +131,7 @@ enum CampaignsCommand {
         for c in campaigns {
             rows.append([String(c.id), c.name, c.state, String(format: "%.1f%%", c.fractionDone * 100), String(c.total), String(c.pending),
                          String(c.running), String(c.completed), String(c.dead), String(c.discarded), String(c.cancelled),
-                         String(c.sentLastMinute), c.etaSeconds.map(formatWait) ?? "-"])
+                         String(c.sentLastMinute), c.etaSeconds.map { durationText($0) } ?? "-"])
         }
         printColumns(rows)
     }
@@ -151,7 +151,7 @@ enum CampaignsCommand {
         ]
         var rate = "rate: \(c.sentLastMinute) sent \(c.sentWindowPhrase) (\(formatRate(c.ratePerSecond))/s)"
         if let eta = c.eta, let seconds = c.etaSeconds {
-            rate += "  ETA \(eta) (in \(formatWait(seconds)))"
+            rate += "  ETA \(eta) (in \(durationText(seconds)))"
         } else if !c.isOver && c.pending + c.running > 0 {
             rate += c.state == "running" ? "  ETA: none yet (nothing sent in the last minute)" : "  ETA: none while \(c.state)"
         }
@@ -168,12 +168,4 @@ enum CampaignsCommand {
         rate == rate.rounded() ? String(Int(rate)) : String(format: "%.1f", rate)
     }
 
-    static func formatWait(_ seconds: Double) -> String {
-        let s = max(0, Int(seconds.rounded()))
-        switch s {
-        case ..<60: return "\(s)s"
-        case ..<3600: return "\(s / 60)m\(String(format: "%02d", s % 60))s"
-        default: return "\(s / 3600)h\(String(format: "%02d", s % 3600 / 60))m"
-        }
-    }
 }

@@ -64,7 +64,7 @@ enum StatsCommand {
                 row.append(snapshot.estimatedStates.contains(state) && queue.count(state) > 0 ? "~" + count : count)
             }
             row.append(String(queue.deadLetters))
-            row.append(queue.oldestAvailableAge.map(formatAge) ?? "-")
+            row.append(queue.oldestAvailableAge.map { durationText($0, roundedDown: true, tenths: true) } ?? "-")
             rows.append(row)
         }
         var lines = ["herald stats  \(timestamp())", ""]
@@ -109,7 +109,7 @@ enum StatsCommand {
         var rows = [["PROJECT", "FCM PROJECT", "STATE", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD", "MAX RATE", "RATE NOW"]]
         for p in projects {
             var state = p.state
-            if let paused = p.rate?.pausedFor { state += " (quota, \(formatAge(paused)))" }
+            if let paused = p.rate?.pausedFor { state += " (quota, \(durationText(paused, roundedDown: true, tenths: true)))" }
             rows.append([p.name ?? "-", p.fcmProjectID ?? "(the pools' key)", state, String(p.available), String(p.scheduled),
                          String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
         }
@@ -119,7 +119,7 @@ enum StatsCommand {
             // Left out of their queue's OLDEST AVAILABLE, which measures the pools: said here.
             if let name = p.name, let cause = p.pauseCause, p.pausedJobs > 0 {
                 lines.append("\(name) holds \(p.pausedJobs) due job\(p.pausedJobs == 1 ? "" : "s") back (\(cause) pause)"
-                             + (p.pausedOldestAge.map { ", the oldest waiting \(formatAge($0))" } ?? ""))
+                             + (p.pausedOldestAge.map { ", the oldest waiting \(durationText($0, roundedDown: true, tenths: true))" } ?? ""))
             }
         }
         return lines
@@ -131,8 +131,8 @@ enum StatsCommand {
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
         var rows = [["FCM PROJECT", "RATE NOW", "LAST LOWERED TO", "LAST LOWERED", "REGAINS UP TO", "PAUSED"]]
         for p in projects {
-            rows.append([p.fcmProject, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { formatAge($0) + " ago" } ?? "never",
-                         rate(p.regain), p.pausedFor.map { "for " + formatAge($0) } ?? "no"])
+            rows.append([p.fcmProject, rate(p.rate), rate(p.loweredTo), p.loweredAgo.map { durationText($0, roundedDown: true, tenths: true) + " ago" } ?? "never",
+                         rate(p.regain), p.pausedFor.map { "for " + durationText($0, roundedDown: true, tenths: true) } ?? "no"])
         }
         var lines = [""] + formatColumns(rows)
         for p in projects where p.pausedFor != nil {
@@ -149,14 +149,6 @@ enum StatsCommand {
         case ..<1: return String(format: "%.2f", rate)
         case ..<10: return String(format: "%.1f", rate)
         default: return String(Int(rate.rounded()))
-        }
-    }
-
-    static func formatAge(_ seconds: Double) -> String {
-        switch seconds {
-        case ..<60: return String(format: "%.1fs", seconds)
-        case ..<3600: return "\(Int(seconds) / 60)m\(Int(seconds) % 60)s"
-        default: return "\(Int(seconds) / 3600)h\(Int(seconds) % 3600 / 60)m"
         }
     }
 

@@ -106,100 +106,9 @@ enum WorkCommand {
         let adminAddress = try adminAddress(parsed)
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        // The pool's groups: the jobs of no project (with the pool's own key), and, without
-        // --project, every project of the registry (each with its own key, in workers of its own).
-        var registered: [String] = []
-        var worksUnaddressed = true
-        // The registry is read only from a database with the herald schema; otherwise the message
-        // below says to migrate, rather than PostgreSQL's "relation does not exist".
-        func migrated() throws -> PGConnection {
-            let connection = try PGConnection(url: environment.databaseURL)
-            guard try Administration.isMigrated(connection) else {
-                throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
-            }
-            guard try Administration.hasProjectRegistry(connection) else {
-                throw UsageError("herald work: the herald schema at \(PGConnection.redacted(environment.databaseURL)) is older than this binary; run `herald migrate` first")
-            }
-            return connection
-        }
-        // --project, given once or more (or HERALD_PROJECT): only those registry projects.
-        let named = parsed.all("project").isEmpty ? (checked.project.map { [$0] } ?? []) : parsed.all("project")
-        if let twice = named.first(where: { name in named.filter { $0 == name }.count > 1 }) {
-            throw UsageError("herald work: --project \(twice) is given twice; give each project once")
-        }
-        if !named.isEmpty {
-            // The registry says where each project's key is: the database first, then FCM.
-            if parsed.has("emulator") {
-                throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
-            }
-            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
-            try RunEnvironment.checkTransport(parsed, log: log)
-            try environment.resolveDatabase(parsed)
-            environment.caFile = parsed.string("ca-file")
-            var registry: PGConnection? = nil  // one connection for every named project
-            for name in named {
-                let project: Project
-                do {
-                    let connection = try registry ?? migrated()
-                    registry = connection
-                    project = try Project.load(connection, name: name)
-                    // Fail now, naming the file or variable, rather than in every worker.
-                    _ = try project.account(environment: ProcessInfo.processInfo.environment)
-                    if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
-                        log.warning("project \(name): \(warning)")
-                    }
-                } catch let error as UsageError {
-                    throw error
-                } catch {
-                    throw UsageError("herald work: --project \(name): \(error)")
-                }
-                if let reason = project.pausedReason {
-                    log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
-                }
-            }
-        } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
-            // No key of its own: the pool works the registry's projects, if there are any.
-            if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
-            try RunEnvironment.checkTransport(parsed, log: log)
-            try environment.resolveDatabase(parsed)
-            environment.caFile = parsed.string("ca-file")
-            registered = try ProjectRegistry.list(try migrated()).map(\.name)
-            guard !registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
-            worksUnaddressed = false
-            log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
-        } else {
-            // FCM first: a start that would send real jobs nowhere stops before any database work.
-            try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
-            try environment.resolveDatabase(parsed)
-            registered = try ProjectRegistry.list(try migrated()).map(\.name)
-        }
-        var groups: [Supervisor.Group]
-        if named.count > 1 {
-            // Each named project in workers of its own, started with its --project alone.
-            groups = named.map(projectGroup)
-        } else {
-            groups = worksUnaddressed ? [Supervisor.Group(label: checked.project.map { "project \($0)" }, project: checked.project)] : []
-        }
-        if checked.project == nil {
-            groups += registered.map(projectGroup)
-        }
-        var monitor: PoolMonitor? = nil
-        var admin: AdminServer? = nil
-        if let (host, port) = adminAddress {
-            let pool: PoolMonitor
-            let slotProjects = groups.flatMap { Array(repeating: $0.project, count: max(1, processes)) }
-            do { pool = try PoolMonitor(slotProjects: slotProjects) } catch {
-                throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
-            }
-            monitor = pool
-            let server = AdminServer(host: host, port: port, monitor: pool)
-            do { try server.start() } catch {
-                let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
-                throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")
-            }
-            admin = server
-            log.info("serving /metrics, /healthz and /readyz at \(server.url)")
-        }
+        let projects = try resolveProjects(parsed, checked: checked, environment: environment, log: log)
+        let groups = poolGroups(projects, project: checked.project)
+        let (monitor, admin) = try startAdminEndpoint(adminAddress, parsed: parsed, groups: groups, processes: processes, log: log)
         // Closes the admin endpoint when start-up fails below; once running, the group closes it.
         defer { admin?.stop() }
         let embedded = environment.cluster != nil && environment.emulator != nil
@@ -211,63 +120,211 @@ enum WorkCommand {
         let started = Date()
         let startedInDatabase = try Administration.databaseNow(connection)
         environment.keepCluster = parsed.has("keep")
-        if sample > 0 {
-            let added = try Administration.enqueueSampleBatch(connection, count: sample)
-            log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
-        }
+        try enqueueSample(connection, count: sample, log: log)
         // Embedded with nothing else to do: show the sample delivered, then stop.
-        var childArguments = ["work"] + (named.count > 1 ? withoutProjects(arguments) : arguments)
         let drain = parsed.has("drain") || (embedded && parsed.string("sample") == nil)
-        if drain && !parsed.has("drain") { childArguments.append("--drain") }
-        let supervisor = Supervisor(processes: processes, arguments: childArguments,
+        let supervisor = Supervisor(processes: processes,
+                                    arguments: childArguments(arguments, parsed: parsed, drain: drain, severalNamed: projects.named.count > 1),
                                     environment: environment.childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
         if checked.project == nil && !drain {
-            // Projects added to (or removed from) the registry while the pool runs are started
-            // (or stopped) within registryPollInterval seconds, without a restart.
-            let databaseURL = environment.databaseURL
-            var registry: PGConnection? = nil
-            var failing = false
-            supervisor.registryPoll = {
-                do {
-                    if registry == nil { registry = try PGConnection(url: databaseURL) }
-                    let names = try ProjectRegistry.list(registry!).map(\.name)
-                    if failing { log.info("reading the project registry again") }
-                    failing = false
-                    return names
-                } catch {
-                    registry = nil
-                    if !failing { log.warning("cannot read the project registry (\(error)); the pool's projects stay as they are until it can") }
-                    failing = true
-                    return nil
-                }
+            try followRegistry(supervisor, databaseURL: environment.databaseURL, log: log)
+        }
+        logStart(groups: groups, processes: processes, project: checked.project, log: log)
+        let report = try runPool(supervisor, admin: admin, log: log)
+        if sample > 0 || embedded {
+            try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
+        }
+        return report.status
+    }
+
+    /// The projects a pool works: those named with --project, or every project of the registry,
+    /// and whether it also works the jobs of no project (with the pool's own key).
+    struct PoolProjects {
+        var named: [String]
+        var registered: [String] = []
+        var worksUnaddressed = true
+    }
+
+    /// Finds the pool's projects and where it sends: with --project, each named project checked
+    /// now (its key readable) rather than in every worker; with no key of its own, the
+    /// registry's projects; otherwise FCM (or the emulator) and the registry beside it.
+    static func resolveProjects(_ parsed: ParsedOptions, checked: WorkerConfiguration, environment: RunEnvironment,
+                                log: Logger) throws -> PoolProjects {
+        // --project, given once or more (or HERALD_PROJECT): only those registry projects.
+        var projects = PoolProjects(named: parsed.all("project").isEmpty ? (checked.project.map { [$0] } ?? []) : parsed.all("project"))
+        let named = projects.named
+        if let twice = named.first(where: { name in named.filter { $0 == name }.count > 1 }) {
+            throw UsageError("herald work: --project \(twice) is given twice; give each project once")
+        }
+        if !named.isEmpty {
+            // The registry says where each project's key is: the database first, then FCM.
+            if parsed.has("emulator") {
+                throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
             }
-            supervisor.groupForProject = projectGroup
-            if let seconds = ProcessInfo.processInfo.environment["HERALD_REGISTRY_POLL_SECONDS"] {
-                guard let value = Double(seconds), value >= 0.1, value <= 3600 else {
-                    throw UsageError("herald work: HERALD_REGISTRY_POLL_SECONDS \"\(seconds)\" is not a number of seconds from 0.1 to 3600")
+            try resolveRegistryTransport(parsed, environment: environment, log: log)
+            try checkNamedProjects(named, environment: environment, log: log)
+        } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
+            // No key of its own: the pool works the registry's projects, if there are any.
+            try resolveRegistryTransport(parsed, environment: environment, log: log)
+            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+            guard !projects.registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
+            projects.worksUnaddressed = false
+            log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
+        } else {
+            // FCM first: a start that would send real jobs nowhere stops before any database work.
+            try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
+            try environment.resolveDatabase(parsed)
+            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+        }
+        return projects
+    }
+
+    /// The FCM URL, transport and database of a pool that sends with the registry's keys.
+    static func resolveRegistryTransport(_ parsed: ParsedOptions, environment: RunEnvironment, log: Logger) throws {
+        if let url = try parsed.httpURL("fcm-url") { environment.fcmBaseURL = url }
+        try RunEnvironment.checkTransport(parsed, log: log)
+        try environment.resolveDatabase(parsed)
+        environment.caFile = parsed.string("ca-file")
+    }
+
+    /// A connection to a database with the herald schema and its project registry. The registry
+    /// is read only from such a database; otherwise the message says to migrate, rather than
+    /// PostgreSQL's "relation does not exist".
+    static func migrated(_ environment: RunEnvironment) throws -> PGConnection {
+        let connection = try PGConnection(url: environment.databaseURL)
+        guard try Administration.isMigrated(connection) else {
+            throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
+        }
+        guard try Administration.hasProjectRegistry(connection) else {
+            throw UsageError("herald work: the herald schema at \(PGConnection.redacted(environment.databaseURL)) is older than this binary; run `herald migrate` first")
+        }
+        return connection
+    }
+
+    /// Each --project: in the registry, its key readable (failing now, naming the file or
+    /// variable, rather than in every worker); a paused one is worked once resumed.
+    static func checkNamedProjects(_ named: [String], environment: RunEnvironment, log: Logger) throws {
+        var registry: PGConnection? = nil  // one connection for every named project
+        for name in named {
+            let project: Project
+            do {
+                let connection = try registry ?? migrated(environment)
+                registry = connection
+                project = try Project.load(connection, name: name)
+                _ = try project.account(environment: ProcessInfo.processInfo.environment)
+                if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
+                    log.warning("project \(name): \(warning)")
                 }
-                supervisor.registryPollInterval = value
+            } catch let error as UsageError {
+                throw error
+            } catch {
+                throw UsageError("herald work: --project \(name): \(error)")
+            }
+            if let reason = project.pausedReason {
+                log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
             }
         }
-        if groups.count == 1 && checked.project == nil {
+    }
+
+    /// The pool's groups: the jobs of no project (with the pool's own key), and, without
+    /// --project, every project of the registry (each with its own key, in workers of its own).
+    static func poolGroups(_ projects: PoolProjects, project: String?) -> [Supervisor.Group] {
+        var groups: [Supervisor.Group]
+        if projects.named.count > 1 {
+            // Each named project in workers of its own, started with its --project alone.
+            groups = projects.named.map(projectGroup)
+        } else {
+            groups = projects.worksUnaddressed ? [Supervisor.Group(label: project.map { "project \($0)" }, project: project)] : []
+        }
+        if project == nil {
+            groups += projects.registered.map(projectGroup)
+        }
+        return groups
+    }
+
+    /// `--admin-address`: the pool's metrics and the endpoint serving them, listening before any
+    /// worker starts (nil, nil for off).
+    static func startAdminEndpoint(_ address: (host: String, port: Int)?, parsed: ParsedOptions, groups: [Supervisor.Group],
+                                   processes: Int, log: Logger) throws -> (PoolMonitor?, AdminServer?) {
+        guard let (host, port) = address else { return (nil, nil) }
+        let pool: PoolMonitor
+        let slotProjects = groups.flatMap { Array(repeating: $0.project, count: max(1, processes)) }
+        do { pool = try PoolMonitor(slotProjects: slotProjects) } catch {
+            throw UsageError("herald work: cannot set up the pool's metrics: \(error); give --admin-address off to run without them")
+        }
+        let server = AdminServer(host: host, port: port, monitor: pool)
+        do { try server.start() } catch {
+            let source = parsed.lookup("admin-address")?.source ?? "--admin-address (default)"
+            throw UsageError("herald work: \(source) \(host):\(port): cannot listen (\(error)); give a free HOST:PORT, or off to serve no metrics")
+        }
+        log.info("serving /metrics, /healthz and /readyz at \(server.url)")
+        return (pool, server)
+    }
+
+    /// `--sample N`: a batch of made-up messages to watch delivered.
+    static func enqueueSample(_ connection: PGConnection, count: Int, log: Logger) throws {
+        guard count > 0 else { return }
+        let added = try Administration.enqueueSampleBatch(connection, count: count)
+        log.info("enqueued a sample batch of \(added) messages with one INSERT ... SELECT")
+    }
+
+    /// What each worker process is started with: this command's arguments (without the
+    /// --project names when each named project has workers of its own), and --drain when the
+    /// embedded default drains without being told.
+    static func childArguments(_ arguments: [String], parsed: ParsedOptions, drain: Bool, severalNamed: Bool) -> [String] {
+        var childArguments = ["work"] + (severalNamed ? withoutProjects(arguments) : arguments)
+        if drain && !parsed.has("drain") { childArguments.append("--drain") }
+        return childArguments
+    }
+
+    /// Projects added to (or removed from) the registry while the pool runs are started (or
+    /// stopped) within registryPollInterval seconds, without a restart.
+    static func followRegistry(_ supervisor: Supervisor, databaseURL: String, log: Logger) throws {
+        var registry: PGConnection? = nil
+        var failing = false
+        supervisor.registryPoll = {
+            do {
+                if registry == nil { registry = try PGConnection(url: databaseURL) }
+                let names = try ProjectRegistry.list(registry!).map(\.name)
+                if failing { log.info("reading the project registry again") }
+                failing = false
+                return names
+            } catch {
+                registry = nil
+                if !failing { log.warning("cannot read the project registry (\(error)); the pool's projects stay as they are until it can") }
+                failing = true
+                return nil
+            }
+        }
+        supervisor.groupForProject = projectGroup
+        if let seconds = ProcessInfo.processInfo.environment["HERALD_REGISTRY_POLL_SECONDS"] {
+            guard let value = Double(seconds), value >= 0.1, value <= 3600 else {
+                throw UsageError("herald work: HERALD_REGISTRY_POLL_SECONDS \"\(seconds)\" is not a number of seconds from 0.1 to 3600")
+            }
+            supervisor.registryPollInterval = value
+        }
+    }
+
+    static func logStart(groups: [Supervisor.Group], processes: Int, project: String?, log: Logger) {
+        if groups.count == 1 && project == nil {
             log.info("starting \(processes) worker processes")
         } else {
             let names = groups.map { $0.label ?? "the jobs of no project" }.joined(separator: ", ")
             log.info("starting \(processes) worker processes for each of: \(names)")
         }
-        // The admin endpoint (already listening) runs in a group beside the pool; the supervisor
-        // keeps this thread (a child's parent-death signal follows the thread that spawned it)
-        // and, once every worker has stopped, the group closes the endpoint.
+    }
+
+    /// Runs the pool until it stops. The admin endpoint (already listening) runs in a group
+    /// beside the pool; the supervisor keeps this thread (a child's parent-death signal follows
+    /// the thread that spawned it) and, once every worker has stopped, the group closes the endpoint.
+    static func runPool(_ supervisor: Supervisor, admin: AdminServer?, log: Logger) throws -> Supervisor.Report {
         let services = ServiceGroup(admin.map { [ServiceGroup.Member($0)] } ?? [], maximumShutdownDuration: 5, log: { log.debug($0) })
         services.start()
         let report = supervisor.run()
         services.beginShutdown()
         if let failure = services.run().failure { throw failure }
-        if sample > 0 || embedded {
-            try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
-        }
-        return report.status
+        return report
     }
 
     /// The workers of one registry project, started with its `--project` alone; a key that

@@ -1,3 +1,5 @@
+import Queue
+
 /// Everything `GET /metrics` of a pool shows, read at one scrape.
 public struct PoolReading: Sendable {
     /// The pool's slots summed.

@@ -1,3 +1,5 @@
+import Queue
+
 /// What a slot (or, summed, a pool) had counted at one moment.
 public struct SlotSnapshot: Sendable, Equatable {
     public struct QueueCounts: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import Foundation
+import Queue
 import Synchronization
 
 /// The worker side of a slot: what one worker process counts. Thread-safe (the store thread

@@ -453,15 +453,34 @@ public final class PGConnection: @unchecked Sendable {
 
     /// Runs `body` inside BEGIN/COMMIT; rolls back when it throws.
     public func transaction<T>(_ body: () throws(PostgresError) -> T) throws(PostgresError) -> T {
-        try execute("BEGIN")
-        do {
-            let value = try body()
-            try execute("COMMIT")
-            return value
+        try transaction(body, failing: { $0 })
+    }
+
+    /// Runs `body` inside BEGIN/COMMIT, rolling back when it throws anything (a refusal such as
+    /// an unknown id as much as a database error), so a refused action leaves no trace.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try transaction(body, failing: { $0 })
+    }
+
+    /// The one BEGIN/COMMIT/ROLLBACK of both: `failing` turns a failed BEGIN or COMMIT into the
+    /// body's kind of error, so a caller whose body throws only PostgresError keeps that type.
+    private func transaction<T, Failure: Error>(_ body: () throws(Failure) -> T,
+                                                failing: (PostgresError) -> Failure) throws(Failure) -> T {
+        do throws(PostgresError) { try execute("BEGIN") } catch { throw failing(error) }
+        let value: T
+        do throws(Failure) {
+            value = try body()
         } catch {
             try? execute("ROLLBACK")
             throw error
         }
+        do throws(PostgresError) {
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw failing(error)
+        }
+        return value
     }
 
     /// Runs `body` inside a savepoint of the current transaction: when it throws, only its own

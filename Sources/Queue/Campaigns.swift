@@ -68,17 +68,12 @@ public struct CampaignProgress: Sendable, Equatable {
         object["started_at"] = startedAt.map { .string($0) } ?? .null
         object["finished_at"] = finishedAt.map { .string($0) } ?? .null
         object["eta"] = eta.map { .string($0) } ?? .null
-        object["max_per_second"] = maxPerSecond.map { .number(Self.number($0)) } ?? .null
+        object["max_per_second"] = maxPerSecond.map { .number(numberText($0)) } ?? .null
         object["analytics_label"] = analyticsLabel.map { .string($0) } ?? .null
         object["max_errors"] = JSONValue(maxErrors)
         object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
         object["rate_window_seconds"] = .number(String(format: "%.1f", rateWindow))
         return .object(object)
-    }
-
-    /// A rate as people write it: `500`, `2.5`.
-    public static func number(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
     }
 }
 
@@ -144,7 +139,7 @@ public enum Campaigns {
     }
 
     static func act(_ connection: PGConnection, id: Int, function: String, source: String) throws -> CampaignChange {
-        try DeadLetters.inTransaction(connection) {
+        try connection.transaction {
             let before = try connection.query(SQL.campaignLock, [.int(id)])
             let sql: String
             switch function {

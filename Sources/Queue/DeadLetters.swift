@@ -147,13 +147,6 @@ public struct DeadLetter: Sendable {
     }
 }
 
-extension String {
-    /// Line breaks as spaces, for one table cell.
-    func replacingNewlines() -> String {
-        String(map { $0 == "\n" || $0 == "\r" ? " " : $0 })
-    }
-}
-
 /// The result of a retry: which letters became which jobs, and which stayed because their
 /// dedupe key is held by a pending job.
 public struct RetryResult: Sendable, Equatable {
@@ -227,20 +220,6 @@ public enum DeadLetters {
             + (known.isEmpty ? "; there are no dead letters at all" : "; queues with dead letters: \(known.joined(separator: ", "))"))
     }
 
-    /// Runs `body` between BEGIN and COMMIT, rolling back when it throws anything (a refusal such
-    /// as an unknown id as much as a database error), so a refused action leaves no trace.
-    static func inTransaction<T>(_ connection: PGConnection, _ body: () throws -> T) throws -> T {
-        try connection.execute("BEGIN")
-        do {
-            let value = try body()
-            try connection.execute("COMMIT")
-            return value
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
-    }
-
     /// Ids that name no dead letter, as an error naming them (nil when all exist).
     static func missing(_ connection: PGConnection, ids: [Int]) throws -> AdminError? {
         let rows = try connection.query(SQL.deadLettersMissing, [.textArray(ids.map(String.init))])
@@ -253,7 +232,7 @@ public enum DeadLetters {
     /// Puts the dead letters `ids` back as fresh jobs. Every id must exist, or nothing changes and
     /// the error names the missing ones. Letters whose dedupe key is pending stay (`kept`).
     public static func retry(_ connection: PGConnection, ids: [Int], source: String) throws -> RetryResult {
-        try inTransaction(connection) {
+        try connection.transaction {
             if let error = try missing(connection, ids: ids) { throw error }
             let result = try requeue(connection, ids: ids, filter: DeadLetterFilter())
             if !result.retried.isEmpty {
@@ -267,7 +246,7 @@ public enum DeadLetters {
     /// Puts every dead letter matching `filter` back as a fresh job.
     public static func retry(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> RetryResult {
         let filter = try filter.validated()
-        return try inTransaction(connection) {
+        return try connection.transaction {
             try requireQueueKnown(connection, filter)
             let result = try requeue(connection, ids: nil, filter: filter)
             if !result.retried.isEmpty {
@@ -325,7 +304,7 @@ public enum DeadLetters {
 
     /// Deletes the dead letters `ids`. Every id must exist, or nothing changes.
     public static func discard(_ connection: PGConnection, ids: [Int], source: String) throws -> [Int] {
-        try inTransaction(connection) {
+        try connection.transaction {
             if let error = try missing(connection, ids: ids) { throw error }
             let gone = try remove(connection, ids: ids, filter: DeadLetterFilter())
             if !gone.isEmpty {
@@ -338,7 +317,7 @@ public enum DeadLetters {
     /// Deletes every dead letter matching `filter`.
     public static func discard(_ connection: PGConnection, matching filter: DeadLetterFilter, source: String) throws -> [Int] {
         let filter = try filter.validated()
-        return try inTransaction(connection) {
+        return try connection.transaction {
             try requireQueueKnown(connection, filter)
             let gone = try remove(connection, ids: nil, filter: filter)
             if !gone.isEmpty {
@@ -355,30 +334,5 @@ public enum DeadLetters {
                                         [ids.map { .textArray($0.map(String.init)) }, filter.queue.map { .text($0) },
                                          filter.reasonPattern.map { .text($0) }, filter.olderThanSeconds.map { .double($0) }])
         return (0..<rows.rowCount).compactMap { rows.int($0, 0) }.sorted()
-    }
-}
-
-/// herald.admin_log: when, what, which ids, from where.
-public enum AdminLog {
-    public struct Entry: Sendable {
-        public var at: String
-        public var action: String
-        public var ids: [Int]
-        public var details: JSONValue
-        public var source: String
-    }
-
-    public static func record(_ connection: PGConnection, action: String, ids: [Int], details: JSONValue, source: String) throws(PostgresError) {
-        try connection.query(SQL.adminLogRecord,
-                             [.text(action), .textArray(ids.map(String.init)), .text(details.serialized), .text(source)])
-    }
-
-    public static func recent(_ connection: PGConnection, limit: Int) throws(PostgresError) -> [Entry] {
-        let rows = try connection.query(SQL.adminLogRecent, [.int(limit)])
-        return (0..<rows.rowCount).map { row in
-            let ids = ((try? JSONValue.parse(rows[row, 2] ?? "[]"))?.arrayValue ?? []).compactMap(\.intValue)
-            return Entry(at: rows[row, 0] ?? "", action: rows[row, 1] ?? "", ids: ids,
-                         details: (try? JSONValue.parse(rows[row, 3] ?? "{}")) ?? .null, source: rows[row, 4] ?? "")
-        }
     }
 }

@@ -42,7 +42,7 @@ public struct Project: Sendable, Equatable {
         object["name"] = .string(name)
         object["fcm_project_id"] = .string(fcmProjectID)
         object["credentials"] = .string(credentials)
-        object["max_rate"] = maxRate.map { .number(CampaignProgress.number($0)) } ?? .null
+        object["max_rate"] = maxRate.map { .number(numberText($0)) } ?? .null
         object["state"] = .string(state)
         object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
         object["paused_at"] = pausedAt.map { .string($0) } ?? .null

@@ -57,17 +57,13 @@ public struct ProjectOverview: Sendable, Equatable {
         object["scheduled"] = JSONValue(scheduled)
         object["running"] = JSONValue(running)
         object["dead"] = JSONValue(dead)
-        object["max_rate"] = maxRate.map { JSONValue.number(Self.number($0)) } ?? .null
-        object["rate"] = rate?.rate.map { JSONValue.number(Self.number($0)) } ?? .null
+        object["max_rate"] = maxRate.map { JSONValue.number(numberText($0, decimals: 3)) } ?? .null
+        object["rate"] = rate?.rate.map { JSONValue.number(numberText($0, decimals: 3)) } ?? .null
         object["quota_paused_seconds"] = rate?.pausedFor.map { JSONValue.number(String(format: "%.3f", $0)) } ?? .null
         object["pause_cause"] = pauseCause.map { .string($0) } ?? .null
         object["paused_jobs"] = JSONValue(pausedJobs)
         object["paused_oldest_age_seconds"] = pausedOldestAge.map { JSONValue.number(String(format: "%.3f", $0)) } ?? .null
         return .object(object)
-    }
-
-    static func number(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(format: "%.3f", value)
     }
 
     /// The jobs of no project first, then every registry entry by name, and any project name

@@ -27,7 +27,7 @@ public enum ProjectRegistry {
     /// one FCM project, a credentials value that is not a reference) come back as `AdminError`.
     public static func add(_ connection: PGConnection, name: String, fcmProjectID: String, credentials: String,
                            maxRate: Double?, source: String) throws -> Project {
-        try DeadLetters.inTransaction(connection) {
+        try connection.transaction {
             try AdminError.translating(stateError: .badInput) {
                 try connection.query(SQL.addProject, [.text(name), .text(fcmProjectID), .text(credentials), maxRate.map { .double($0) }])
             }
@@ -35,7 +35,7 @@ public enum ProjectRegistry {
             details["project"] = .string(name)
             details["fcm_project_id"] = .string(fcmProjectID)
             details["credentials"] = .string(credentials)
-            details["max_rate"] = maxRate.map { .number(CampaignProgress.number($0)) } ?? .null
+            details["max_rate"] = maxRate.map { .number(numberText($0)) } ?? .null
             try AdminLog.record(connection, action: "add_project", ids: [], details: .object(details), source: source)
             guard let added = try entry(connection, name: name) else {
                 throw AdminError(.notFound, "project \"\(name)\" was not found right after it was added")
@@ -46,7 +46,7 @@ public enum ProjectRegistry {
 
     /// Returns false when the project was paused already (a reason given replaces the old one).
     public static func pause(_ connection: PGConnection, name: String, reason: String?, source: String) throws -> Bool {
-        try DeadLetters.inTransaction(connection) {
+        try connection.transaction {
             let changed = try AdminError.translating {
                 try connection.query(SQL.pauseProjectSending, [.text(name), reason.map { .text($0) }]).bool(0, 0) ?? false
             }
@@ -60,7 +60,7 @@ public enum ProjectRegistry {
 
     /// Returns false when the project was not paused.
     public static func resume(_ connection: PGConnection, name: String, source: String) throws -> Bool {
-        try DeadLetters.inTransaction(connection) {
+        try connection.transaction {
             let changed = try AdminError.translating {
                 try connection.query(SQL.resumeProjectSending, [.text(name)]).bool(0, 0) ?? false
             }
@@ -73,7 +73,7 @@ public enum ProjectRegistry {
 
     /// Takes the entry out of the registry; the key it names is left where it is.
     public static func remove(_ connection: PGConnection, name: String, source: String) throws {
-        try DeadLetters.inTransaction(connection) {
+        try connection.transaction {
             try AdminError.translating { try connection.query(SQL.removeProject, [.text(name)]) }
             try AdminLog.record(connection, action: "remove_project", ids: [], details: ["project": .string(name)], source: source)
         }

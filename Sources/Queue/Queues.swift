@@ -19,7 +19,7 @@ public struct QueueSettings: Sendable, Equatable {
         var object = JSONObject()
         object["queue"] = .string(name)
         object["paused"] = .bool(paused)
-        object["max_per_second"] = maxPerSecond.map { .number(CampaignProgress.number($0)) } ?? .null
+        object["max_per_second"] = maxPerSecond.map { .number(numberText($0)) } ?? .null
         object["max_in_flight"] = maxInFlight.map { JSONValue($0) } ?? .null
         object["available"] = JSONValue(available)
         object["scheduled"] = JSONValue(scheduled)
@@ -70,7 +70,7 @@ public enum Queues {
     /// false when it was paused already.
     public static func pause(_ connection: PGConnection, name: String, source: String) throws -> Bool {
         let name = try checked(name)
-        return try DeadLetters.inTransaction(connection) {
+        return try connection.transaction {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
             try AdminError.translating { try connection.query(SQL.pauseQueue, [.text(name)]) }
             if !wasPaused {
@@ -83,7 +83,7 @@ public enum Queues {
     /// Claims of the queue go on. Returns false when it was not paused.
     public static func resume(_ connection: PGConnection, name: String, source: String) throws -> Bool {
         let name = try checked(name)
-        return try DeadLetters.inTransaction(connection) {
+        return try connection.transaction {
             let wasPaused = try settingsRow(connection, name).bool(0, 0) ?? false
             try AdminError.translating { try connection.query(SQL.resumeQueue, [.text(name)]) }
             if wasPaused {
@@ -106,7 +106,7 @@ public enum Queues {
                                  maxInFlight: LimitChange<Int>, source: String) throws -> LimitsResult {
         let name = try checked(name)
         if case .set(let rate) = maxPerSecond, !(rate > 0 && rate.isFinite) {
-            throw AdminError(.badInput, "max_per_second must be more than 0, not \(CampaignProgress.number(rate)); remove the limit instead to send without one")
+            throw AdminError(.badInput, "max_per_second must be more than 0, not \(numberText(rate)); remove the limit instead to send without one")
         }
         if case .set(let count) = maxInFlight, count < 1 || count > Int(Int32.max) {
             throw AdminError(.badInput, "max_in_flight must be a whole number from 1 to \(Int32.max), not \(count); remove the limit instead to allow any number")
@@ -114,7 +114,7 @@ public enum Queues {
         if maxPerSecond == .unchanged && maxInFlight == .unchanged {
             throw AdminError(.badInput, "give max_per_second or max_in_flight (a number, or none to remove the limit)")
         }
-        return try DeadLetters.inTransaction(connection) {
+        return try connection.transaction {
             let current = try settingsRow(connection, name)
             let used = try connection.query(SQL.queueNameUsed, [.text(name)]).bool(0, 0) ?? false
             let known = current.rowCount > 0 || used
@@ -139,9 +139,9 @@ public enum Queues {
             if rate != oldRate || inFlight != oldInFlight || current.rowCount == 0 {
                 var details = JSONObject()
                 details["queue"] = .string(name)
-                details["max_per_second"] = rate.map { .number(CampaignProgress.number($0)) } ?? .null
+                details["max_per_second"] = rate.map { .number(numberText($0)) } ?? .null
                 details["max_in_flight"] = inFlight.map { JSONValue($0) } ?? .null
-                details["before"] = ["max_per_second": oldRate.map { .number(CampaignProgress.number($0)) } ?? .null,
+                details["before"] = ["max_per_second": oldRate.map { .number(numberText($0)) } ?? .null,
                                      "max_in_flight": oldInFlight.map { JSONValue($0) } ?? .null]
                 try AdminLog.record(connection, action: "set_queue_limits", ids: [], details: .object(details), source: source)
             }

@@ -253,187 +253,224 @@ struct Translation {
     }
 
     mutating func run(_ legacy: JSONValue) throws(LegacyRejection) -> LegacyTranslation {
-        // Step 1: an object.
-        guard case .object(let raw) = legacy else {
-            throw Self.reject("InvalidJson", "legacy", "the legacy payload must be a JSON object, not \(legacy.typeName)")
+        let payload = try Self.legacyParameters(legacy)         // steps 1 and 2
+        let targets = try self.targets(payload)                 // step 3
+        var parts = MessageParts()
+        try options(payload, into: &parts)                      // step 4
+        if let value = payload["data"] {                        // step 5
+            parts.data = try data(value)
         }
-        // A null member counts as absent.
-        let payload = JSONObject(raw.members.filter { !$0.value.isNull })
-
-        // Step 2: only Table 1's parameters (docs/legacy.md 1).
-        for key in payload.keys where !LegacyTranslator.parameters.contains(key) {
-            throw Self.reject("InvalidParameters", "legacy.\(key)", "\(LegacyTranslator.quote(key)) is not a legacy parameter (docs/legacy.md Table 1)")
+        if let value = payload["notification"] {                // step 6
+            try notification(value, into: &parts)
         }
+        let messages = parts.messages(to: targets)              // step 7
+        try checkV1Rules(messages)
+        return LegacyTranslation(validateOnly: parts.validateOnly, messages: messages, notes: notes)
+    }
 
-        // Step 3: exactly one target.
-        let targets = try self.targets(payload)
-
-        // Step 4: options, in Table 1 order (docs/legacy.md 4.4).
+    /// The parts of the v1 message that the steps fill in, assembled by step 7.
+    struct MessageParts {
         var android = JSONObject()
         var apnsHeaders = JSONObject()
         var aps = JSONObject()
         var webpushHeaders = JSONObject()
         var validateOnly = false
-        let hasNotification = payload["notification"]?.objectValue.map { !$0.members.filter { !$0.value.isNull }.isEmpty } ?? false
-
-        if let value = payload["collapse_key"] {
-            let key = try nonEmptyString(value, "legacy.collapse_key")
-            android["collapse_key"] = .string(key)
-            if key.utf8.count <= LegacyTranslator.maxAPNsCollapseIDBytes {
-                apnsHeaders["apns-collapse-id"] = .string(key)
-            } else {
-                notes.append("legacy.collapse_key is over 64 bytes: sent to Android only (apns-collapse-id holds at most 64)")
-            }
-        }
-        if let value = payload["priority"] {
-            switch value.stringValue {
-            case "high"?:
-                android["priority"] = "HIGH"
-                if hasNotification {
-                    apnsHeaders["apns-priority"] = "10"
-                } else {
-                    apnsHeaders["apns-priority"] = "5"
-                    notes.append("legacy.priority \"high\" without a notification: apns-priority 5, since APNs refuses 10 for a background push")
-                }
-            case "normal"?:
-                android["priority"] = "NORMAL"
-                apnsHeaders["apns-priority"] = "5"
-            default:
-                throw Self.reject("InvalidParameters", "legacy.priority", "must be \"high\" or \"normal\", not \(LegacyTranslator.shown(value))")
-            }
-        }
-        if let value = payload["content_available"], try flag(value, "legacy.content_available") {
-            aps["content-available"] = 1
-        }
-        if let value = payload["mutable_content"], try flag(value, "legacy.mutable_content") {
-            aps["mutable-content"] = 1
-        }
-        if let value = payload["time_to_live"] {
-            guard case .number(let literal) = value else {
-                throw Self.reject("InvalidJson", "legacy.time_to_live", "must be a number of seconds, not \(value.typeName)")
-            }
-            guard let seconds = LegacyTranslator.wholeNumber(literal, limit: LegacyTranslator.maxTimeToLive) else {
-                throw Self.reject("InvalidTtl", "legacy.time_to_live",
-                                  "must be a whole number of seconds from 0 to 2419200 (4 weeks), not \(literal)")
-            }
-            android["ttl"] = .string("\(seconds)s")
-            // 0 is APNs' "now or never", exactly legacy TTL 0; anything else is an absolute time.
-            apnsHeaders["apns-expiration"] = .string(seconds == 0 ? "0" : String(now + seconds))
-            webpushHeaders["TTL"] = .string(String(seconds))
-        }
-        if let value = payload["restricted_package_name"] {
-            android["restricted_package_name"] = .string(try nonEmptyString(value, "legacy.restricted_package_name"))
-        }
-        if let value = payload["dry_run"] {
-            validateOnly = try flag(value, "legacy.dry_run")
-        }
-
-        // Step 5: data.
         var data = JSONObject()
-        if let value = payload["data"] {
-            data = try self.data(value)
-        }
-
-        // Step 6: notification.
         var notification = JSONObject()
         var androidNotification = JSONObject()
         var alert = JSONObject()
         var webpushNotification = JSONObject()
         var webpushOptions = JSONObject()
-        if let value = payload["notification"] {
-            guard case .object(let rawNotification) = value else {
-                throw Self.reject("InvalidJson", "legacy.notification", "must be an object, not \(value.typeName)")
-            }
-            let fields = JSONObject(rawNotification.members.filter { !$0.value.isNull })
-            if fields.isEmpty { notes.append("legacy.notification is empty: dropped") }
-            var copies: [(paths: [[String]], value: JSONValue)] = []
-            for member in fields {
-                let path = "legacy.notification.\(member.key)"
-                guard LegacyTranslator.notificationKeys.contains(member.key) else {
-                    throw Self.reject("InvalidParameters", path, "\(LegacyTranslator.quote(member.key)) is not a legacy notification key (docs/legacy.md Tables 2a-2c)")
-                }
-                switch member.key {
-                case "sound":
-                    switch member.value {
-                    case .string:
-                        androidNotification["sound"] = member.value
-                        aps["sound"] = member.value
-                    case .object:
-                        aps["sound"] = member.value
-                        notes.append("legacy.notification.sound is an object (an APNs critical-alert sound): sent to APNs only")
-                    default:
-                        throw Self.reject("InvalidJson", path, "must be a string or an object, not \(member.value.typeName)")
-                    }
-                case "badge":
-                    aps["badge"] = .number(try badge(member.value, path))
-                case "body_loc_args", "title_loc_args":
-                    let args = try locArgs(member.value, path)
-                    androidNotification[member.key] = .array(args.map { .string($0) })
-                    alert[member.key == "body_loc_args" ? "loc-args" : "title-loc-args"] = .array(args.map { .string($0) })
-                default:
-                    guard case .string(let text) = member.value else {
-                        throw Self.reject("InvalidJson", path, "must be a string, not \(member.value.typeName)")
-                    }
-                    switch member.key {
-                    case "click_action":
-                        androidNotification["click_action"] = member.value
-                        aps["category"] = member.value
-                        if text.hasPrefix("https://") { webpushOptions["link"] = member.value }
-                    case "subtitle":
-                        alert["subtitle"] = member.value
-                    default:
-                        let paths = LegacyTranslator.notificationCopies.first { $0.key == member.key }!.paths
-                        copies.append((paths, member.value))
-                    }
-                }
-            }
-            for (key, needs) in [("body_loc_args", "body_loc_key"), ("title_loc_args", "title_loc_key")]
-            where fields[key] != nil && fields[needs] == nil {
-                throw Self.reject("InvalidParameters", "legacy.notification.\(key)", "needs legacy.notification.\(needs)")
-            }
-            for copy in copies {
-                for path in copy.paths {
-                    switch path[0] {
-                    case "notification": notification[path[1]] = copy.value
-                    case "webpush": webpushNotification[path[2]] = copy.value
-                    case "apns": alert[path[4]] = copy.value
-                    default: androidNotification[path[2]] = copy.value
-                    }
-                }
-            }
-            // An aps.alert object overrides the common title and body on iOS, so it carries them too.
-            if !alert.isEmpty {
-                if let title = notification["title"] { alert["title"] = title }
-                if let body = notification["body"] { alert["body"] = body }
+
+        /// Step 7: one message per target, each part only where it holds something.
+        func messages(to targets: [(field: String, value: String)]) -> [JSONValue] {
+            var android = android, aps = aps
+            var shared = JSONObject()
+            if !notification.isEmpty { shared["notification"] = .object(notification) }
+            if !data.isEmpty { shared["data"] = .object(data) }
+            if !androidNotification.isEmpty { android["notification"] = .object(androidNotification) }
+            if !android.isEmpty { shared["android"] = .object(android) }
+            if !alert.isEmpty { aps["alert"] = .object(alert) }
+            var apns = JSONObject()
+            if !apnsHeaders.isEmpty { apns["headers"] = .object(apnsHeaders) }
+            if !aps.isEmpty { apns["payload"] = ["aps": .object(aps)] }
+            if !apns.isEmpty { shared["apns"] = .object(apns) }
+            var webpush = JSONObject()
+            if !webpushHeaders.isEmpty { webpush["headers"] = .object(webpushHeaders) }
+            if !webpushNotification.isEmpty { webpush["notification"] = .object(webpushNotification) }
+            if !webpushOptions.isEmpty { webpush["fcm_options"] = .object(webpushOptions) }
+            if !webpush.isEmpty { shared["webpush"] = .object(webpush) }
+            return targets.map { target -> JSONValue in
+                .object(JSONObject([JSONObject.Member(key: target.field, value: .string(target.value))] + shared.members))
             }
         }
+    }
 
-        // Step 7: assemble one message per target, then the v1 rules.
-        var shared = JSONObject()
-        if !notification.isEmpty { shared["notification"] = .object(notification) }
-        if !data.isEmpty { shared["data"] = .object(data) }
-        if !androidNotification.isEmpty { android["notification"] = .object(androidNotification) }
-        if !android.isEmpty { shared["android"] = .object(android) }
-        if !alert.isEmpty { aps["alert"] = .object(alert) }
-        var apns = JSONObject()
-        if !apnsHeaders.isEmpty { apns["headers"] = .object(apnsHeaders) }
-        if !aps.isEmpty { apns["payload"] = ["aps": .object(aps)] }
-        if !apns.isEmpty { shared["apns"] = .object(apns) }
-        var webpush = JSONObject()
-        if !webpushHeaders.isEmpty { webpush["headers"] = .object(webpushHeaders) }
-        if !webpushNotification.isEmpty { webpush["notification"] = .object(webpushNotification) }
-        if !webpushOptions.isEmpty { webpush["fcm_options"] = .object(webpushOptions) }
-        if !webpush.isEmpty { shared["webpush"] = .object(webpush) }
-
-        let messages = targets.map { target -> JSONValue in
-            .object(JSONObject([JSONObject.Member(key: target.field, value: .string(target.value))] + shared.members))
+    /// Steps 1 and 2: an object (a null member counting as absent) of only Table 1's parameters
+    /// (docs/legacy.md 1).
+    static func legacyParameters(_ legacy: JSONValue) throws(LegacyRejection) -> JSONObject {
+        guard case .object(let raw) = legacy else {
+            throw reject("InvalidJson", "legacy", "the legacy payload must be a JSON object, not \(legacy.typeName)")
         }
-        // The messages differ only in their token, which step 3 checked, and the v1 rules ask
-        // nothing more of a token than being a non-empty string: the first message speaks for all.
+        let payload = JSONObject(raw.members.filter { !$0.value.isNull })
+        for key in payload.keys where !LegacyTranslator.parameters.contains(key) {
+            throw reject("InvalidParameters", "legacy.\(key)", "\(LegacyTranslator.quote(key)) is not a legacy parameter (docs/legacy.md Table 1)")
+        }
+        return payload
+    }
+
+    /// Step 4: the options, in Table 1 order (docs/legacy.md 4.4).
+    mutating func options(_ payload: JSONObject, into parts: inout MessageParts) throws(LegacyRejection) {
+        if let value = payload["collapse_key"] {
+            try collapseKey(value, into: &parts)
+        }
+        if let value = payload["priority"] {
+            let hasNotification = payload["notification"]?.objectValue.map { !$0.members.filter { !$0.value.isNull }.isEmpty } ?? false
+            try priority(value, hasNotification: hasNotification, into: &parts)
+        }
+        if let value = payload["content_available"], try flag(value, "legacy.content_available") {
+            parts.aps["content-available"] = 1
+        }
+        if let value = payload["mutable_content"], try flag(value, "legacy.mutable_content") {
+            parts.aps["mutable-content"] = 1
+        }
+        if let value = payload["time_to_live"] {
+            try timeToLive(value, into: &parts)
+        }
+        if let value = payload["restricted_package_name"] {
+            parts.android["restricted_package_name"] = .string(try nonEmptyString(value, "legacy.restricted_package_name"))
+        }
+        if let value = payload["dry_run"] {
+            parts.validateOnly = try flag(value, "legacy.dry_run")
+        }
+    }
+
+    mutating func collapseKey(_ value: JSONValue, into parts: inout MessageParts) throws(LegacyRejection) {
+        let key = try nonEmptyString(value, "legacy.collapse_key")
+        parts.android["collapse_key"] = .string(key)
+        if key.utf8.count <= LegacyTranslator.maxAPNsCollapseIDBytes {
+            parts.apnsHeaders["apns-collapse-id"] = .string(key)
+        } else {
+            notes.append("legacy.collapse_key is over 64 bytes: sent to Android only (apns-collapse-id holds at most 64)")
+        }
+    }
+
+    mutating func priority(_ value: JSONValue, hasNotification: Bool, into parts: inout MessageParts) throws(LegacyRejection) {
+        switch value.stringValue {
+        case "high"?:
+            parts.android["priority"] = "HIGH"
+            if hasNotification {
+                parts.apnsHeaders["apns-priority"] = "10"
+            } else {
+                parts.apnsHeaders["apns-priority"] = "5"
+                notes.append("legacy.priority \"high\" without a notification: apns-priority 5, since APNs refuses 10 for a background push")
+            }
+        case "normal"?:
+            parts.android["priority"] = "NORMAL"
+            parts.apnsHeaders["apns-priority"] = "5"
+        default:
+            throw Self.reject("InvalidParameters", "legacy.priority", "must be \"high\" or \"normal\", not \(LegacyTranslator.shown(value))")
+        }
+    }
+
+    func timeToLive(_ value: JSONValue, into parts: inout MessageParts) throws(LegacyRejection) {
+        guard case .number(let literal) = value else {
+            throw Self.reject("InvalidJson", "legacy.time_to_live", "must be a number of seconds, not \(value.typeName)")
+        }
+        guard let seconds = LegacyTranslator.wholeNumber(literal, limit: LegacyTranslator.maxTimeToLive) else {
+            throw Self.reject("InvalidTtl", "legacy.time_to_live",
+                              "must be a whole number of seconds from 0 to 2419200 (4 weeks), not \(literal)")
+        }
+        parts.android["ttl"] = .string("\(seconds)s")
+        // 0 is APNs' "now or never", exactly legacy TTL 0; anything else is an absolute time.
+        parts.apnsHeaders["apns-expiration"] = .string(seconds == 0 ? "0" : String(now + seconds))
+        parts.webpushHeaders["TTL"] = .string(String(seconds))
+    }
+
+    /// Step 6: the notification's keys, each to where docs/legacy.md 4.5 sends it.
+    mutating func notification(_ value: JSONValue, into parts: inout MessageParts) throws(LegacyRejection) {
+        guard case .object(let rawNotification) = value else {
+            throw Self.reject("InvalidJson", "legacy.notification", "must be an object, not \(value.typeName)")
+        }
+        let fields = JSONObject(rawNotification.members.filter { !$0.value.isNull })
+        if fields.isEmpty { notes.append("legacy.notification is empty: dropped") }
+        var copies: [(paths: [[String]], value: JSONValue)] = []
+        for member in fields {
+            if let copy = try notificationKey(member, into: &parts) { copies.append(copy) }
+        }
+        for (key, needs) in [("body_loc_args", "body_loc_key"), ("title_loc_args", "title_loc_key")]
+        where fields[key] != nil && fields[needs] == nil {
+            throw Self.reject("InvalidParameters", "legacy.notification.\(key)", "needs legacy.notification.\(needs)")
+        }
+        for copy in copies {
+            for path in copy.paths {
+                switch path[0] {
+                case "notification": parts.notification[path[1]] = copy.value
+                case "webpush": parts.webpushNotification[path[2]] = copy.value
+                case "apns": parts.alert[path[4]] = copy.value
+                default: parts.androidNotification[path[2]] = copy.value
+                }
+            }
+        }
+        // An aps.alert object overrides the common title and body on iOS, so it carries them too.
+        if !parts.alert.isEmpty {
+            if let title = parts.notification["title"] { parts.alert["title"] = title }
+            if let body = parts.notification["body"] { parts.alert["body"] = body }
+        }
+    }
+
+    /// One key of the notification: a key with a rule of its own is written at once; a plain
+    /// copy is returned with its paths (`LegacyTranslator.notificationCopies`), written after
+    /// every key was checked.
+    mutating func notificationKey(_ member: JSONObject.Member,
+                                  into parts: inout MessageParts) throws(LegacyRejection) -> (paths: [[String]], value: JSONValue)? {
+        let path = "legacy.notification.\(member.key)"
+        guard LegacyTranslator.notificationKeys.contains(member.key) else {
+            throw Self.reject("InvalidParameters", path, "\(LegacyTranslator.quote(member.key)) is not a legacy notification key (docs/legacy.md Tables 2a-2c)")
+        }
+        switch member.key {
+        case "sound":
+            switch member.value {
+            case .string:
+                parts.androidNotification["sound"] = member.value
+                parts.aps["sound"] = member.value
+            case .object:
+                parts.aps["sound"] = member.value
+                notes.append("legacy.notification.sound is an object (an APNs critical-alert sound): sent to APNs only")
+            default:
+                throw Self.reject("InvalidJson", path, "must be a string or an object, not \(member.value.typeName)")
+            }
+        case "badge":
+            parts.aps["badge"] = .number(try badge(member.value, path))
+        case "body_loc_args", "title_loc_args":
+            let args = try locArgs(member.value, path)
+            parts.androidNotification[member.key] = .array(args.map { .string($0) })
+            parts.alert[member.key == "body_loc_args" ? "loc-args" : "title-loc-args"] = .array(args.map { .string($0) })
+        default:
+            guard case .string(let text) = member.value else {
+                throw Self.reject("InvalidJson", path, "must be a string, not \(member.value.typeName)")
+            }
+            switch member.key {
+            case "click_action":
+                parts.androidNotification["click_action"] = member.value
+                parts.aps["category"] = member.value
+                if text.hasPrefix("https://") { parts.webpushOptions["link"] = member.value }
+            case "subtitle":
+                parts.alert["subtitle"] = member.value
+            default:
+                return (LegacyTranslator.notificationCopies.first { $0.key == member.key }!.paths, member.value)
+            }
+        }
+        return nil
+    }
+
+    /// The v1 rules. The messages differ only in their token, which step 3 checked, and the v1
+    /// rules ask nothing more of a token than being a non-empty string: the first message speaks
+    /// for all.
+    func checkV1Rules(_ messages: [JSONValue]) throws(LegacyRejection) {
         if let issue = MessageValidator.validate(messages[0]).first {
             throw v1Rejection(issue.rule, issue.description)
         }
-        return LegacyTranslation(validateOnly: validateOnly, messages: messages, notes: notes)
     }
 
     /// A v1 issue as a legacy rejection: the Table 9 code of its kind (docs/legacy.md 4.8), the legacy

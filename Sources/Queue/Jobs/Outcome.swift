@@ -1,5 +1,4 @@
 import JSON
-import Metrics
 import Postgres
 
 /// What becomes of a claimed job.

@@ -301,15 +301,7 @@ extension StoreLoop {
     }
 
     /// "45s", "3m20s", "14h02m", "2d03h".
-    static func span(_ seconds: Double) -> String {
-        let s = Int(seconds.rounded())
-        switch s {
-        case ..<60: return "\(s)s"
-        case ..<3600: return "\(s / 60)m" + (s % 60 == 0 ? "" : "\(s % 60)s")
-        case ..<86_400: return "\(s / 3600)h" + String(format: "%02dm", s % 3600 / 60)
-        default: return "\(s / 86_400)d" + String(format: "%02dh", s % 86_400 / 3600)
-        }
-    }
+    static func span(_ seconds: Double) -> String { durationText(seconds) }
 }
 
 struct ActivityWindow {

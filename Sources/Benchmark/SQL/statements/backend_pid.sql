@@ -1,0 +1,2 @@
+-- This connection's backend, to read its CPU time from /proc.
+SELECT pg_backend_pid()

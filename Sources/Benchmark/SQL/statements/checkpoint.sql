@@ -1,0 +1,2 @@
+-- The checkpoint the server would have made by then, so it is not counted in a measured phase.
+CHECKPOINT

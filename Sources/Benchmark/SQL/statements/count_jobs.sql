@@ -1,0 +1,2 @@
+-- Jobs in herald.jobs.
+SELECT count(*) FROM herald.jobs

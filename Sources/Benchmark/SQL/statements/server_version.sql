@@ -1,0 +1,2 @@
+-- The server's version, for the figures' heading.
+SHOW server_version

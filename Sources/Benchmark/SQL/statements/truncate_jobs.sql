@@ -1,0 +1,2 @@
+-- Empties the queue of the bench's own database.
+TRUNCATE herald.jobs, herald.dead_letters

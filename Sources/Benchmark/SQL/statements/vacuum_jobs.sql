@@ -1,0 +1,2 @@
+-- Reclaims the rows of the bench's deleted jobs.
+VACUUM herald.jobs

@@ -195,6 +195,19 @@ public final class HTTPClient: @unchecked Sendable {
     /// them for every transfer (and keeps their meaning when one is set).
     private let noProxyFromEnvironment: Bool
 
+    /// The libcurl this process runs with, its TLS library and nghttp2 (`libcurl/8.14.1
+    /// OpenSSL/3.0.19 nghttp2/1.52.0`), as the loaded library reports itself: the library is
+    /// linked dynamically, so which one answers is decided where the process starts, and how a
+    /// GOAWAY or a refused stream is retried depends on it (docs/fcm-limits.md).
+    public static var libraryVersion: String {
+        let parts = String(cString: curl_version()).split(separator: " ")
+        var kept: [Substring] = []
+        for (index, part) in parts.enumerated() where index == 0 || part.contains("SSL/") || part.hasPrefix("nghttp2/") {
+            kept.append(part)
+        }
+        return kept.joined(separator: " ")
+    }
+
     public init(configuration: HTTPClientConfiguration = .init()) throws(HTTPClientError) {
         guard curlGlobalInit == CURLE_OK else {
             throw HTTPClientError(kind: .other, message: "curl_global_init failed: \(HTTPClient.text(curlGlobalInit))")
@@ -292,6 +305,17 @@ public final class HTTPClient: @unchecked Sendable {
         guard let easy else {
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
             return false
+        }
+        // libcurl counts the times it sent a request again on a fresh connection (a refused
+        // stream, a GOAWAY's unprocessed streams, a reused connection found dead) per handle, and
+        // clears the count only in curl_easy_reset: a handle that keeps its options would carry
+        // the count from request to request and, at its sixth retry ever, fail a request that
+        // never reached the server ("Connection died, tried 5 times"). Such a retry needs a
+        // connection closed while the handle's transfer ran, and connections close seldom, so a
+        // handle that lived through a close starts again from a reset (every option set anew).
+        if easy.closesSeen != sockets.closed {
+            if easy.closesSeen != nil { easy.settings = nil }
+            easy.closesSeen = sockets.closed
         }
         let transfer = Transfer(tag: tag, easy: easy)
         transfer.role = role
@@ -539,6 +563,7 @@ public final class HTTPClient: @unchecked Sendable {
         if easy.settings == nil || easy.settings?.method != method {
             curl_easy_reset(h)
             easy.settings = nil
+            easy.headerList = nil  // the reset dropped it from the handle: set it again below
             check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
             set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
             set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
@@ -826,6 +851,8 @@ private final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     var settings: HandleSettings?
     var headerList: HeaderList?
+    /// `SocketRegistry.closed` when the handle's last multiplexed transfer started (nil: none yet).
+    var closesSeen: UInt64?
     var parsedURL: ParsedURL?
     private var body: UnsafeMutableRawPointer
     private var bodyCapacity: Int
@@ -933,6 +960,8 @@ private let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, In
 /// The sockets of a client's connections; touched only by the thread that drives the client.
 private final class SocketRegistry {
     var open: [Int32] = []
+    /// Connections closed so far (see `start`: a handle that lived through one is reset).
+    var closed: UInt64 = 0
 
     func cork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
@@ -955,7 +984,9 @@ private let socketOpened: @convention(c) (UnsafeMutableRawPointer?, curl_socket_
 private let socketClosing: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t) -> Int32 = {
     context, socket in
     if let context {
-        Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue().open.removeAll { $0 == socket }
+        let registry = Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue()
+        registry.open.removeAll { $0 == socket }
+        registry.closed &+= 1
     }
     return close(socket)
 }

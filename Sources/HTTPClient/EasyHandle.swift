@@ -14,6 +14,17 @@ extension HTTPClient {
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
             return false
         }
+        // libcurl counts the times it sent a request again on a fresh connection (a refused
+        // stream, a GOAWAY's unprocessed streams, a reused connection found dead) per handle, and
+        // clears the count only in curl_easy_reset: a handle that keeps its options would carry
+        // the count from request to request and, at its sixth retry ever, fail a request that
+        // never reached the server ("Connection died, tried 5 times"). Such a retry needs a
+        // connection closed while the handle's transfer ran, and connections close seldom, so a
+        // handle that lived through a close starts again from a reset (every option set anew).
+        if easy.closesSeen != sockets.closed {
+            if easy.closesSeen != nil { easy.settings = nil }
+            easy.closesSeen = sockets.closed
+        }
         let transfer = Transfer(tag: tag, easy: easy)
         transfer.role = role
         if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true,
@@ -79,6 +90,7 @@ extension HTTPClient {
         if easy.settings == nil || easy.settings?.method != method {
             curl_easy_reset(h)
             easy.settings = nil
+            easy.headerList = nil  // the reset dropped it from the handle: set it again below
             check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
             set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
             set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
@@ -292,6 +304,8 @@ final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     var settings: HandleSettings?
     var headerList: HeaderList?
+    /// `SocketRegistry.closed` when the handle's last multiplexed transfer started (nil: none yet).
+    var closesSeen: UInt64?
     var parsedURL: ParsedURL?
     var body: UnsafeMutableRawPointer
     var bodyCapacity: Int

@@ -46,6 +46,19 @@ public final class HTTPClient: @unchecked Sendable {
     /// them for every transfer (and keeps their meaning when one is set).
     let noProxyFromEnvironment: Bool
 
+    /// The libcurl this process runs with, its TLS library and nghttp2 (`libcurl/8.14.1
+    /// OpenSSL/3.0.19 nghttp2/1.52.0`), as the loaded library reports itself: the library is
+    /// linked dynamically, so which one answers is decided where the process starts, and how a
+    /// GOAWAY or a refused stream is retried depends on it (docs/fcm-limits.md).
+    public static var libraryVersion: String {
+        let parts = String(cString: curl_version()).split(separator: " ")
+        var kept: [Substring] = []
+        for (index, part) in parts.enumerated() where index == 0 || part.contains("SSL/") || part.hasPrefix("nghttp2/") {
+            kept.append(part)
+        }
+        return kept.joined(separator: " ")
+    }
+
     public init(configuration: HTTPClientConfiguration = .init()) throws(HTTPClientError) {
         guard curlGlobalInit == CURLE_OK else {
             throw HTTPClientError(kind: .other, message: "curl_global_init failed: \(HTTPClient.text(curlGlobalInit))")
@@ -214,6 +227,8 @@ struct PerformState {
 /// The sockets of a client's connections; touched only by the thread that drives the client.
 final class SocketRegistry {
     var open: [Int32] = []
+    /// Connections closed so far (see `start`: a handle that lived through one is reset).
+    var closed: UInt64 = 0
 
     func cork(_ on: Bool) {
         var value: Int32 = on ? 1 : 0
@@ -236,7 +251,9 @@ let socketOpened: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t, curls
 let socketClosing: @convention(c) (UnsafeMutableRawPointer?, curl_socket_t) -> Int32 = {
     context, socket in
     if let context {
-        Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue().open.removeAll { $0 == socket }
+        let registry = Unmanaged<SocketRegistry>.fromOpaque(context).takeUnretainedValue()
+        registry.open.removeAll { $0 == socket }
+        registry.closed &+= 1
     }
     return close(socket)
 }

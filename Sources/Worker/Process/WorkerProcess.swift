@@ -95,7 +95,7 @@ public final class WorkerProcess: @unchecked Sendable {
                             inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
                               stop: stop, log: log, metrics: metrics, fcmProject: account.projectID, leaseBook: leaseBook)
-        log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL)")
+        log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL) with \(HTTPClient.libraryVersion)")
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
             switch event {

@@ -326,7 +326,7 @@ import TestSupport
         try p.enqueue(5, prefix: "n-", project: nil)
         func claim(_ project: String?) throws -> Int {
             let result = try p.stack.connection.query("""
-                SELECT coalesce(cardinality(claimed), 0) FROM herald.claim_batch(NULL, 100, 60, 'test', p_jobs_project => $1)
+                SELECT coalesce(cardinality(claimed), 0) FROM herald.claim_batch(NULL, 100, 60, 'test', p_project => $1)
                 """, [project.map { .text($0) }])
             return result.int(0, 0) ?? -1
         }

@@ -27,7 +27,7 @@ import TestSupport
         try jobs(4, project: nil)
         try jobs(1, project: nil, runIn: 3600)
         // Running: claimed by a worker of alpha (a lease held).
-        try f.connection.query("SELECT count(*) FROM herald.claim_batch(ARRAY['default'], 2, 60, 'test-worker', p_jobs_project => 'alpha')")
+        try f.connection.query("SELECT count(*) FROM herald.claim_batch(ARRAY['default'], 2, 60, 'test-worker', p_project => 'alpha')")
         for _ in 0..<2 { try f.add(reason: "INVALID_ARGUMENT: bad") }
         let beta = try f.add(reason: "INVALID_ARGUMENT: bad")
         try f.connection.query("UPDATE herald.dead_letters SET project = 'beta' WHERE id = $1", [.int(beta)])

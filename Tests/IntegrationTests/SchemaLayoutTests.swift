@@ -11,12 +11,13 @@ import TestSupport
 @Suite struct SchemaLayoutTests {
     /// The functions and views whose definition this release changes on purpose (compared with
     /// the release only by their presence, and with a fresh database in full).
-    /// (claim_jobs became a wrapper of claim_batch; take_project_tokens gained p_now; the legacy
-    /// multicast functions read and write herald.multicasts; the legacy translation's rejection
-    /// reasons, HINT and comments cite docs/legacy.md instead of documents outside the repository;
-    /// enqueue_multicast takes a project, and a replayed dead letter keeps its project and, in
-    /// requeue_dead_letters, its validate_only; create_campaign and enqueue_group_op take a project;
-    /// the claim's bucket helpers qualify their operators.)
+    /// (claim_jobs became a wrapper of claim_batch; take_project_tokens gained p_now; those two,
+    /// claim_topic_work and _give_back_project_tokens name the FCM project p_fcm_project; the
+    /// legacy multicast functions read and write herald.multicasts; the legacy translation's
+    /// rejection reasons, HINT and comments cite docs/legacy.md instead of documents outside the
+    /// repository; enqueue_multicast takes a project, and a replayed dead letter keeps its project
+    /// and, in requeue_dead_letters, its validate_only; create_campaign and enqueue_group_op take a
+    /// project; the claim's bucket helpers qualify their operators.)
     static let changedSinceRelease: Set<String> = ["claim_jobs", "take_project_tokens", "is_legacy", "_legacy_row", "enqueue",
                                                    "legacy_multicast", "legacy_result", "multicast_result", "_legacy_fan_out",
                                                    "_legacy_raise", "_legacy_translate", "_legacy_form_payload",
@@ -27,6 +28,8 @@ import TestSupport
                                                    "campaign_progress",
                                                    // Its oldest-available age leaves out jobs a paused project holds back.
                                                    "queue_stats",
+                                                   // Their FCM project id is p_fcm_project (migration 280).
+                                                   "claim_topic_work", "_give_back_project_tokens",
                                                    // Inlined into the claim, so without a SET clause: their operators
                                                    // name their schema instead (docs/roles.md).
                                                    "_burst", "_refill", "_wait", "_claim_wait"]

@@ -1,13 +1,7 @@
 import CommandOptions
 import Benchmark
 import Emulator
-import FCM
-import HTTPClient
 import Foundation
-import Logging
-import JSON
-import Postgres
-import Queue
 import Worker
 
 /// `herald bench`: end-to-end throughput, latency at a steady offered load, worker memory, and

@@ -1,5 +1,5 @@
 -- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token, cap}; a: completed,
--- retried, dead, discarded, pruned, released or snoozed, Metrics' MessageOutcome) of jobs
+-- retried, dead, discarded, pruned, released or snoozed, Queue's MessageOutcome) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the

@@ -54,9 +54,12 @@ final class Credentials: Sendable {
         accounts.withLock { $0[email] = Account(email: email, projectID: projectID, publicKey: publicKey) }
     }
 
-    /// A fresh key pair and a Google-format service-account JSON pointing at `tokenURI`.
-    func createServiceAccount(projectID: String, tokenURI: String) throws(CryptoError) -> String {
-        let key = try RSAPrivateKey.generate(bits: 2048)
+    /// A Google-format service-account JSON pointing at `tokenURI`, with a fresh key pair, or
+    /// with `key` (accounts written by the hundred share one: a 2048-bit key takes tens of
+    /// milliseconds to make, and the emulator tells accounts apart by their email).
+    func createServiceAccount(projectID: String, tokenURI: String, key given: RSAPrivateKey? = nil) throws(CryptoError) -> String {
+        let key: RSAPrivateKey
+        if let given { key = given } else { key = try RSAPrivateKey.generate(bits: 2048) }
         let n = serial.wrappingAdd(1, ordering: .relaxed).newValue
         let email = "herald-emulator\(n == 1 ? "" : "-\(n)")@\(projectID).iam.gserviceaccount.com"
         register(email: email, projectID: projectID, publicKey: key.publicKey)

@@ -35,6 +35,8 @@ public enum EmulatorCommand {
         Option(name: "scenario", value: "FILE", help: "JSON scenario: scripts per token prefix, random errors, latency, a project quota (format below)."),
         Option(name: "write-service-account", value: "[PROJECT_ID=]FILE", repeatable: true,
                help: "Generate a service account (fresh RSA key) whose token_uri is this emulator and write it to FILE (mode 0600), for project PROJECT_ID (default: --project-id). Repeat it for several projects (herald projects add, one key each); the first is the one printed for workers. Without it (and without --service-account) one is written to a private temporary folder and removed when the emulator stops."),
+        Option(name: "write-service-accounts", value: "N=DIR",
+               help: "Generate N service accounts (1 to 100000), for projects herald-project-1 ... herald-project-N, and write each to DIR/<project>.json (mode 0600; DIR must exist): one pool for many projects, tested and measured (herald projects add, one file each). They share one RSA key, so a thousand take moments."),
         Option(name: "project-id", value: "ID", help: "Project of the written service account.", defaultText: "herald-emulator"),
         Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
@@ -188,6 +190,15 @@ public enum EmulatorCommand {
                 throw EmulatorError("herald emulator: writing a service account for workers: \(error) (give --write-service-account FILE)")
             }
         }
+        if let (count, folder) = options.manyServiceAccounts {
+            do {
+                let projects = try emulator.writeServiceAccounts(count: count, folder: folder)
+                printError("herald emulator: service accounts for \(projects.first ?? "") ... \(projects.last ?? "") written to \(folder)/<project>.json")
+            } catch {
+                emulator.stop()
+                throw EmulatorError("--write-service-accounts \(count)=\(folder): \(error)")
+            }
+        }
         let protocols = options.configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
@@ -242,6 +253,8 @@ public enum EmulatorCommand {
         public var serviceAccounts: [(projectID: String?, path: String)] = []
         public var serviceAccountPath: String? { serviceAccounts.first?.path }
         public var projectID = "herald-emulator"
+        /// `--write-service-accounts N=DIR`: how many accounts, and the folder they go to.
+        public var manyServiceAccounts: (count: Int, folder: String)? = nil
         public var trustedAccounts: [String] = []
 
         /// nil when help was asked for.
@@ -291,6 +304,13 @@ public enum EmulatorCommand {
                 } else {
                     options.serviceAccounts.append((nil, value))
                 }
+            }
+            if let value = parsed.string("write-service-accounts") {
+                let parts = value.split(separator: "=", maxSplits: 1).map(String.init)
+                guard parts.count == 2, let count = Int(parts[0]), (1...100_000).contains(count), !parts[1].isEmpty else {
+                    throw EmulatorError("herald emulator: --write-service-accounts \"\(value)\" must be N=DIR with N from 1 to 100000, e.g. 1000=/tmp/keys")
+                }
+                options.manyServiceAccounts = (count, parts[1])
             }
             if let project = parsed.string("project-id") {
                 guard !project.isEmpty, !project.contains("/") else {

@@ -158,6 +158,28 @@ public final class EmulatorServer: Sendable {
         try writePrivateFile(path, contents: json)
     }
 
+    /// Writes `count` service accounts, for projects `prefix-1` ... `prefix-count`, each to
+    /// `folder/<project>.json` (mode 0600), sharing one key pair, so tests and benchmarks can
+    /// register a thousand projects in moments. Returns the projects, in order.
+    @discardableResult
+    public func writeServiceAccounts(count: Int, folder: String, prefix: String = "herald-project") throws(EmulatorError) -> [String] {
+        let key: RSAPrivateKey
+        do { key = try RSAPrivateKey.generate(bits: 2048) } catch {
+            throw EmulatorError("cannot create a service account key: \(error)")
+        }
+        var projects: [String] = []
+        for index in 1...max(1, count) {
+            let project = "\(prefix)-\(index)"
+            let json: String
+            do { json = try backend.credentials.createServiceAccount(projectID: project, tokenURI: tokenURI, key: key) } catch {
+                throw EmulatorError("cannot create a service account key: \(error)")
+            }
+            try writePrivateFile(folder + "/" + project + ".json", contents: json)
+            projects.append(project)
+        }
+        return projects
+    }
+
     /// Accepts the JWT grants of an existing service-account JSON (its `private_key`,
     /// `client_email` and `project_id`), so a file written by an earlier run keeps working.
     public func trustServiceAccount(json: String) throws(EmulatorError) {

@@ -24,6 +24,31 @@ import TestSupport
         #"{"message":{"token":"\#(token)","android":{"collapse_key":"score"},"data":{"k":"v"}}}"#
     }
 
+    /// Many projects from one emulator (`--write-service-accounts N=DIR`): one file a project,
+    /// private, each key accepted for its own project's sends and refused for another's.
+    @Test func manyProjectsEachWithItsOwnAccountAndNoneSendingForAnother() throws {
+        let emulator = try startEmulator { _ in }
+        defer { emulator.stop() }
+        let folder = NSTemporaryDirectory() + "herald-accounts-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let projects = try emulator.writeServiceAccounts(count: 300, folder: folder)
+        #expect(projects.count == 300 && Set(projects).count == 300 && projects.last == "herald-project-300")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }
+        #expect(files.count == 300)
+        let mode = (try FileManager.default.attributesOfItem(atPath: folder + "/herald-project-7.json")[.posixPermissions] as? NSNumber)?.intValue
+        #expect(mode == 0o600, "a key file readable by others: \(String(mode ?? 0, radix: 8))")
+        let seventh = try TestAccount(json: String(contentsOfFile: folder + "/herald-project-7.json", encoding: .utf8))
+        let last = try TestAccount(json: String(contentsOfFile: folder + "/herald-project-300.json", encoding: .utf8))
+        #expect(seventh.projectID == "herald-project-7" && last.projectID == "herald-project-300")
+        #expect(seventh.email != last.email)
+        let token = try seventh.accessToken(), lastToken = try last.accessToken()
+        #expect(try sendMessage(emulator, project: "herald-project-7", accessToken: token, body: tokenMessage("a-1")).status == 200)
+        #expect(try sendMessage(emulator, project: "herald-project-300", accessToken: lastToken, body: tokenMessage("a-2")).status == 200)
+        let crossed = try sendMessage(emulator, project: "herald-project-8", accessToken: token, body: tokenMessage("a-3"))
+        #expect(crossed.status == 403 && crossed.body.contains("PERMISSION_DENIED"), "\(crossed.status) \(crossed.body)")
+    }
+
     @Test func aDeviceOverItsLimitIsRefusedAloneAndNamed() throws {
         let emulator = try startEmulator {
             $0.scenario.limits.devicePerMinute = 3

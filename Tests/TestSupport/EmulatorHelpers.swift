@@ -121,7 +121,13 @@ public struct TestAccount {
     public var tokenURI: String
 
     public init(_ emulator: EmulatorServer, projectID: String = "herald-test") throws {
-        let document = try JSONValue.parse(try emulator.serviceAccountJSON(projectID: projectID))
+        try self.init(json: try emulator.serviceAccountJSON(projectID: projectID))
+    }
+
+    /// The account of a service-account JSON the emulator wrote (a file of
+    /// `--write-service-accounts`, say).
+    public init(json: String) throws {
+        let document = try JSONValue.parse(json)
         guard let projectID = document["project_id"]?.stringValue, let email = document["client_email"]?.stringValue,
               let pem = document["private_key"]?.stringValue, let tokenURI = document["token_uri"]?.stringValue else {
             throw TestFailure("the emulator's service account lacks project_id, client_email, private_key or token_uri")

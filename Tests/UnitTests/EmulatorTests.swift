@@ -364,6 +364,11 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(several.serviceAccounts.map(\.path) == ["/tmp/a=b/sa.json", "/tmp/shop.json"])
         #expect(several.serviceAccounts.map(\.projectID) == [nil, "shop-prod"])
         #expect(throws: EmulatorError.self) { try EmulatorCommand.Options.parse(["--write-service-account", "shop="]) }
+        let many = try #require(try EmulatorCommand.Options.parse(["--write-service-accounts", "1000=/tmp/keys"]))
+        #expect(many.manyServiceAccounts?.count == 1000 && many.manyServiceAccounts?.folder == "/tmp/keys")
+        for bad in ["0=/tmp/keys", "1000", "many=/tmp/keys", "100001=/tmp/keys", "5="] {
+            #expect(throws: EmulatorError.self, "\(bad)") { try EmulatorCommand.Options.parse(["--write-service-accounts", bad]) }
+        }
         #expect(options.projectID == "demo")
         #expect(options.configuration.tls?.certificateFile == "c.pem")
         #expect(try EmulatorCommand.Options.parse(["--help"]) == nil)

@@ -143,13 +143,20 @@ public enum Migrator {
                     // may stand in for a built-in while the schema is written.
                     try connection.query(SQL.schemaSearchPath)
                     try connection.execute(SQL.schemaRecords)
-                    let edited = try refuseWhatIsNotOurs(connection, replaceEdited: replaceEdited)
-                    if try somethingIsDue(connection, also: edited) {
+                    // What earlier runs recorded, read once: nothing below changes it before it
+                    // is used (definitions are all applied again after any migration).
+                    let records = try Records(connection)
+                    let edited = try refuseWhatIsNotOurs(connection, records: records, replaceEdited: replaceEdited)
+                    let changed = Set(edited)
+                    let dueDefinitions = definitions.filter {
+                        changed.contains($0.name) || records.definitions[$0.name] != checksum($0.sql)
+                    }
+                    if !dueDefinitions.isEmpty || migrations.contains(where: { records.migrations[$0.name] == nil }) {
                         try connection.execute(SQL.schemaLockTables)
                     }
                     var due = Applied()
-                    due.migrations = try applyMigrations(connection, log: { warnings.append($0) })
-                    due.definitions = try applyDefinitions(connection, all: !due.migrations.isEmpty, also: Set(edited))
+                    due.migrations = try applyMigrations(connection, recorded: records.migrations, log: { warnings.append($0) })
+                    due.definitions = try applyDefinitions(connection, due: due.migrations.isEmpty ? dueDefinitions : definitions)
                     applied = due
                     // PUBLIC executes no herald function, and the kinds herald.grant_role gave roles
                     // cover what this run added (docs/roles.md).
@@ -177,10 +184,9 @@ public enum Migrator {
     /// Throws a `Refusal` when the database records a migration this binary does not carry, or
     /// when a function or view differs from the definition the last run recorded for it; with
     /// `replaceEdited`, returns the files of the latter instead, to be applied again.
-    private static func refuseWhatIsNotOurs(_ connection: PGConnection, replaceEdited: Bool) throws -> [String] {
-        let recorded = try connection.query(SQL.schemaMigrationsApplied)
+    private static func refuseWhatIsNotOurs(_ connection: PGConnection, records: Records, replaceEdited: Bool) throws -> [String] {
         let known = Set(migrations.map(\.name))
-        let unknown = (0..<recorded.rowCount).compactMap { recorded[$0, 0] }.filter { !known.contains($0) }.sorted()
+        let unknown = records.migrations.keys.filter { !known.contains($0) }.sorted()
         if !unknown.isEmpty {
             throw Refusal.newerDatabase(unknown: unknown, newest: migrations.last?.name ?? "none")
         }
@@ -205,16 +211,18 @@ public enum Migrator {
         return edited.map(\.name)
     }
 
-    /// Whether a migration or a definition file is due (or an edited one to be replaced).
-    private static func somethingIsDue(_ connection: PGConnection, also: [String]) throws(PostgresError) -> Bool {
-        if !also.isEmpty { return true }
-        let migrated = try connection.query(SQL.schemaMigrationsApplied)
-        let applied = Set((0..<migrated.rowCount).compactMap { migrated[$0, 0] })
-        if migrations.contains(where: { !applied.contains($0.name) }) { return true }
-        let recorded = try connection.query(SQL.schemaDefinitionsApplied)
-        var done: [String: String] = [:]
-        for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
-        return definitions.contains { done[$0.name] != checksum($0.sql) }
+    /// What earlier runs recorded: each migration applied and each definition file, with the
+    /// checksum of the text applied.
+    private struct Records {
+        var migrations: [String: String] = [:]
+        var definitions: [String: String] = [:]
+
+        init(_ connection: PGConnection) throws(PostgresError) {
+            let migrated = try connection.query(SQL.schemaMigrationsApplied)
+            for row in 0..<migrated.rowCount { migrations[migrated[row, 0]!] = migrated[row, 1]! }
+            let recorded = try connection.query(SQL.schemaDefinitionsApplied)
+            for row in 0..<recorded.rowCount { definitions[recorded[row, 0]!] = recorded[row, 1]! }
+        }
     }
 
     /// The catalog's text of every herald function (all overloads of a name together) and view,
@@ -235,10 +243,8 @@ public enum Migrator {
 
     static func checksum(_ text: String) -> String { Base64URL.encode(SHA256.hash(Array(text.utf8))) }
 
-    private static func applyMigrations(_ connection: PGConnection, log: (String) -> Void) throws(PostgresError) -> [String] {
-        let recorded = try connection.query(SQL.schemaMigrationsApplied)
-        var done: [String: String] = [:]
-        for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
+    private static func applyMigrations(_ connection: PGConnection, recorded done: [String: String],
+                                        log: (String) -> Void) throws(PostgresError) -> [String] {
         var applied: [String] = []
         for migration in migrations {
             let checksum = checksum(migration.sql)
@@ -261,16 +267,12 @@ public enum Migrator {
         return applied
     }
 
-    /// Applies the function and view files whose text is not the one recorded (all of them when
-    /// `all`, and those named in `also`), in the run's transaction. A definition that names a function or view not created yet
+    /// Applies the function and view files `due` (those whose text is not the one recorded, the
+    /// edited ones to replace, or all of them after a migration), in the run's transaction. A definition that names a function or view not created yet
     /// (a SQL-language function is checked when created) is tried again after the others, so the
     /// files need no order of their own; one that still fails after a round without progress
     /// fails the run, naming its file.
-    private static func applyDefinitions(_ connection: PGConnection, all: Bool, also: Set<String> = []) throws(PostgresError) -> [String] {
-        let recorded = try connection.query(SQL.schemaDefinitionsApplied)
-        var done: [String: String] = [:]
-        for row in 0..<recorded.rowCount { done[recorded[row, 0]!] = recorded[row, 1]! }
-        let due = definitions.filter { all || also.contains($0.name) || done[$0.name] != checksum($0.sql) }
+    private static func applyDefinitions(_ connection: PGConnection, due: [(name: String, sql: String)]) throws(PostgresError) -> [String] {
         if due.isEmpty { return [] }
         do {
             var waiting = due

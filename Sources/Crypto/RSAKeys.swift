@@ -102,7 +102,7 @@ public final class RSAPublicKey: @unchecked Sendable {
     }
 }
 
-private func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> T? {
+func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> T? {
     var bytes = Array(text.utf8)
     return bytes.withUnsafeMutableBytes { raw -> T? in
         guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
@@ -111,7 +111,7 @@ private func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> 
     }
 }
 
-private func writeToMemoryBIO(_ body: (OpaquePointer) -> Int32) -> String {
+func writeToMemoryBIO(_ body: (OpaquePointer) -> Int32) -> String {
     guard let bio = BIO_new(BIO_s_mem()) else { return "" }
     defer { BIO_free(bio) }
     guard body(bio) == 1 else { return "" }

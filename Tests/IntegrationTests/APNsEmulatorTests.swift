@@ -257,6 +257,10 @@ import TestSupport
         #expect(try stand.client.perform(request).status == 403)
         #expect(try later.trustAPNsKeys(folder: stand.folder) == [stand.keyID])
         #expect(try stand.client.perform(request).status == 200)
+        // The same key ID trusted with another key: a token verified before is checked anew.
+        try later.trustAPNsKey(pem: try P256PrivateKey.generate().pemPKCS8, keyID: stand.keyID, teamID: stand.teamID)
+        let replaced = try stand.client.perform(request)
+        #expect(replaced.status == 403 && Self.reason(replaced) == "InvalidProviderToken")
 
         let empty = NSTemporaryDirectory() + "herald-apns-empty-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)

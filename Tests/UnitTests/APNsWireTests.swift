@@ -5,6 +5,7 @@ import JSON
 import Synchronization
 import Testing
 @testable import APNs
+import Emulator
 
 /// A clock tests move by hand.
 final class TestClock: Sendable {
@@ -314,5 +315,22 @@ final class TestClock: Sendable {
         for kind in [HTTPClientError.Kind.unprocessed, .notSent] {
             guard case .resend = APNsAnswer.action(HTTPClientError(kind: kind, message: "x")) else { Issue.record("\(kind)"); continue }
         }
+    }
+}
+
+@Suite struct APNsFaultTokenTests {
+    @Test func prefixesStayHexAndSayHowTheFaultEnds() {
+        let rest = String(repeating: "0", count: 56)
+        #expect(APNsFaultToken.parse("fa110410" + rest) == .unregistered)
+        #expect(APNsFaultToken.parse("fa11e410" + rest) == .expiredToken)
+        #expect(APNsFaultToken.parse("fa110400" + rest) == .badDeviceToken)
+        #expect(APNsFaultToken.parse("fa110429" + rest) == .tooManyRequests(failures: nil))
+        #expect(APNsFaultToken.parse("fa1104293" + rest) == .tooManyRequests(failures: 3))
+        #expect(APNsFaultToken.parse("fa110503f" + rest) == .serviceUnavailable(failures: 15))
+        #expect(APNsFaultToken.parse("fa1105001" + rest) == .internalServerError(failures: 1))
+        // Ordinary tokens, and prefixes that name no fault, are delivered.
+        #expect(APNsFaultToken.parse(String(repeating: "ab", count: 32)) == nil)
+        #expect(APNsFaultToken.parse("fa110418" + rest) == nil)
+        #expect(APNsFaultToken.parse("fa11") == nil)
     }
 }

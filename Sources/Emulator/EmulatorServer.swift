@@ -74,8 +74,9 @@ public struct EmulatorError: Error, Sendable, CustomStringConvertible {
 ///
 /// Endpoints: `POST /token`, `POST /v1/projects/{p}/messages:send`, `POST|GET /fcm/notification`,
 /// `GET /emulator/messages[?token=T|topic=T|condition=C][&limit=N]`, `DELETE /emulator/messages`,
-/// `GET /emulator/stats`, `GET /emulator/health`. Fault tokens: see `FaultToken`; scenario
-/// files: see `Scenario`.
+/// `GET /emulator/stats`, `GET /emulator/health`, and APNs's `POST /3/device/{token}` (see
+/// `APNsStandIn`, `writeAPNsKey(folder:)`). Fault tokens: see `FaultToken` and `APNsFaultToken`;
+/// scenario files: see `Scenario`.
 public final class EmulatorServer: Sendable {
     public let configuration: EmulatorConfiguration
     private let backend: Backend

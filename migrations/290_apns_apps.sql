@@ -38,10 +38,17 @@ ALTER TABLE herald.projects ADD CONSTRAINT projects_service_fields CHECK (
          AND apns_topic IS NOT NULL AND apns_sandbox IS NOT NULL
     END);
 
+-- Beside the definition, the lists the check reads for every APNs job, taken from it when it
+-- is loaded, so a message that passes is judged with operators alone (no query per rule).
 CREATE TABLE herald.apns_rules (
-    id         boolean PRIMARY KEY DEFAULT true CONSTRAINT apns_rules_one_row CHECK (id),
-    definition jsonb NOT NULL,
-    loaded_at  timestamptz NOT NULL DEFAULT now()
+    id              boolean PRIMARY KEY DEFAULT true CONSTRAINT apns_rules_one_row CHECK (id),
+    definition      jsonb NOT NULL,
+    fcm_targets     text[] NOT NULL,
+    apns_fields     text[] NOT NULL,
+    priorities      text[] NOT NULL,
+    push_types      jsonb NOT NULL,   -- {"alert": {...the rule file's entry...}, ...}
+    aps_field_names text[] NOT NULL,
+    loaded_at       timestamptz NOT NULL DEFAULT now()
 );
 
 DROP FUNCTION IF EXISTS herald.enqueue(jsonb, timestamptz, text, integer, integer, text, boolean, bigint, interval, text);

@@ -217,8 +217,13 @@ import TestSupport
         let database = try TestDatabase.fresh()
         defer { database.drop() }
         let c = try database.connect()
-        try c.query("SELECT herald.add_project('shop', 'shop-prod-1', '/k.json')")
         try Self.addApp(c, "shop-ios")
+        // A pool without a key of its own works the registry's projects: an app alone is none,
+        // so it starts no worker (one would read the .p8 key as a service account and pause the app).
+        let alone = try HeraldProcess.run(["work", "--database-url", database.url], environment: [:], timeout: 60)
+        #expect(alone.status == 2 && alone.output.contains("no FCM credentials"), "\(alone.output)")
+        #expect(try c.query("SELECT paused_reason IS NULL FROM herald.projects WHERE name = 'shop-ios'")[0, 0] == "t")
+        try c.query("SELECT herald.add_project('shop', 'shop-prod-1', '/k.json')")
         // What a pool's supervisor and its registry poll read, and herald projects list/show.
         #expect(try ProjectRegistry.list(c).map(\.name) == ["shop"])
         #expect(try ProjectRegistry.entry(c, name: "shop-ios") == nil)

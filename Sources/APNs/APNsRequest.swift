@@ -28,8 +28,8 @@ public struct APNsHeader: Sendable, Equatable {
 /// Made from a message `{"apns_token": HEX, "apns": {"headers": {...}, "payload": {...}}}`, the
 /// app's bundle ID, the job's ID and its time to live:
 /// - `:path` `/3/device/<token>` (the token's hex digits, lowercased);
-/// - `apns-push-type` as the message says, else `background` for a payload whose `aps` holds only
-///   `content-available`, else `alert`;
+/// - `apns-push-type` as the message says, else `alert` (the `default_push_type` of the APNs rule
+///   file the message was validated against, Sources/FCM/Rules/apns-rules.json);
 /// - `apns-topic` the bundle ID with the suffix the push type needs (`APNsPushType.topicSuffix`);
 ///   a message that names another topic is refused;
 /// - `apns-priority` as the message says (1, 5 or 10, as the push type allows), else 5 for
@@ -120,7 +120,7 @@ public struct APNsRequest: Sendable, Equatable {
             }
             pushType = type
         } else {
-            pushType = APNsRequest.inferredPushType(payload)
+            pushType = .alert
         }
         topic = pushType.topic(bundleID: bundleID)
         if let text = given["apns-topic"], text != topic {
@@ -165,13 +165,5 @@ public struct APNsRequest: Sendable, Equatable {
             collapseID = nil
         }
         body = Array(payload.serialized.utf8)
-    }
-
-    /// Apple asks for `background` when `aps` holds `content-available` and nothing that shows
-    /// (alert, badge, sound); everything else is an alert.
-    static func inferredPushType(_ payload: JSONValue) -> APNsPushType {
-        guard let aps = payload["aps"]?.objectValue else { return .alert }
-        let silent = aps["content-available"] != nil && aps["alert"] == nil && aps["badge"] == nil && aps["sound"] == nil
-        return silent ? .background : .alert
     }
 }

@@ -168,10 +168,9 @@ final class TestClock: Sendable {
         #expect(try request(message(["apns-push-type": "liveactivity"])).priority == 10)
         #expect(try request(message(["apns-push-type": "alert", "apns-priority": "5"])).priority == 5)
         #expect(try request(message(["apns-push-type": "alert", "apns-priority": 1])).priority == 1)
-        // No push type: a payload with only content-available is a background push, at 5.
-        let silent = try request(message(payload: ["aps": ["content-available": 1], "sync": true]))
-        #expect(silent.pushType == .background && silent.priority == 5)
-        #expect(try request(message()).pushType == .alert)
+        // No push type: alert, as the rule file's default_push_type says (a silent payload too).
+        let untyped = try request(message(payload: ["aps": ["content-available": 1], "sync": true]))
+        #expect(untyped.pushType == .alert && untyped.priority == 10)
         for (headers, fragment) in [(["apns-push-type": "background", "apns-priority": "10"] as JSONValue, "Apple refuses 10"),
                                     (["apns-priority": "7"], "must be 10, 5 or 1")] {
             #expect(throws: APNsRequestError.self) { try request(message(headers)) }

@@ -79,20 +79,7 @@ public final class P256PrivateKey: @unchecked Sendable {
 
     /// The same signature in DER (ASN.1 SEQUENCE of r and s), as `openssl dgst -sign` writes it.
     public func signSHA256DER(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else { throw CryptoError("out of memory") }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            throw CryptoError("cannot start an ES256 signature")
-        }
-        var length = 0
-        guard EVP_DigestSign(context, nil, &length, data, data.count) == 1 else {
-            throw CryptoError("cannot size an ES256 signature")
-        }
-        var signature = [UInt8](repeating: 0, count: length)
-        guard EVP_DigestSign(context, &signature, &length, data, data.count) == 1 else {
-            throw CryptoError("ES256 signing failed")
-        }
-        return Array(signature.prefix(length))
+        try digestSignSHA256(pkey, data, algorithm: "ES256")
     }
 }
 
@@ -126,13 +113,7 @@ public final class P256PublicKey: @unchecked Sendable {
 
     /// Whether `derSignature` (DER, as `openssl dgst -sign` writes) verifies.
     public func verifySHA256(derSignature: [UInt8], data: [UInt8]) -> Bool {
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer {
-            EVP_MD_CTX_free(context)
-            ERR_clear_error()
-        }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pkey) == 1 else { return false }
-        return EVP_DigestVerify(context, derSignature, derSignature.count, data, data.count) == 1
+        digestVerifySHA256(pkey, signature: derSignature, data: data)
     }
 }
 

@@ -34,6 +34,8 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
+        // APNs's wire: provider tokens, requests from messages, Apple's answers as actions (pure; no database)
+        .target(name: "APNs", dependencies: ["Crypto", "JSON", "HTTPClient"]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Lifecycle"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         // Prometheus text format, and the shared-memory counters a pool's workers write (counted
@@ -41,7 +43,7 @@ let package = Package(
         .target(name: "Metrics", dependencies: ["Queue"]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics", "Lifecycle"]),
-        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "JSON", "Crypto", "CommandOptions"]),
+        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "APNs", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's phases, its own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging", "Worker", "FCM",
                                                  "Emulator", "CommandOptions"],
@@ -69,10 +71,10 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "APNs", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
-                                   "HTTPServer", "FCM", "JSON", "Crypto", "Metrics", "Benchmark"]),
+                                   "HTTPServer", "FCM", "APNs", "JSON", "Crypto", "Metrics", "Benchmark"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -59,7 +59,8 @@ public enum Base64URL {
     }
 }
 
-/// JSON Web Tokens signed with RS256, the only kind Google's OAuth2 service-account flow uses.
+/// JSON Web Tokens signed with RS256 (Google's OAuth2 service-account flow) or ES256 (APNs
+/// provider tokens).
 public enum JWT {
     private static let header = Base64URL.encode(Array(#"{"alg":"RS256","typ":"JWT"}"#.utf8))
 
@@ -85,5 +86,49 @@ public enum JWT {
         guard key.verifySHA256(signature: signature, data: signingInput) else { return nil }
         guard let claims = try? JSONValue.parse(claimBytes), claims.objectValue != nil else { return nil }
         return claims
+    }
+
+    /// `header.claims.signature` with the header `{"alg":"ES256","kid":KEY_ID}` and the signature
+    /// as r||s (64 bytes, RFC 7518 §3.4), as APNs provider tokens are made.
+    public static func signES256(claims: JSONValue, keyID: String, key: P256PrivateKey) throws(CryptoError) -> String {
+        let header: JSONValue = ["alg": "ES256", "kid": .string(keyID)]
+        let signingInput = Base64URL.encode(Array(header.serialized.utf8)) + "." + Base64URL.encode(Array(claims.serialized.utf8))
+        let signature = try key.signSHA256(Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
+    /// A token's parts read without checking its signature: to learn its `kid` and pick the key
+    /// that must verify it. Nil when it is not three base64url parts of which the first two are
+    /// JSON objects.
+    public struct Unverified: Sendable {
+        public var header: JSONValue
+        public var claims: JSONValue
+        public var signature: [UInt8]
+        /// `header.claims` as sent: what the signature covers.
+        public var signingInput: [UInt8]
+
+        public init?(_ token: String) {
+            let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 3,
+                  let headerBytes = Base64URL.decode(String(parts[0])),
+                  let header = try? JSONValue.parse(headerBytes), header.objectValue != nil,
+                  let claimBytes = Base64URL.decode(String(parts[1])),
+                  let claims = try? JSONValue.parse(claimBytes), claims.objectValue != nil,
+                  let signature = Base64URL.decode(String(parts[2]))
+            else { return nil }
+            self.header = header
+            self.claims = claims
+            self.signature = signature
+            signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+        }
+    }
+
+    /// The claims when the header says ES256 and the r||s signature verifies with `key`; nil
+    /// otherwise. Checking `iat`, `iss` and the rest is the caller's business.
+    public static func verifyES256(_ token: String, key: P256PublicKey) -> JSONValue? {
+        guard let parts = Unverified(token), parts.header["alg"]?.stringValue == "ES256",
+              key.verifySHA256(signature: parts.signature, data: parts.signingInput)
+        else { return nil }
+        return parts.claims
     }
 }

@@ -57,20 +57,7 @@ public final class RSAPrivateKey: @unchecked Sendable {
 
     /// An RSASSA-PKCS1-v1_5 signature over the SHA-256 digest of `data` (JWT's RS256).
     public func signSHA256(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
-        guard let context = EVP_MD_CTX_new() else { throw CryptoError("out of memory") }
-        defer { EVP_MD_CTX_free(context) }
-        guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
-            throw CryptoError("cannot start an RS256 signature")
-        }
-        var length = 0
-        guard EVP_DigestSign(context, nil, &length, data, data.count) == 1 else {
-            throw CryptoError("cannot size an RS256 signature")
-        }
-        var signature = [UInt8](repeating: 0, count: length)
-        guard EVP_DigestSign(context, &signature, &length, data, data.count) == 1 else {
-            throw CryptoError("RS256 signing failed")
-        }
-        return Array(signature.prefix(length))
+        try digestSignSHA256(pkey, data, algorithm: "RS256")
     }
 }
 
@@ -92,17 +79,41 @@ public final class RSAPublicKey: @unchecked Sendable {
 
     /// Whether `signature` is a valid RS256 signature of `data` by this key's private half.
     public func verifySHA256(signature: [UInt8], data: [UInt8]) -> Bool {
-        guard let context = EVP_MD_CTX_new() else { return false }
-        defer {
-            EVP_MD_CTX_free(context)
-            ERR_clear_error()
-        }
-        guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pkey) == 1 else { return false }
-        return EVP_DigestVerify(context, signature, signature.count, data, data.count) == 1
+        digestVerifySHA256(pkey, signature: signature, data: data)
     }
 }
 
-private func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> T? {
+/// A signature over the SHA-256 digest of `data` with `pkey`, as OpenSSL makes it for the key's
+/// type (PKCS#1 v1.5 for RSA, DER ECDSA for EC); `algorithm` names it in errors.
+func digestSignSHA256(_ pkey: OpaquePointer, _ data: [UInt8], algorithm: String) throws(CryptoError) -> [UInt8] {
+    guard let context = EVP_MD_CTX_new() else { throw CryptoError("out of memory") }
+    defer { EVP_MD_CTX_free(context) }
+    guard EVP_DigestSignInit(context, nil, EVP_sha256(), nil, pkey) == 1 else {
+        throw CryptoError("cannot start an \(algorithm) signature")
+    }
+    var length = 0
+    guard EVP_DigestSign(context, nil, &length, data, data.count) == 1 else {
+        throw CryptoError("cannot size an \(algorithm) signature")
+    }
+    var signature = [UInt8](repeating: 0, count: length)
+    guard EVP_DigestSign(context, &signature, &length, data, data.count) == 1 else {
+        throw CryptoError("\(algorithm) signing failed")
+    }
+    return Array(signature.prefix(length))
+}
+
+/// Whether `signature` (in OpenSSL's form for the key's type) verifies `data` under `pkey`.
+func digestVerifySHA256(_ pkey: OpaquePointer, signature: [UInt8], data: [UInt8]) -> Bool {
+    guard let context = EVP_MD_CTX_new() else { return false }
+    defer {
+        EVP_MD_CTX_free(context)
+        ERR_clear_error()
+    }
+    guard EVP_DigestVerifyInit(context, nil, EVP_sha256(), nil, pkey) == 1 else { return false }
+    return EVP_DigestVerify(context, signature, signature.count, data, data.count) == 1
+}
+
+func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> T? {
     var bytes = Array(text.utf8)
     return bytes.withUnsafeMutableBytes { raw -> T? in
         guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
@@ -111,7 +122,7 @@ private func withMemoryBIO<T>(_ text: String, _ body: (OpaquePointer) -> T?) -> 
     }
 }
 
-private func writeToMemoryBIO(_ body: (OpaquePointer) -> Int32) -> String {
+func writeToMemoryBIO(_ body: (OpaquePointer) -> Int32) -> String {
     guard let bio = BIO_new(BIO_s_mem()) else { return "" }
     defer { BIO_free(bio) }
     guard body(bio) == 1 else { return "" }

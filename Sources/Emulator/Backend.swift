@@ -1,3 +1,4 @@
+import APNs
 import FCM
 import Glibc
 import HTTPServer
@@ -11,6 +12,8 @@ final class Backend: Sendable {
     let credentials: Credentials
     let store: MessageStore
     let stats = SendStatistics()
+    /// APNs's provider API, on the same port by path (`/3/device/{token}`).
+    let apns: APNsStandIn
     private let groups = Mutex(DeviceGroupRegistry())
     let topics = Mutex(TopicRegistry())
     private let faults: Mutex<FaultState>
@@ -49,6 +52,7 @@ final class Backend: Sendable {
         self.configuration = configuration
         credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds, tokenBytes: configuration.tokenBytes)
         store = MessageStore(capacity: configuration.maxStoredMessages)
+        apns = APNsStandIn(capacity: configuration.maxStoredMessages)
         faults = Mutex(FaultState())
         let scenario = configuration.scenario
         var ranged = false
@@ -73,6 +77,8 @@ final class Backend: Sendable {
     func handle(_ request: HTTPServerRequest) -> HTTPServerResponse {
         switch Route.match(method: request.method, path: request.path) {
         case .send(let project): return send(project: project, request)
+        case .apnsSend(let deviceToken): return apns.handle(request, deviceToken: deviceToken)
+        case .apnsBadPath: return APNsStandIn.answer(404, reason: "BadPath", apnsID: APNsIdentifier.random())
         case .token: return credentials.exchange(request, tokenURI: tokenURI.withLock { $0 }, now: realtimeSeconds())
         case .manageDeviceGroup: return manageDeviceGroup(request)
         case .topicBatch(let add): return topicBatch(request, add: add)
@@ -498,6 +504,7 @@ final class Backend: Sendable {
     func reset() {
         store.reset()
         stats.reset()
+        apns.reset()
         topics.withLock { $0 = TopicRegistry() }
         faults.withLock { $0 = FaultState() }
         refusals.withLock { $0 = RefusalLog() }
@@ -555,6 +562,7 @@ final class Backend: Sendable {
             "stored_messages": JSONValue(counts.stored),
             "unstored_messages": JSONValue(counts.dropped),
             "uptime_seconds": JSONValue(Int(now - startedAt)),
+            "apns": apns.statisticsJSON,
         ]
     }
 }

@@ -41,6 +41,11 @@ public enum EmulatorCommand {
         Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
         Option(name: "service-accounts", value: "DIR", repeatable: true,
                help: "Also accept JWTs of every service-account file in DIR (*.json), such as the keys an earlier run wrote with --write-service-accounts: give the same --port (or --public-url), which their token_uri names."),
+        Option(name: "write-apns-key", value: "DIR",
+               help: "Generate an APNs signing key (P-256) and write it as Apple hands keys out, DIR/AuthKey_<KEYID>.p8 (mode 0600; DIR must exist); its key ID and team ID are printed, and its provider tokens are accepted on /3/device/{token}."),
+        Option(name: "apns-keys", value: "DIR",
+               help: "Also accept the provider tokens of every DIR/AuthKey_<KEYID>.p8 (keys written by an earlier run), for the team of --apns-team-id."),
+        Option(name: "apns-team-id", value: "TEAM", help: "Team ID of the APNs keys written or loaded.", defaultText: "HERALDTEAM"),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
@@ -73,6 +78,17 @@ public enum EmulatorCommand {
                                                     fail-invalid... INVALID_ARGUMENT, fail-internal-K...
                                                     INTERNAL; fail-unavailable-N... refuses the whole
                                                     request once with 503 and Retry-After: N
+          POST /3/device/{token}                    APNs's provider API: an ES256 provider token of a
+                                                    key it knows (--write-apns-key, --apns-keys), at
+                                                    most an hour old and renewed no sooner than 20
+                                                    minutes on a connection; the topic its push type
+                                                    needs, Apple's priorities, payload limits (4,096
+                                                    bytes; 5,120 voip); answers as Apple (docs/apns.md)
+                                                    APNs fault tokens (hex): fa110410... 410 Unregistered,
+                                                    fa11e410... 410 ExpiredToken, fa110400... 400
+                                                    BadDeviceToken, fa110429K... 429 TooManyRequests,
+                                                    fa110503K... 503, fa110500K... 500 on the first K
+                                                    attempts (K hex, 0: always)
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
           DELETE /emulator/messages                 forget messages, counters, fault attempts
           GET  /emulator/stats                      counts, rates, streams, Retry-After violations,
@@ -210,10 +226,32 @@ public enum EmulatorCommand {
                 throw EmulatorError("--write-service-accounts \(count)=\(folder): \(error)")
             }
         }
+        if let folder = options.apnsKeyFolder {
+            do {
+                let keyIDs = try emulator.trustAPNsKeys(folder: folder)
+                printError("herald emulator: APNs keys \(keyIDs.joined(separator: ", ")) of team \(options.configuration.apnsTeamID) loaded from \(folder)")
+            } catch {
+                emulator.stop()
+                throw EmulatorError("--apns-keys \(folder): \(error)")
+            }
+        }
+        var apnsKey: (keyID: String, teamID: String, path: String)? = nil
+        if let folder = options.writeAPNsKeyFolder {
+            do {
+                apnsKey = try emulator.writeAPNsKey(folder: folder)
+            } catch {
+                emulator.stop()
+                throw EmulatorError("--write-apns-key \(folder): \(error)")
+            }
+        }
         let protocols = options.configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
                              tlsCertificate: options.configuration.tls?.certificateFile, note: credentialsNote))
+        if let apnsKey {
+            print("# APNs (POST /3/device/{token}): key ID \(apnsKey.keyID), team ID \(apnsKey.teamID), key file \(shellQuoted(absolutePath(apnsKey.path)))")
+            print("export HERALD_APNS_URL=\(shellQuoted(emulator.baseURL))")
+        }
         fflush(nil)
 
         var received: Int32 = 0
@@ -269,6 +307,10 @@ public enum EmulatorCommand {
         public var trustedAccounts: [String] = []
         /// `--service-accounts DIR`: folders whose every key is accepted.
         public var trustedFolders: [String] = []
+        /// `--write-apns-key DIR`.
+        public var writeAPNsKeyFolder: String? = nil
+        /// `--apns-keys DIR`.
+        public var apnsKeyFolder: String? = nil
 
         /// nil when help was asked for.
         public static func parse(_ arguments: [String]) throws(EmulatorError) -> Options? {
@@ -333,6 +375,14 @@ public enum EmulatorCommand {
             }
             options.trustedAccounts = parsed.all("service-account")
             options.trustedFolders = parsed.all("service-accounts")
+            options.writeAPNsKeyFolder = parsed.string("write-apns-key")
+            options.apnsKeyFolder = parsed.string("apns-keys")
+            if let team = parsed.string("apns-team-id") {
+                guard !team.isEmpty, team.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) }) else {
+                    throw EmulatorError("herald emulator: --apns-team-id must be letters A-Z and digits, as Apple's 10-character team IDs, not '\(team)'")
+                }
+                configuration.apnsTeamID = team
+            }
             if let path = parsed.string("scenario") {
                 let text: String
                 do { text = try readTextFile(path) } catch { throw EmulatorError("herald emulator: --scenario: \(error)") }

@@ -41,6 +41,9 @@ public struct EmulatorConfiguration: Sendable {
     public var goawayEvery: GoawayEvery? = nil
     /// Refuses every Nth stream of a connection with REFUSED_STREAM, unprocessed. Default 0: never.
     public var refuseEveryStream: Int = 0
+    /// The team ID of the APNs keys the emulator writes (`writeAPNsKey`) and loads from a folder
+    /// (`trustAPNsKeys`). Default `HERALDTEAM`.
+    public var apnsTeamID: String = "HERALDTEAM"
 
     public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
         self.host = host
@@ -71,8 +74,9 @@ public struct EmulatorError: Error, Sendable, CustomStringConvertible {
 ///
 /// Endpoints: `POST /token`, `POST /v1/projects/{p}/messages:send`, `POST|GET /fcm/notification`,
 /// `GET /emulator/messages[?token=T|topic=T|condition=C][&limit=N]`, `DELETE /emulator/messages`,
-/// `GET /emulator/stats`, `GET /emulator/health`. Fault tokens: see `FaultToken`; scenario
-/// files: see `Scenario`.
+/// `GET /emulator/stats`, `GET /emulator/health`, and APNs's `POST /3/device/{token}` (see
+/// `APNsStandIn`, `writeAPNsKey(folder:)`). Fault tokens: see `FaultToken` and `APNsFaultToken`;
+/// scenario files: see `Scenario`.
 public final class EmulatorServer: Sendable {
     public let configuration: EmulatorConfiguration
     private let backend: Backend
@@ -193,15 +197,7 @@ public final class EmulatorServer: Sendable {
     /// order of the files' names. An error names the file (never its content) and trusts none.
     @discardableResult
     public func trustServiceAccounts(inFolder folder: String) throws(EmulatorError) -> [String] {
-        guard let directory = opendir(folder) else {
-            throw EmulatorError("cannot read the folder \(folder): \(String(cString: strerror(errno)))")
-        }
-        var names: [String] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name.hasSuffix(".json") && !name.hasPrefix(".") { names.append(name) }
-        }
-        closedir(directory)
+        let names = try fileNames(in: folder).filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }
         guard !names.isEmpty else { throw EmulatorError("\(folder) holds no service-account file (*.json)") }
         // Read them all before trusting any, so a bad file leaves the emulator as it was.
         // Accounts written together share one key pair: its public half is made once.
@@ -241,6 +237,63 @@ public final class EmulatorServer: Sendable {
             throw EmulatorError("the service account's private_key is not a usable RSA key: \(error)")
         }
     }
+
+    // MARK: APNs
+
+    /// A new APNs signing key (P-256) for the team `apnsTeamID`, written as Apple hands keys out:
+    /// `folder/AuthKey_<KEYID>.p8` (PKCS#8 PEM, mode 0600). Its provider tokens are accepted from
+    /// now on. Returns the key ID (10 characters, as Apple's), the team ID and the file's path.
+    public func writeAPNsKey(folder: String) throws(EmulatorError) -> (keyID: String, teamID: String, path: String) {
+        let key: P256PrivateKey
+        do { key = try P256PrivateKey.generate() } catch { throw EmulatorError("cannot create an APNs key: \(error)") }
+        let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZ23456789".utf8)
+        let keyID = String(decoding: Random.bytes(10).map { alphabet[Int($0) % alphabet.count] }, as: UTF8.self)
+        let path = folder + "/AuthKey_" + keyID + ".p8"
+        var pem = key.pemPKCS8
+        while pem.hasSuffix("\n") { pem.removeLast() }
+        try writePrivateFile(path, contents: pem)
+        backend.apns.trust(keyID: keyID, teamID: configuration.apnsTeamID, publicKey: key.publicKey)
+        return (keyID, configuration.apnsTeamID, path)
+    }
+
+    /// Accepts the provider tokens of an APNs key (`.p8` PEM) as key `keyID` of `teamID`.
+    public func trustAPNsKey(pem: String, keyID: String, teamID: String) throws(EmulatorError) {
+        do {
+            let key = try P256PrivateKey(pem: pem)
+            backend.apns.trust(keyID: keyID, teamID: teamID, publicKey: key.publicKey)
+        } catch {
+            throw EmulatorError("APNs key \(keyID): \(error)")
+        }
+    }
+
+    /// Accepts every `AuthKey_<KEYID>.p8` in `folder` (a key written by an earlier run, say) for
+    /// `teamID` (default `apnsTeamID`). Returns the key IDs, sorted.
+    @discardableResult
+    public func trustAPNsKeys(folder: String, teamID: String? = nil) throws(EmulatorError) -> [String] {
+        let names = try fileNames(in: folder).filter { $0.hasPrefix("AuthKey_") && $0.hasSuffix(".p8") && $0.utf8.count > 11 }
+        guard !names.isEmpty else { throw EmulatorError("no AuthKey_<KEYID>.p8 file in \(folder)") }
+        // Read them all before trusting any, so a bad file leaves the emulator as it was.
+        var keys: [(keyID: String, key: P256PublicKey)] = []
+        for name in names.sorted() {
+            let keyID = String(name.dropFirst(8).dropLast(3))
+            do {
+                keys.append((keyID, try P256PrivateKey(pem: try readTextFile(folder + "/" + name)).publicKey))
+            } catch {
+                throw EmulatorError("\(folder)/\(name): \(error)")
+            }
+        }
+        for (keyID, key) in keys { backend.apns.trust(keyID: keyID, teamID: teamID ?? configuration.apnsTeamID, publicKey: key) }
+        return keys.map(\.keyID)
+    }
+
+    /// `\(baseURL)/3/device/<token>`, where APNs requests go.
+    public func apnsURL(deviceToken: String) -> String { baseURL + "/3/device/" + deviceToken }
+
+    /// The pushes the APNs side accepted (for `deviceToken`, or all), oldest first.
+    public func apnsDeliveries(deviceToken: String? = nil) -> [APNsDelivery] { backend.apns.deliveries(deviceToken: deviceToken) }
+
+    /// The APNs side's counters.
+    public var apnsStatistics: APNsStatistics { backend.apns.statistics }
 
     /// Every QUOTA_EXCEEDED answer given (up to the last 200,000), oldest first: the emulator's
     /// own record of when a target was refused and which limit was named.
@@ -295,6 +348,19 @@ func writePrivateFile(_ path: String, contents: String) throws(EmulatorError) {
         }
         offset += n
     }
+}
+
+/// The names in a folder (`.` and `..` included, as readdir gives them).
+func fileNames(in folder: String) throws(EmulatorError) -> [String] {
+    guard let directory = opendir(folder) else {
+        throw EmulatorError("cannot read the folder \(folder): \(String(cString: strerror(errno)))")
+    }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+        names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+    }
+    return names
 }
 
 /// The whole content of a file as text.

@@ -20,6 +20,10 @@ public enum Route: Sendable, Equatable {
     case health
     /// A known path with a method it does not take; `allowed` lists the ones it does.
     case methodNotAllowed(allowed: String)
+    /// `POST /3/device/{token}`: APNs's provider API (any method; the APNs side answers 405 itself).
+    case apnsSend(deviceToken: String)
+    /// Any other path under `/3/`: APNs's 404 BadPath.
+    case apnsBadPath
     case notFound
 
     public static func match(method: String, path: String) -> Route {
@@ -46,6 +50,14 @@ public enum Route: Sendable, Equatable {
             return method == "GET" ? .health : .methodNotAllowed(allowed: "GET")
         default:
             break
+        }
+        // APNs: /3/device/{token}, the token up to the end (a slash in it is a bad path)
+        if path.hasPrefix("/3/") {
+            let prefix = "/3/device/"
+            guard path.hasPrefix(prefix) else { return .apnsBadPath }
+            let token = String(path.dropFirst(prefix.count))
+            guard !token.utf8.contains(UInt8(ascii: "/")) else { return .apnsBadPath }
+            return .apnsSend(deviceToken: token)
         }
         // /v1/projects/{project}/messages:send
         let prefix = "/v1/projects/"

@@ -1,0 +1,169 @@
+import JSON
+
+/// Why a message cannot become an APNs request, naming the field and what to do.
+public struct APNsRequestError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The message's field at fault, e.g. `apns.headers.apns-priority`.
+    public var field: String
+    public var message: String
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+    public var description: String { "\(field): \(message)" }
+}
+
+/// One header of an APNs request.
+public struct APNsHeader: Sendable, Equatable {
+    public var name: String
+    public var value: String
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// The HTTP/2 request for one APNs job, without the `authorization` header (the provider token
+/// is the sender's, added when it goes out).
+///
+/// Made from a message `{"apns_token": HEX, "apns": {"headers": {...}, "payload": {...}}}`, the
+/// app's bundle ID, the job's ID and its time to live:
+/// - `:path` `/3/device/<token>` (the token's hex digits, lowercased);
+/// - `apns-push-type` as the message says, else `alert` (the `default_push_type` of the APNs rule
+///   file the message was validated against, Sources/FCM/Rules/apns-rules.json);
+/// - `apns-topic` the bundle ID with the suffix the push type needs (`APNsPushType.topicSuffix`);
+///   a message that names another topic is refused;
+/// - `apns-priority` as the message says (1, 5 or 10, as the push type allows), else 5 for
+///   background and 10 for the rest;
+/// - `apns-expiration` now plus the job's TTL (0 when the TTL is 0: deliver now or never); without
+///   a TTL the message's own value, if any;
+/// - `apns-id` the message's (a canonical UUID) or one made from the job's ID, so every retry of
+///   a job carries the same;
+/// - `apns-collapse-id` as the message says (at most 64 bytes);
+/// - the body: the payload, serialized.
+public struct APNsRequest: Sendable, Equatable {
+    /// The device token, lowercase hex.
+    public var deviceToken: String
+    public var pushType: APNsPushType
+    public var topic: String
+    public var priority: Int
+    public var apnsID: String
+    /// Seconds since 1970, or nil to leave the header out.
+    public var expiration: Int64?
+    public var collapseID: String?
+    public var body: [UInt8]
+
+    /// `/3/device/<token>`.
+    public var path: String { "/3/device/" + deviceToken }
+
+    /// The request's headers in the order they are sent (authorization not included).
+    public var headers: [APNsHeader] {
+        var headers = [APNsHeader("apns-push-type", pushType.rawValue), APNsHeader("apns-topic", topic),
+                       APNsHeader("apns-priority", String(priority)), APNsHeader("apns-id", apnsID)]
+        if let expiration { headers.append(APNsHeader("apns-expiration", String(expiration))) }
+        if let collapseID { headers.append(APNsHeader("apns-collapse-id", collapseID)) }
+        return headers
+    }
+
+    /// Header lines (`name: value`) for an HTTP client, the bearer token first.
+    public func headerLines(providerToken: String) -> [String] {
+        ["authorization: bearer " + providerToken, "content-type: application/json"] + headers.map { "\($0.name): \($0.value)" }
+    }
+
+    /// The headers a message may set in `apns.headers`; the rest are Herald's (`apns-topic`
+    /// only when it is the one Herald would set).
+    public static let senderHeaders: Set<String> = ["apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id", "apns-topic"]
+
+    /// - Parameters:
+    ///   - message: the job's message.
+    ///   - bundleID: the app's bundle ID (its topic for alert and background pushes).
+    ///   - jobID: the job's ID, from which `apns-id` is made.
+    ///   - ttlSeconds: how long the job may still wait for delivery; nil: no limit set by Herald.
+    ///   - now: seconds since 1970, for `apns-expiration`.
+    public init(message: JSONValue, bundleID: String, jobID: Int64, ttlSeconds: Int64?, now: Int64) throws(APNsRequestError) {
+        guard let token = message["apns_token"]?.stringValue else {
+            throw APNsRequestError(field: "apns_token", message: "an APNs message needs apns_token, the device token in hex")
+        }
+        let tokenBytes = Array(token.utf8)
+        guard !tokenBytes.isEmpty, tokenBytes.count % 2 == 0, tokenBytes.allSatisfy(isHexDigit) else {
+            throw APNsRequestError(field: "apns_token", message: "must be the device token as an even number of hex digits (0-9, a-f)")
+        }
+        deviceToken = token.lowercased()
+        guard let apns = message["apns"]?.objectValue else {
+            throw APNsRequestError(field: "apns", message: "an APNs message needs the apns object with its payload")
+        }
+        guard let payload = apns["payload"], payload.objectValue != nil else {
+            throw APNsRequestError(field: "apns.payload", message: "must be a JSON object holding aps")
+        }
+        var given: [String: String] = [:]
+        if let headers = apns["headers"] {
+            guard let object = headers.objectValue else {
+                throw APNsRequestError(field: "apns.headers", message: "must be an object of header names and values")
+            }
+            for member in object {
+                let name = member.key.lowercased()
+                let field = "apns.headers." + member.key
+                guard APNsRequest.senderHeaders.contains(name) else {
+                    throw APNsRequestError(field: field, message: "is not a header Herald sends to APNs; use apns-push-type, apns-priority, apns-expiration, apns-collapse-id or apns-id")
+                }
+                switch member.value {
+                case .string(let text): given[name] = text
+                case .number(let text): given[name] = text
+                default: throw APNsRequestError(field: field, message: "must be a string or a number")
+                }
+            }
+        }
+
+        if let text = given["apns-push-type"] {
+            guard let type = APNsPushType(rawValue: text) else {
+                throw APNsRequestError(field: "apns.headers.apns-push-type",
+                                       message: "'\(text)' is not a push type Herald sends; use one of \(APNsPushType.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            pushType = type
+        } else {
+            pushType = .alert
+        }
+        topic = pushType.topic(bundleID: bundleID)
+        if let text = given["apns-topic"], text != topic {
+            throw APNsRequestError(field: "apns.headers.apns-topic",
+                                   message: "is set by Herald from the app's bundle ID and the push type (here \(topic)); leave it out")
+        }
+        if let text = given["apns-priority"] {
+            guard let value = Int(text), pushType.allows(priority: value) else {
+                throw APNsRequestError(field: "apns.headers.apns-priority",
+                                       message: pushType == .background
+                                           ? "must be 5 or 1 for a background push (Apple refuses 10), not '\(text)'"
+                                           : "must be 10, 5 or 1, not '\(text)'")
+            }
+            priority = value
+        } else {
+            priority = pushType.defaultPriority
+        }
+        if let text = given["apns-id"] {
+            guard APNsIdentifier.isCanonical(text) else {
+                throw APNsRequestError(field: "apns.headers.apns-id", message: "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000, or left out")
+            }
+            apnsID = text.lowercased()
+        } else {
+            apnsID = APNsIdentifier.forJob(jobID)
+        }
+        if let ttlSeconds {
+            expiration = ttlSeconds <= 0 ? 0 : now + ttlSeconds
+        } else if let text = given["apns-expiration"] {
+            guard let value = Int64(text), value >= 0 else {
+                throw APNsRequestError(field: "apns.headers.apns-expiration", message: "must be seconds since 1970 (0: deliver now or never), not '\(text)'")
+            }
+            expiration = value
+        } else {
+            expiration = nil
+        }
+        if let text = given["apns-collapse-id"] {
+            guard !text.isEmpty, text.utf8.count <= 64 else {
+                throw APNsRequestError(field: "apns.headers.apns-collapse-id", message: "must be 1 to 64 bytes, not \(text.utf8.count)")
+            }
+            collapseID = text
+        } else {
+            collapseID = nil
+        }
+        body = Array(payload.serialized.utf8)
+    }
+}

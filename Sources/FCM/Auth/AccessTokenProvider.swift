@@ -34,8 +34,10 @@ public final class AccessTokenProvider: @unchecked Sendable {
 
     /// `caFile` is trusted for an https `token_uri`; `now` is injectable for tests.
     public init(account: ServiceAccount, caFile: String? = nil, scope: String = "https://www.googleapis.com/auth/firebase.messaging",
-                now: @escaping @Sendable () -> Date = Date.init, renewalSpread: Double = Double.random(in: 0..<1)) {
+                now: @escaping @Sendable () -> Date = Date.init, renewalSpread: Double = Double.random(in: 0..<1),
+                client: HTTPClient? = nil) {
         self.renewalSpread = min(1, max(0, renewalSpread))
+        if let client { state.withLock { $0.client = client } }
         self.account = account
         self.caFile = caFile
         self.scope = scope
@@ -81,18 +83,25 @@ public final class AccessTokenProvider: @unchecked Sendable {
 
     private func client(_ state: inout State) throws(AuthError) -> HTTPClient {
         if let client = state.client { return client }
-        var configuration = HTTPClientConfiguration()
-        configuration.caFile = caFile
-        configuration.maxConnections = 1
-        configuration.connectTimeoutMilliseconds = 5_000
-        configuration.requestTimeoutMilliseconds = 15_000
         do {
-            let client = try HTTPClient(configuration: configuration)
+            let client = try Self.tokenClient(caFile: caFile)
             state.client = client
             return client
         } catch {
             throw AuthError("cannot create an HTTP client for the token endpoint \(account.tokenURI): \(error)")
         }
+    }
+
+    /// An HTTP client for token endpoints. Providers may share one (`init(client:)`): its
+    /// `perform` serialises their fetches on one connection, so a worker carrying a thousand
+    /// projects keeps one connection to the token endpoint, not a thousand.
+    public static func tokenClient(caFile: String?) throws(HTTPClientError) -> HTTPClient {
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = caFile
+        configuration.maxConnections = 1
+        configuration.connectTimeoutMilliseconds = 5_000
+        configuration.requestTimeoutMilliseconds = 15_000
+        return try HTTPClient(configuration: configuration)
     }
 
     private func store(_ state: inout State, token: String, lifetime: Double, at moment: Date) {

@@ -1,5 +1,6 @@
 import FCM
 import Foundation
+import HTTPClient
 import Postgres
 import Queue
 
@@ -51,6 +52,8 @@ final class StoreProjects {
     /// The pool's own key, for the jobs of no project (nil: they are not worked here).
     let unaddressed: ProjectKeys?
     private(set) var lanes: [String?: Lane] = [:]
+    /// One client for every project's token endpoint requests (made at the first).
+    private var tokenClient: HTTPClient?
     private(set) var broken: [String: Broken] = [:]
     private var registry: [String: Project] = [:]
     private var registryReadAt = -Double.infinity
@@ -200,7 +203,8 @@ final class StoreProjects {
         do {
             let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
             let account = try entry.account(environment: ProcessInfo.processInfo.environment)
-            let auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+            if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
+            let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
             do {
                 _ = try auth.authorizationHeader()
             } catch where !error.refused {

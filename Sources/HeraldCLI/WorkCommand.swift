@@ -9,14 +9,14 @@ import Worker
 
 enum WorkCommand {
     static let options: [Option] = [
-        Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes.", defaultText: "one per core"),
+        Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes in all; each carries every project the pool works (HERALD_WORKERS_PER_PROJECT=1: N for each project).", defaultText: "one per core"),
         Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N",
                help: "Requests in flight per process at most: a ceiling. The window follows FCM's answer times between 16 and N: it starts at 256, grows while answers stay quick and steady, shrinks when they slow down.",
                defaultText: "256"),
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
-               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, the pool works each of them in workers of its own (a project whose key is refused is paused, the others go on).",
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on).",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),

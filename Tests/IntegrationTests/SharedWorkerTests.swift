@@ -148,6 +148,38 @@ import TestSupport
         #expect(pool.isRunning)
     }
 
+    /// A hundred projects whose key files are gone, each with due jobs, beside one healthy
+    /// project: each broken one is paused naming its file, and the healthy one's jobs go out as
+    /// they would alone (the broken ones are looked at again every 5 s, not at every claim).
+    @Test func manyBrokenProjectsLeaveAHealthyOneItsPace() throws {
+        let m = try ManyProjects(count: 101)
+        defer { m.close() }
+        for index in 2...101 {
+            try FileManager.default.removeItem(atPath: m.keyPath(index))
+            try m.enqueue(3, project: index)
+        }
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: m.stack.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        #expect(try waitUntil(timeout: 60) {
+            try m.stack.count("SELECT count(*) FROM herald.projects WHERE paused_reason LIKE 'credentials: %does not exist%'") == 100
+        }, "\(pool.output.suffix(2000))")
+        // The healthy project's one-time codes, one at a time, each delivered before the next.
+        var waits: [Double] = []
+        for n in 1...20 {
+            try m.stack.connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'p1-code-' || $1::text), project => 'p1')", [.int(n)])
+            let enqueued = Date()
+            #expect(waitUntil(timeout: 10) { m.delivered(1) == n })
+            waits.append(Date().timeIntervalSince(enqueued) * 1000)
+        }
+        waits.sort()
+        print("one healthy project beside 100 broken ones: codes delivered in p50 \(Int(waits[waits.count / 2])) ms, max \(Int(waits.last!)) ms")
+        #expect(waits[waits.count / 2] < 500, "\(waits)")
+        #expect(m.forbidden == 0 && m.stack.emulator.deliveredMessages().count == 20)
+        let reasons = try m.stack.connection.query("SELECT paused_reason FROM herald.projects WHERE name = 'p57'")[0, 0] ?? ""
+        #expect(reasons.contains(m.keyPath(57)), "\(reasons)")
+    }
+
     @Test func aProjectAddedWhileThePoolRunsIsWorkedWithinSeconds() throws {
         let m = try ManyProjects(count: 2)
         defer { m.close() }

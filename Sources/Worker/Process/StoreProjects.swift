@@ -68,6 +68,10 @@ final class StoreProjects {
     /// Each project visited by a claim may take at least this many jobs, so a claim of 256 over
     /// a thousand projects makes 32 statements, not 256.
     static let minimumShare = 8
+    /// Projects taken up by one claim at most (each a key read, a signature and a token request on
+    /// this thread): a thousand projects due at once are taken up over the claims that follow,
+    /// while the outcomes of those already taken up keep being recorded.
+    static let takeUpsPerClaim = 16
 
     init(configuration: WorkerConfiguration, ring: ProjectKeyRing, names: Set<String>?, unaddressed: ProjectKeys?, log: Logger,
          registryInterval: Double = 10) {
@@ -90,6 +94,7 @@ final class StoreProjects {
         var candidates: [String?] = []
         var wait: Double? = nil
         let claimer = store.claimer
+        var takenUp = 0
         for due in try claimer.projectsWithDueJobs() {
             let project = due.project
             if let name = project {
@@ -101,6 +106,14 @@ final class StoreProjects {
             if let lane = lanes[project], lane.pause.isPaused(at: now) {
                 wait = min(wait ?? .infinity, lane.pause.until - now)
                 continue
+            }
+            if let name = project, let known = broken[name], known.retryAt > now { continue }  // looked at again later
+            if lanes[project] == nil {
+                guard takenUp < Self.takeUpsPerClaim else {
+                    wait = 0  // more to take up: claim again at once
+                    continue
+                }
+                takenUp += 1
             }
             guard try prepare(project, connection: connection, now: now) else { continue }
             if let name = project, due.pausedReason != nil, try Project.credentialsRestored(connection, name: name) {

@@ -205,4 +205,64 @@ import TestSupport
         #expect(waitUntil(timeout: 10) { m.delivered(2) == 10 }, "\(pool.output)")
         #expect(pool.isRunning)
     }
+
+    static func rss(_ pids: [Int32]) -> Int {
+        pids.reduce(0) { total, pid in
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                  let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return total }
+            return total + (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+        }
+    }
+    static func children(of pid: Int32) -> [Int32] {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8) else { return [] }
+        return text.split(separator: " ").compactMap { Int32($0) }
+    }
+
+    /// The issue's shape, from outside: a thousand registered projects with 20 jobs each,
+    /// `--processes 2`: at most 3 processes (the supervisor and 2 workers), their RSS in all,
+    /// their PostgreSQL connections, and every message with its own project's token.
+    @Test func aThousandProjectsInTwoWorkerProcesses() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let folder = NSTemporaryDirectory() + "herald-scale-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let projects = try stack.emulator.writeServiceAccounts(count: 1000, folder: folder)
+        try stack.connection.query("""
+            INSERT INTO herald.projects (name, fcm_project_id, credentials)
+            SELECT 'p' || i, f, $1::text || '/' || f || '.json' FROM unnest($2::text[]) WITH ORDINALITY AS t(f, i)
+            """, [.text(folder), .textArray(projects)])
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('token', 'p' || i || '-' || g, 'data', jsonb_build_object('k', 'v')), 'p' || i
+            FROM generate_series(1, 1000) i, generate_series(1, 20) g
+            """)
+        let pool = try HeraldProcess(["work", "--processes", "2", "--poll-interval", "0.2", "--admin-address", "off"], environment: stack.environment)
+        let started = Date()
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        var peak = 0, processes = 0, connections = 0
+        var done = false
+        while Date().timeIntervalSince(started) < 120 {
+            let supervisor = pool.process.processIdentifier
+            let workers = Self.children(of: supervisor)
+            processes = max(processes, 1 + workers.count)
+            peak = max(peak, Self.rss([supervisor] + workers))
+            connections = max(connections, (try? stack.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'herald work'")) ?? 0)
+            if stack.emulator.deliveredMessages().count >= 20_000 { done = true; break }
+            Thread.sleep(forTimeInterval: 0.25)
+        }
+        let took = Date().timeIntervalSince(started)
+        let forbidden = stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0
+        let misplaced = stack.emulator.deliveredMessages().filter { m in
+            guard let t = m.token, let d = t.firstIndex(of: "-") else { return true }
+            return m.projectID != "herald-project-" + t[..<d].dropFirst()
+        }.count
+        print("1000 projects x 20 jobs, --processes 2: delivered \(stack.emulator.deliveredMessages().count) in \(String(format: "%.1f", took)) s (done \(done)); processes at most \(processes); RSS peak \(peak / 1_048_576) MiB; 'herald work' connections at most \(connections); 403 \(forbidden); misplaced \(misplaced)")
+        #expect(done, "all 20,000 delivered within 120 s")
+        #expect(processes <= 3)
+        #expect(peak <= 256 * 1_048_576, "RSS \(peak / 1_048_576) MiB")
+        #expect(connections <= 2 * 3)
+        #expect(forbidden == 0 && misplaced == 0)
+    }
 }

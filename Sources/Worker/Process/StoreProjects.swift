@@ -56,6 +56,9 @@ final class StoreProjects {
     private var tokenClient: HTTPClient?
     private(set) var broken: [String: Broken] = [:]
     private var registry: [String: Project] = [:]
+    /// Names with due jobs but no entry this worker can send for (removed, or an entry of another
+    /// kind): not asked for again until the next reading of the registry.
+    private var unknown: Set<String> = []
     private var registryReadAt = -Double.infinity
     /// The registry was read once: a name new to it since has joined.
     private var registryRead = false
@@ -196,7 +199,9 @@ final class StoreProjects {
     /// since (so it is worked at once, not at the next reading).
     private func entry(_ name: String, connection: PGConnection) throws -> Project? {
         if let known = registry[name] { return known }
+        if unknown.contains(name) { return nil }
         let entry = try ProjectRegistry.entry(connection, name: name)
+        if entry == nil { unknown.insert(name) }
         if let entry {
             if registryRead { joined(name) }
             registry[name] = entry
@@ -285,6 +290,7 @@ final class StoreProjects {
         }
         registryRead = true
         registry = read
+        unknown.removeAll()
     }
 
     /// Every held project's key file, compared with what its key was read from: a new key of

@@ -39,6 +39,8 @@ public enum EmulatorCommand {
                help: "Generate N service accounts (1 to 100000), for projects herald-project-1 ... herald-project-N, and write each to DIR/<project>.json (mode 0600; DIR must exist): one pool for many projects, tested and measured (herald projects add, one file each). They share one RSA key, so a thousand take moments."),
         Option(name: "project-id", value: "ID", help: "Project of the written service account.", defaultText: "herald-emulator"),
         Option(name: "service-account", value: "FILE", repeatable: true, help: "Also accept JWTs of an existing service-account file."),
+        Option(name: "service-accounts", value: "DIR", repeatable: true,
+               help: "Also accept JWTs of every service-account file in DIR (*.json), such as the keys an earlier run wrote with --write-service-accounts: give the same --port (or --public-url), which their token_uri names."),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
@@ -156,6 +158,15 @@ public enum EmulatorCommand {
                 throw EmulatorError("--service-account \(path): \(error)")
             }
         }
+        for folder in options.trustedFolders {
+            do {
+                let projects = try emulator.trustServiceAccounts(inFolder: folder)
+                printError("herald emulator: accepting the service accounts of \(projects.count) projects in \(folder)")
+            } catch {
+                emulator.stop()
+                throw EmulatorError("--service-accounts \(folder): \(error)")
+            }
+        }
         // The service account a worker is told to use: the one asked for, else an existing one
         // it trusts, else a fresh one in a private temporary folder (removed at the end).
         var credentials: String
@@ -256,6 +267,8 @@ public enum EmulatorCommand {
         /// `--write-service-accounts N=DIR`: how many accounts, and the folder they go to.
         public var manyServiceAccounts: (count: Int, folder: String)? = nil
         public var trustedAccounts: [String] = []
+        /// `--service-accounts DIR`: folders whose every key is accepted.
+        public var trustedFolders: [String] = []
 
         /// nil when help was asked for.
         public static func parse(_ arguments: [String]) throws(EmulatorError) -> Options? {
@@ -319,6 +332,7 @@ public enum EmulatorCommand {
                 options.projectID = project
             }
             options.trustedAccounts = parsed.all("service-account")
+            options.trustedFolders = parsed.all("service-accounts")
             if let path = parsed.string("scenario") {
                 let text: String
                 do { text = try readTextFile(path) } catch { throw EmulatorError("herald emulator: --scenario: \(error)") }

@@ -183,14 +183,60 @@ public final class EmulatorServer: Sendable {
     /// Accepts the JWT grants of an existing service-account JSON (its `private_key`,
     /// `client_email` and `project_id`), so a file written by an earlier run keeps working.
     public func trustServiceAccount(json: String) throws(EmulatorError) {
+        var publicKeys: [String: RSAPublicKey] = [:]
+        _ = try trust(json: json, publicKeys: &publicKeys)
+    }
+
+    /// Accepts the JWT grants of every service account in `folder` (each `*.json` file), such as
+    /// the keys `writeServiceAccounts` wrote there for an earlier run: a registry of a thousand
+    /// projects keeps its keys across a restart of the emulator. Returns their projects, in the
+    /// order of the files' names. An error names the file (never its content) and trusts none.
+    @discardableResult
+    public func trustServiceAccounts(inFolder folder: String) throws(EmulatorError) -> [String] {
+        guard let directory = opendir(folder) else {
+            throw EmulatorError("cannot read the folder \(folder): \(String(cString: strerror(errno)))")
+        }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasSuffix(".json") && !name.hasPrefix(".") { names.append(name) }
+        }
+        closedir(directory)
+        guard !names.isEmpty else { throw EmulatorError("\(folder) holds no service-account file (*.json)") }
+        // Read them all before trusting any, so a bad file leaves the emulator as it was.
+        // Accounts written together share one key pair: its public half is made once.
+        var publicKeys: [String: RSAPublicKey] = [:]
+        var accounts: [(email: String, project: String, key: RSAPublicKey)] = []
+        for name in names.sorted() {
+            let path = folder + "/" + name
+            do {
+                accounts.append(try account(json: try readTextFile(path), publicKeys: &publicKeys))
+            } catch {
+                throw EmulatorError("\(path): \(error)")
+            }
+        }
+        for account in accounts { backend.credentials.register(email: account.email, projectID: account.project, publicKey: account.key) }
+        return accounts.map(\.project)
+    }
+
+    private func trust(json: String, publicKeys: inout [String: RSAPublicKey]) throws(EmulatorError) -> String {
+        let account = try account(json: json, publicKeys: &publicKeys)
+        backend.credentials.register(email: account.email, projectID: account.project, publicKey: account.key)
+        return account.project
+    }
+
+    private func account(json: String, publicKeys: inout [String: RSAPublicKey]) throws(EmulatorError)
+        -> (email: String, project: String, key: RSAPublicKey) {
         guard let document = try? JSONValue.parse(json), let email = document["client_email"]?.stringValue,
               let project = document["project_id"]?.stringValue, let pem = document["private_key"]?.stringValue
         else {
             throw EmulatorError("the service account JSON needs client_email, project_id and private_key")
         }
+        if let known = publicKeys[pem] { return (email, project, known) }
         do {
-            let key = try RSAPrivateKey(pem: pem)
-            backend.credentials.register(email: email, projectID: project, publicKey: key.publicKey)
+            let key = try RSAPrivateKey(pem: pem).publicKey
+            publicKeys[pem] = key
+            return (email, project, key)
         } catch {
             throw EmulatorError("the service account's private_key is not a usable RSA key: \(error)")
         }

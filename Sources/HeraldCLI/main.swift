@@ -22,6 +22,7 @@ Commands:
   campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
   queues     Queues: pause, resume, rate and in-flight limits.
   projects   The registry of Firebase projects: add, list, show, test, pause, resume, remove.
+  apns       The APNs apps of the registry: add, list, show, test, pause, resume, remove.
   topics     Topic subscriptions: subscribers per topic, tokens FCM refused.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
   bench      Measure end-to-end throughput, latency, worker memory and the PostgreSQL ceiling.
@@ -56,6 +57,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
     "queues": (QueuesCommand.help, QueuesCommand.run),
     "projects": (ProjectsCommand.help, ProjectsCommand.run),
+    "apns": (APNsCommand.help, APNsCommand.run),
     "topics": (TopicsCommand.help, TopicsCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),
     "emulator": (EmulatorCommand.help, { try EmulatorCommand.run(arguments: $0) }),

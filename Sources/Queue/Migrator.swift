@@ -162,6 +162,7 @@ public enum Migrator {
                     // cover what this run added (docs/roles.md).
                     try connection.query(SQL.applyRoleGrants)
                     try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
+                    try connection.query(APNsMessageRules.loadStatement, [.text(APNsMessageRules.json)])
                     try recordCatalog(connection)
                     if !commit {
                         try connection.execute("ROLLBACK")

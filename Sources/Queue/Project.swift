@@ -56,9 +56,14 @@ public struct Project: Sendable, Equatable {
         init(_ description: String) { self.description = description }
     }
 
-    /// The registry's entry `name` (ProjectRegistry.entry); an error naming it when there is none.
+    /// The registry's FCM project `name` (ProjectRegistry.entry); an error naming it when there is
+    /// none, or when the name is an APNs app's.
     public static func load(_ connection: PGConnection, name: String) throws -> Project {
         guard let project = try ProjectRegistry.entry(connection, name: name) else {
+            // An APNs app shares the registry; no FCM worker can send its jobs.
+            if try APNsApps.service(connection, name: name) == "apns" {
+                throw Problem("\"\(name)\" is an APNs app, not an FCM project; a pool started with --project works FCM projects only (`herald apns show \(name)` shows the app)")
+            }
             throw Problem("no project named \"\(name)\" in the registry (herald.projects); `herald projects list` shows the names, `herald projects add \(name) --credentials FILE` registers it")
         }
         return project

@@ -82,6 +82,16 @@ public struct ProjectOverview: Sendable, Equatable {
             byName[entry.name] = line
             order.append(entry.name)
         }
+        // APNs apps are registry entries too (no FCM project id), among the FCM projects by name.
+        let apps = try connection.query(SQL.apnsAppsExist).bool(0, 0) ?? false ? try APNsApps.list(connection) : []
+        for app in apps {
+            var line = ProjectOverview(name: app.name)
+            line.pausedReason = app.pausedReason
+            line.maxRate = app.maxRate
+            byName[app.name] = line
+            order.append(app.name)
+        }
+        if !apps.isEmpty { order = [""] + order.dropFirst().sorted() }
         let counts = try connection.query(SQL.projectJobCounts)
         for row in 0..<counts.rowCount {
             let name = counts[row, 0] ?? ""

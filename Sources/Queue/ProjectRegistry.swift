@@ -6,11 +6,13 @@ import Postgres
 /// the operators' and the workers', is `projects_list.sql` or `project_entry.sql`, as a `Project`. Every change is recorded
 /// in herald.admin_log with the project's name. Jobs name their project (herald.jobs.project).
 public enum ProjectRegistry {
+    /// The FCM projects (service 'fcm'): what a pool works and `herald projects` lists. APNs apps,
+    /// in the same registry, are `APNsApps.list`.
     public static func list(_ connection: PGConnection) throws(PostgresError) -> [Project] {
         projects(try connection.query(SQL.projectsList))
     }
 
-    /// The entry named `name`; nil when there is none.
+    /// The FCM project named `name`; nil when there is none (or the name is an APNs app's).
     public static func entry(_ connection: PGConnection, name: String) throws(PostgresError) -> Project? {
         projects(try connection.query(SQL.projectEntry, [.text(name)])).first
     }

@@ -49,6 +49,55 @@ import TestSupport
         #expect(crossed.status == 403 && crossed.body.contains("PERMISSION_DENIED"), "\(crossed.status) \(crossed.body)")
     }
 
+    /// A thousand keys written by one emulator are served by another started later
+    /// (`--service-accounts DIR`): a registry of a thousand projects outlives an emulator's
+    /// restart, each key still good for its own project only. A folder holding a file that is
+    /// not a key is refused naming that file, and none of its keys is accepted.
+    @Test func aThousandKeysFromAFolderServedByALaterEmulator() throws {
+        let folder = NSTemporaryDirectory() + "herald-accounts-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let writer = try startEmulator { _ in }
+        try writer.writeServiceAccounts(count: 1000, folder: folder)
+        writer.stop()
+
+        func account(_ index: Int, at emulator: EmulatorServer) throws -> TestAccount {
+            var account = try TestAccount(json: String(contentsOfFile: folder + "/herald-project-\(index).json", encoding: .utf8))
+            account.tokenURI = emulator.tokenURI  // the file names the first emulator's port
+            return account
+        }
+        let unaware = try startEmulator { _ in }
+        defer { unaware.stop() }
+        let refused = try account(1, at: unaware).exchange(try account(1, at: unaware).assertion())
+        #expect(refused.status == 400 && refused.body.contains("invalid_grant"), "an emulator that was not given the folder: \(refused.status) \(refused.body)")
+
+        let emulator = try startEmulator { _ in }
+        defer { emulator.stop() }
+        let projects = try emulator.trustServiceAccounts(inFolder: folder)
+        #expect(projects.count == 1000 && Set(projects).count == 1000 && Set(projects).contains("herald-project-1000"))
+        for index in [1, 2, 500, 999, 1000] {
+            let key = try account(index, at: emulator)
+            let token = try key.accessToken()
+            let sent = try sendMessage(emulator, project: key.projectID, accessToken: token, body: tokenMessage("k-\(index)"))
+            #expect(sent.status == 200, "herald-project-\(index): \(sent.status) \(sent.body)")
+            let crossed = try sendMessage(emulator, project: "herald-project-\(index % 1000 + 1)", accessToken: token, body: tokenMessage("x-\(index)"))
+            #expect(crossed.status == 403 && crossed.body.contains("PERMISSION_DENIED"), "\(crossed.status) \(crossed.body)")
+        }
+        #expect(emulator.deliveredMessages().map(\.projectID) == ["herald-project-1", "herald-project-2", "herald-project-500", "herald-project-999", "herald-project-1000"])
+
+        try #"{"type": "service_account", "project_id": "half-written"}"#.write(toFile: folder + "/broken.json", atomically: true, encoding: .utf8)
+        let strict = try startEmulator { _ in }
+        defer { strict.stop() }
+        do {
+            try strict.trustServiceAccounts(inFolder: folder)
+            Issue.record("a folder holding a file that is not a key was accepted")
+        } catch {
+            #expect(error.description.contains(folder + "/broken.json") && error.description.contains("private_key"), "\(error)")
+        }
+        let notTrusted = try account(7, at: strict).exchange(try account(7, at: strict).assertion())
+        #expect(notTrusted.status == 400, "a key of a refused folder was accepted: \(notTrusted.body)")
+    }
+
     @Test func aDeviceOverItsLimitIsRefusedAloneAndNamed() throws {
         let emulator = try startEmulator {
             $0.scenario.limits.devicePerMinute = 3

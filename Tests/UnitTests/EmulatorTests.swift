@@ -366,6 +366,8 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(throws: EmulatorError.self) { try EmulatorCommand.Options.parse(["--write-service-account", "shop="]) }
         let many = try #require(try EmulatorCommand.Options.parse(["--write-service-accounts", "1000=/tmp/keys"]))
         #expect(many.manyServiceAccounts?.count == 1000 && many.manyServiceAccounts?.folder == "/tmp/keys")
+        let folders = try #require(try EmulatorCommand.Options.parse(["--service-accounts", "/tmp/keys", "--service-accounts", "/tmp/more"]))
+        #expect(folders.trustedFolders == ["/tmp/keys", "/tmp/more"] && folders.trustedAccounts.isEmpty)
         for bad in ["0=/tmp/keys", "1000", "many=/tmp/keys", "100001=/tmp/keys", "5="] {
             #expect(throws: EmulatorError.self, "\(bad)") { try EmulatorCommand.Options.parse(["--write-service-accounts", bad]) }
         }

@@ -20,10 +20,11 @@ DECLARE
     reader_relations text[] := ARRAY[
         'jobs', 'dead_letters', 'events', 'campaigns', 'queues', 'multicasts', 'device_groups', 'device_tokens',
         'pruned_tokens', 'topic_subscriptions', 'token_sends', 'project_pauses', 'project_rates', 'dedupe_keys',
-        'token_aging', 'message_extra_fields', 'message_rules', 'message_rule_steps',
+        'token_aging', 'message_extra_fields', 'message_rules', 'message_rule_steps', 'apns_rules',
         'queue_stats', 'campaign_progress', 'topic_stats'];
     reader_functions text[] := ARRAY[
-        'events_since', 'legacy_result', 'multicast_result', 'legacy_multicast', 'validate_message', 'is_legacy',
+        'events_since', 'legacy_result', 'multicast_result', 'legacy_multicast', 'validate_message', 'validate_apns_message',
+        'is_legacy',
         'from_legacy', 'from_legacy_form', 'multicast_max_tokens', 'topic_max_tokens'];
     producer_functions text[] := ARRAY[
         'enqueue', 'enqueue_multicast', 'enqueue_legacy', 'enqueue_legacy_form', 'enqueue_group_op',

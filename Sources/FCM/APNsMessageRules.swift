@@ -1,0 +1,330 @@
+import JSON
+
+/// One reason an APNs message may not be sent: the field (`message.apns.headers.apns-push-type`)
+/// and why, in the words herald.validate_apns_message gives (`field: reason`).
+public struct APNsIssue: Sendable, Equatable, CustomStringConvertible {
+    public var field: String
+    public var reason: String
+    public init(field: String, reason: String) {
+        self.field = field
+        self.reason = reason
+    }
+    public var description: String { "\(field): \(reason)" }
+}
+
+/// The rules an APNs message (a Herald message with `apns_token`, for Apple's provider API) must
+/// pass before it is sent, compiled from `Sources/FCM/Rules/apns-rules.json`. The same file is
+/// loaded by `herald migrate` into herald.apns_rules, where herald.validate_apns_message and the
+/// trigger jobs_apns (which refuses such a job at INSERT) read the same values, so a job refused
+/// here was refused there, with the same words. A worker calls `validate` on a claimed job and
+/// dead-letters one with issues without a request (rows can be older than the rules).
+public struct APNsMessageRules: Sendable {
+    /// The rule file as JSON text.
+    public static let json: String = EmbeddedAPNsRules.text
+    /// The rule format this type and herald.load_apns_rules understand.
+    public static let format = 1
+    /// Parameterised statement that stores the rules (`$1` = `json`) in herald.apns_rules.
+    public static let loadStatement = "SELECT herald.load_apns_rules($1::jsonb)"
+
+    /// The embedded rules, compiled once.
+    public static let standard: APNsMessageRules = {
+        do { return try APNsMessageRules(json: json) } catch {
+            fatalError("Herald's embedded APNs rules do not compile: \(error)")
+        }
+    }()
+
+    public struct PushType: Sendable, Equatable {
+        public var name: String
+        public var maxPayloadBytes: Int
+        /// The apns-priority values this push type takes; nil: any of `priorities`.
+        public var priorities: [String]?
+        /// Members of `aps` this push type needs.
+        public var apsRequired: [String]
+    }
+
+    struct APSField: Sendable {
+        var name: String
+        var type: String
+        var values: [String]?
+    }
+
+    public let tokenField: String
+    public let minHexDigits: Int
+    public let fcmTargets: [String]
+    public let apnsFields: [String]
+    public let pushTypeHeader: String
+    public let defaultPushType: String
+    public let priorityHeader: String
+    public let priorities: [String]
+    public let pushTypes: [PushType]
+    let apsFields: [APSField]
+    let valueMaxCharacters: Int
+    let messages: [String: String]
+
+    public init(json text: String) throws(RuleDefinitionError) {
+        func fail(_ what: String) -> RuleDefinitionError { RuleDefinitionError(description: "APNs rules: \(what)") }
+        let document: JSONValue
+        do { document = try JSONValue.parse(text) } catch { throw fail("\(error)") }
+        guard let top = document.objectValue else { throw fail("not an object") }
+        guard top["format"]?.intValue == Self.format else {
+            throw fail("format \(top["format"]?.serialized ?? "missing"), this build understands \(Self.format)")
+        }
+        func strings(_ value: JSONValue?, _ name: String) throws(RuleDefinitionError) -> [String] {
+            guard let array = value?.arrayValue else { throw fail("\(name) is not a list") }
+            var out: [String] = []
+            for element in array {
+                guard let s = element.stringValue else { throw fail("\(name) holds a value that is not a string") }
+                out.append(s)
+            }
+            return out
+        }
+        func string(_ value: JSONValue?, _ name: String) throws(RuleDefinitionError) -> String {
+            guard let s = value?.stringValue else { throw fail("\(name) is not a string") }
+            return s
+        }
+        guard let token = top["token"]?.objectValue, let minDigits = token["min_hex_digits"]?.intValue else {
+            throw fail("token needs field and min_hex_digits")
+        }
+        tokenField = try string(token["field"], "token.field")
+        minHexDigits = minDigits
+        fcmTargets = try strings(top["fcm_targets"], "fcm_targets")
+        apnsFields = try strings(top["apns_fields"], "apns_fields")
+        pushTypeHeader = try string(top["push_type_header"], "push_type_header")
+        let defaultType = try string(top["default_push_type"], "default_push_type")
+        defaultPushType = defaultType
+        priorityHeader = try string(top["priority_header"], "priority_header")
+        priorities = try strings(top["priorities"], "priorities")
+        guard let types = top["push_types"]?.arrayValue else { throw fail("push_types is not a list") }
+        var pushTypes: [PushType] = []
+        for entry in types {
+            guard let object = entry.objectValue, let max = object["max_payload_bytes"]?.intValue else {
+                throw fail("a push type needs name and max_payload_bytes")
+            }
+            pushTypes.append(PushType(
+                name: try string(object["name"], "push_types.name"), maxPayloadBytes: max,
+                priorities: object["priorities"] == nil ? nil : try strings(object["priorities"], "push_types.priorities"),
+                apsRequired: object["aps_required"] == nil ? [] : try strings(object["aps_required"], "push_types.aps_required")))
+        }
+        self.pushTypes = pushTypes
+        guard pushTypes.contains(where: { $0.name == defaultType }) else { throw fail("default_push_type is not in push_types") }
+        guard let fields = top["aps_fields"]?.arrayValue else { throw fail("aps_fields is not a list") }
+        var apsFields: [APSField] = []
+        for entry in fields {
+            guard let object = entry.objectValue else { throw fail("an aps field is not an object") }
+            let type = try string(object["type"], "aps_fields.type")
+            guard type == "string" || type == "integer" else { throw fail("aps field type \(type) is neither string nor integer") }
+            apsFields.append(APSField(name: try string(object["name"], "aps_fields.name"), type: type,
+                                      values: object["values"] == nil ? nil : try strings(object["values"], "aps_fields.values")))
+        }
+        self.apsFields = apsFields
+        guard let max = top["value_max_characters"]?.intValue else { throw fail("value_max_characters is not a number") }
+        valueMaxCharacters = max
+        guard let texts = top["messages"]?.objectValue else { throw fail("messages is not an object") }
+        var messages: [String: String] = [:]
+        for member in texts { messages[member.key] = try string(member.value, "messages.\(member.key)") }
+        self.messages = messages
+    }
+
+    /// The push type the message is sent as: its apns-push-type header, or the default when it
+    /// has none. Nil when the header is not a known push type (`validate` says so).
+    public func pushType(of message: JSONValue) -> PushType? {
+        let header = present(present(present(message, "apns"), "headers"), pushTypeHeader)
+        let name: String
+        if let header {
+            guard let text = header.stringValue else { return nil }
+            name = text
+        } else {
+            name = defaultPushType
+        }
+        return pushTypes.first { $0.name == name }
+    }
+
+    /// Every issue of `message`, in the rule file's order; empty when it may be sent.
+    public func validate(_ message: JSONValue) -> [APNsIssue] {
+        var issues: [APNsIssue] = []
+        func add(_ field: String, _ key: String, _ values: [String: String] = [:]) {
+            issues.append(APNsIssue(field: field, reason: fill(key, values)))
+        }
+        guard message.objectValue != nil else {
+            add("message", "message.type", ["type": message.typeName])
+            return issues
+        }
+        for target in fcmTargets where present(message, target) != nil {
+            add("message.\(target)", "fcm_target", ["field": target])
+        }
+        let tokenPath = "message.\(tokenField)"
+        if let token = present(message, tokenField) {
+            if let text = token.stringValue {
+                if !Self.isHexToken(text, minDigits: minHexDigits) {
+                    add(tokenPath, "token.shape", ["min": String(minHexDigits), "length": String(text.unicodeScalars.count)])
+                }
+            } else {
+                add(tokenPath, "token.type", ["type": token.typeName])
+            }
+        } else {
+            add(tokenPath, "token.required")
+        }
+        guard let apns = present(message, "apns") else {
+            add("message.apns", "apns.required")
+            return issues
+        }
+        guard let apnsObject = apns.objectValue else {
+            add("message.apns", "object.type", ["type": apns.typeName])
+            return issues
+        }
+        for key in apnsObject.keys.sorted(by: Self.byteOrder) where !apnsFields.contains(key) {
+            add("message.apns" + Self.member(key), "apns.unknown", ["fields": apnsFields.joined(separator: ", ")])
+        }
+        var pushType = pushTypes.first { $0.name == defaultPushType }
+        if let headers = present(apns, "headers") {
+            if let headerObject = headers.objectValue {
+                for key in headerObject.keys.sorted(by: Self.byteOrder) {
+                    if let value = headerObject[key], !value.isNull, value.stringValue == nil {
+                        add("message.apns.headers" + Self.member(key), "header.type", ["type": value.typeName])
+                    }
+                }
+                if let value = present(headers, pushTypeHeader) {
+                    pushType = nil
+                    if let name = value.stringValue {
+                        pushType = pushTypes.first { $0.name == name }
+                        if pushType == nil {
+                            add("message.apns.headers.\(pushTypeHeader)", "push_type.unknown",
+                                ["value": render(name), "allowed": pushTypes.map(\.name).joined(separator: ", ")])
+                        }
+                    }
+                }
+                if let value = present(headers, priorityHeader), let priority = value.stringValue {
+                    if !priorities.contains(priority) {
+                        add("message.apns.headers.\(priorityHeader)", "priority.unknown",
+                            ["value": render(priority), "allowed": priorities.joined(separator: ", ")])
+                    } else if let pushType, let allowed = pushType.priorities, !allowed.contains(priority) {
+                        add("message.apns.headers.\(priorityHeader)", "priority.push_type",
+                            ["value": render(priority), "push_type": pushType.name, "allowed": allowed.joined(separator: ", ")])
+                    }
+                }
+            } else {
+                add("message.apns.headers", "object.type", ["type": headers.typeName])
+            }
+        }
+        guard let payload = present(apns, "payload") else {
+            add("message.apns.payload", "payload.required")
+            return issues
+        }
+        guard payload.objectValue != nil else {
+            add("message.apns.payload", "object.type", ["type": payload.typeName])
+            return issues
+        }
+        guard let aps = present(payload, "aps") else {
+            add("message.apns.payload.aps", "aps.required")
+            return issues
+        }
+        if aps.objectValue != nil {
+            for name in pushType?.apsRequired ?? [] where present(aps, name) == nil {
+                add("message.apns.payload.aps.\(name)", "aps_field.required", ["push_type": pushType?.name ?? ""])
+            }
+            for field in apsFields {
+                guard let value = present(aps, field.name) else { continue }
+                let path = "message.apns.payload.aps.\(field.name)"
+                if field.type == "string" {
+                    guard let text = value.stringValue else {
+                        add(path, "aps_field.string", ["type": value.typeName])
+                        continue
+                    }
+                    if let values = field.values, !values.contains(text) {
+                        add(path, "aps_field.enum", ["value": render(text), "allowed": values.joined(separator: ", ")])
+                    }
+                } else if !Self.isInteger(value) {
+                    add(path, "aps_field.integer", ["type": value.typeName])
+                }
+            }
+        } else {
+            add("message.apns.payload.aps", "object.type", ["type": aps.typeName])
+        }
+        if let pushType {
+            let size = Self.payloadBytes(payload)
+            if size > pushType.maxPayloadBytes {
+                add("message.apns.payload", "payload.size",
+                    ["size": String(size), "max": String(pushType.maxPayloadBytes), "push_type": pushType.name])
+            }
+        }
+        return issues
+    }
+
+    /// Bytes of `value` as compact JSON, as the sender writes it (`JSONValue.serialized`).
+    public static func payloadBytes(_ value: JSONValue) -> Int {
+        var out: [UInt8] = []
+        value.write(into: &out)
+        return out.count
+    }
+
+    /// At least `minDigits` characters, every one a hex digit.
+    static func isHexToken(_ text: String, minDigits: Int) -> Bool {
+        text.utf8.count >= minDigits && text.utf8.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102)
+        }
+    }
+
+    /// A JSON number written without fraction or exponent.
+    static func isInteger(_ value: JSONValue) -> Bool {
+        guard case .number(let text) = value else { return false }
+        let digits = text.hasPrefix("-") ? text.utf8.dropFirst() : text.utf8[...]
+        return !digits.isEmpty && digits.allSatisfy { $0 >= 48 && $0 <= 57 }
+    }
+
+    static func byteOrder(_ a: String, _ b: String) -> Bool { Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) }
+
+    /// `.name` for a plain member name; `["name"]` (JSON-quoted) for any other, so a field path
+    /// never looks like a deeper one.
+    static func member(_ key: String) -> String {
+        let plain = !key.isEmpty && key.utf8.allSatisfy {
+            ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 || $0 == 45
+        }
+        return plain ? "." + key : "[" + quote(key) + "]"
+    }
+
+    /// `key` of `value` when `value` is an object holding it with a value other than null.
+    func present(_ value: JSONValue?, _ key: String) -> JSONValue? {
+        guard let member = value?.objectValue?[key], !member.isNull else { return nil }
+        return member
+    }
+
+    /// A value shown in a reason: JSON-quoted, cut after `value_max_characters` code points.
+    func render(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        guard scalars.count > valueMaxCharacters else { return Self.quote(text) }
+        var cut = String.UnicodeScalarView()
+        cut.append(contentsOf: scalars.prefix(valueMaxCharacters))
+        return Self.quote(String(cut)) + "…"
+    }
+
+    /// JSON string literal with the escapes PostgreSQL's jsonb writes (\b, \f, \n, \r, \t,
+    /// \u00XX for other control characters), so both sides show a value alike.
+    static func quote(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    /// The reason `key` of the rule file's messages, its placeholders filled in one pass (as
+    /// the FCM rules' templates are, and herald._mv_fill in SQL).
+    func fill(_ key: String, _ values: [String: String]) -> String {
+        Text.fill(messages[key] ?? key, values.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+    }
+}

@@ -1,0 +1,212 @@
+import CommandOptions
+import Crypto
+import FCM
+import Foundation
+import JSON
+import Logging
+import Postgres
+import Queue
+
+/// `herald apns`: the APNs apps of the project registry (herald.projects, service 'apns'). Only
+/// where each .p8 key is goes into the database (a path or env:VAR); the key is read here to
+/// check it is a P-256 PKCS#8 key, and is never printed.
+enum APNsCommand {
+    static let options: [Option] = [
+        Option(name: "key-file", value: "PATH|env:VAR",
+               help: "add: where the token-based .p8 key is: an absolute file path, or env:VAR, an environment variable holding the PEM text. Only this reference is stored."),
+        Option(name: "key-id", value: "KID", help: "add: the key's 10-character id (as in AuthKey_KID.p8)."),
+        Option(name: "team-id", value: "TEAM", help: "add: the 10-character Apple team id the key belongs to."),
+        Option(name: "topic", value: "BUNDLE_ID", help: "add: the app's bundle id (the apns-topic of its alerts)."),
+        Option(name: "sandbox", help: "add: send to Apple's development environment (api.sandbox.push.apple.com)."),
+        Option(name: "max-rate", value: "N", help: "add: messages per second for the app (more than 0). Unset: the pool's --max-rate."),
+        Option(name: "reason", value: "TEXT", help: "pause: why, shown by list and show."),
+        Option(name: "json", help: "list, show: print JSON instead of a table."),
+    ] + DeadCommand.databaseOptions
+
+    static let help = helpText(
+        command: "apns", summary: "The APNs apps of the registry (herald.projects, service apns): add, list, show, test, pause, resume, remove.",
+        usage: """
+        add APP --key-file PATH|env:VAR --key-id KID --team-id TEAM --topic BUNDLE_ID [--sandbox] [--max-rate N]
+               herald apns list [--json]
+               herald apns show APP [--json]
+               herald apns test APP
+               herald apns pause APP [--reason TEXT]
+               herald apns resume APP
+               herald apns remove APP
+        """,
+        options: options,
+        footer: """
+        add reads the .p8 key, checks it is an unencrypted PKCS#8 key on P-256 (what ES256 signs
+        with), and stores only where it is, with the key id, team id, topic and environment; the key
+        stays out of the database. APP is 1 to 63 lowercase letters, digits, - or _, in the one
+        namespace APNs apps share with FCM projects. test reads the key the entry points at and
+        checks it the same way; it contacts nobody (exit status 1 when the key is unusable). Every
+        change is recorded in herald.admin_log. In SQL: herald.add_apns_app(name, key_file, key_id,
+        team_id, topic, sandbox, max_rate), herald.pause_project_sending(name, reason),
+        herald.resume_project_sending(name), herald.remove_project(name), the view herald.apns_apps.
+        Jobs name their app: herald.enqueue('{"apns_token": "...", "apns": {...}}', apns_app => APP),
+        or leave it out when one app is registered.
+        """)
+
+    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
+
+    static func run(arguments: [String]) throws -> Int32 {
+        let parsed = try parse(command: "apns", arguments: arguments, options: options, positional: true)
+        guard let action = parsed.positional.first, actions.contains(action) else {
+            throw UsageError("herald apns: give an action: add APP, list, show APP, test APP, pause APP, resume APP or remove APP; see herald apns --help")
+        }
+        let rest = Array(parsed.positional.dropFirst())
+        let only: [String: String] = ["key-file": "add", "key-id": "add", "team-id": "add", "topic": "add", "sandbox": "add",
+                                      "max-rate": "add", "reason": "pause"]
+        for (flag, owner) in only.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
+            throw UsageError("herald apns \(action): --\(flag) applies to \(owner) only")
+        }
+        if parsed.has("json") && !["list", "show"].contains(action) {
+            throw UsageError("herald apns \(action): --json applies to list and show only")
+        }
+        if action == "list" {
+            guard rest.isEmpty else { throw UsageError("herald apns list: takes no name") }
+            let apps = try APNsApps.list(try operationsDatabase(parsed))
+            if parsed.has("json") {
+                print(JSONValue.array(apps.map(\.json)).serialized)
+            } else {
+                printList(apps)
+            }
+            return 0
+        }
+        guard rest.count == 1 else {
+            throw UsageError("herald apns \(action): give one app name\(action == "add" ? "" : " (herald apns list shows them)")")
+        }
+        let name = rest[0]
+        do {
+            switch action {
+            case "add": return try add(parsed, name: name)
+            case "show": return try show(parsed, name: name)
+            case "test": return try test(parsed, name: name)
+            case "pause":
+                let changed = try APNsApps.pause(try operationsDatabase(parsed), name: name, reason: parsed.string("reason"), source: shellSource())
+                print(changed ? "paused APNs app \(name)" : "APNs app \(name) was paused already\(parsed.string("reason") == nil ? "" : "; its reason is now the one given")")
+            case "resume":
+                let changed = try APNsApps.resume(try operationsDatabase(parsed), name: name, source: shellSource())
+                print(changed ? "resumed APNs app \(name)" : "APNs app \(name) was not paused; nothing to resume")
+            default:
+                try APNsApps.remove(try operationsDatabase(parsed), name: name, source: shellSource())
+                print("removed APNs app \(name) from the registry (its key was left where it is)")
+            }
+        } catch let error as AdminError {
+            let hint = error.kind == .notFound ? "; herald apns list shows the registered apps" : ""
+            throw UsageError("herald apns \(action): \(error.description)\(hint)")
+        }
+        return 0
+    }
+
+    static func add(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        var missing: [String] = []
+        for flag in ["key-file", "key-id", "team-id", "topic"] where parsed.string(flag) == nil { missing.append("--\(flag)") }
+        guard missing.isEmpty, let reference = parsed.string("key-file"), let keyID = parsed.string("key-id"),
+              let teamID = parsed.string("team-id"), let topic = parsed.string("topic") else {
+            throw UsageError("herald apns add: give \(missing.joined(separator: ", ")) (see herald apns --help): where the .p8 key is, its key id, your team id and the app's bundle id")
+        }
+        var maxRate: Double?
+        if let text = parsed.string("max-rate") {
+            guard let value = Double(text), value.isFinite, value > 0 else {
+                throw UsageError("herald apns add: --max-rate \"\(text.prefix(40))\" is not a rate; give messages per second more than 0, e.g. --max-rate 500 (leave it out to use the pool's --max-rate)")
+            }
+            maxRate = value
+        }
+        // A key a pool could not sign with is not registered (the pool would pause the app).
+        try checkKey(reference, keyID: keyID, command: "herald apns add")
+        let added = try APNsApps.add(try operationsDatabase(parsed), name: name, keyFile: reference, keyID: keyID, teamID: teamID,
+                                     topic: topic, sandbox: parsed.has("sandbox"), maxRate: maxRate, source: shellSource())
+        print("added APNs app \(added.name): topic \(added.topic), key \(added.keyID) of team \(added.teamID) at \(added.keyFile), \(added.sandbox ? "sandbox" : "production") (\(added.baseURL)), max rate \(added.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's --max-rate")")
+        print("its jobs: herald.enqueue('{\"apns_token\": \"...\", \"apns\": {\"payload\": {\"aps\": {...}}}}', apns_app => '\(added.name)')")
+        return 0
+    }
+
+    static func show(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        let connection = try operationsDatabase(parsed)
+        guard let app = try APNsApps.entry(connection, name: name) else {
+            try APNsApps.requireApp(connection, name: name)
+            return 1
+        }
+        if parsed.has("json") {
+            print(app.json.serialized)
+            return 0
+        }
+        var rows = [["name:", app.name], ["topic:", app.topic], ["key id:", app.keyID], ["team id:", app.teamID],
+                    ["key file:", app.keyFile], ["environment:", "\(app.sandbox ? "sandbox" : "production") (\(app.baseURL))"],
+                    ["max rate:", app.maxRate.map { CampaignsCommand.formatRate($0) + "/s" } ?? "the pool's --max-rate"],
+                    ["state:", app.state]]
+        if let reason = app.pausedReason { rows.append(["paused:", "\(app.pausedAt ?? "") (\(reason))"]) }
+        rows += [["created:", app.createdAt], ["updated:", app.updatedAt]]
+        printColumns(rows)
+        return 0
+    }
+
+    /// Reads the key the app's entry points at, as a pool would, and checks it; contacts nobody.
+    static func test(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        let connection = try operationsDatabase(parsed)
+        guard let app = try APNsApps.entry(connection, name: name) else {
+            try APNsApps.requireApp(connection, name: name)
+            return 1
+        }
+        do { try checkKey(app.keyFile, keyID: app.keyID, command: "herald apns test \(name)") } catch let error as UsageError {
+            printError("\(error.description)\n  A pool could not sign for this app either: fix the key (or herald apns remove and add it again).")
+            return 1
+        }
+        print("APNs app \(name): the key at \(app.keyFile) is a P-256 PKCS#8 key, usable for ES256 tokens of key \(app.keyID), team \(app.teamID); Apple was not contacted (a pool's first send to \(app.baseURL) shows whether Apple takes it)")
+        if let reason = app.pausedReason { print("note: APNs app \(name) is paused (\(reason)); herald apns resume \(name) enables it") }
+        return 0
+    }
+
+    /// Reads and checks the .p8 key `reference` names (an absolute path or env:VAR); errors name
+    /// the file or variable and never quote the key.
+    static func checkKey(_ reference: String, keyID: String, command: String) throws {
+        if reference.contains("-----") || reference.contains("\n") || reference.contains("{") {
+            throw UsageError("\(command): --key-file holds what looks like a key itself (\(reference.count) characters, not shown); give where the key is instead: the path of the .p8 file, or env:VAR naming a variable that holds it")
+        }
+        let pem: [UInt8]
+        if reference.hasPrefix("env:") {
+            let variable = String(reference.dropFirst(4))
+            guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+                throw UsageError("\(command): key env:\(variable.prefix(60)): the environment variable is not set or empty; set it to the .p8 key's PEM text (in the pool's environment too)")
+            }
+            pem = Array(value.utf8)
+        } else {
+            guard reference.hasPrefix("/") else {
+                throw UsageError("\(command): key file \"\(reference.prefix(200))\" is not an absolute path; the pool may run elsewhere, so give e.g. \(URL(fileURLWithPath: reference).standardizedFileURL.path)")
+            }
+            guard let data = FileManager.default.contents(atPath: reference) else {
+                throw UsageError("\(command): key file \(reference) cannot be read (missing, or not readable by this user); give the path of the .p8 key Apple issued")
+            }
+            pem = Array(data)
+            if let warning = KeyFilePermissions.warning(path: reference) { logger.warning(warning) }
+        }
+        if let problem = APNsKeyCheck.problem(pem: pem) {
+            throw UsageError("\(command): key \(reference): \(problem)")
+        }
+        // Apple names the file after the key: AuthKey_KID.p8. Another id is a mix-up caught now.
+        let file = URL(fileURLWithPath: reference).lastPathComponent
+        if file.hasPrefix("AuthKey_"), file.hasSuffix(".p8") {
+            let fileKeyID = String(file.dropFirst("AuthKey_".count).dropLast(".p8".count))
+            if fileKeyID != keyID {
+                throw UsageError("\(command): key file \(file) is named for key \(fileKeyID), but the key id given is \(keyID); give --key-id \(fileKeyID), or the file of key \(keyID)")
+            }
+        }
+    }
+
+    static let logger = Logger(level: .info, format: .text, prefix: "herald apns")
+
+    static func printList(_ apps: [APNsApp]) {
+        guard !apps.isEmpty else {
+            print("no APNs apps registered; herald apns add APP --key-file PATH --key-id KID --team-id TEAM --topic BUNDLE_ID registers one")
+            return
+        }
+        var rows = [["NAME", "TOPIC", "KEY ID", "TEAM ID", "KEY FILE", "ENVIRONMENT", "MAX RATE", "STATE"]]
+        for a in apps {
+            rows.append([a.name, a.topic, a.keyID, a.teamID, a.keyFile, a.sandbox ? "sandbox" : "production",
+                         a.maxRate.map(CampaignsCommand.formatRate) ?? "-", a.pausedReason.map { "paused (\($0))" } ?? "enabled"])
+        }
+        printColumns(rows)
+    }
+}

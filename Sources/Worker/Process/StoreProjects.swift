@@ -65,6 +65,9 @@ final class StoreProjects {
     private var keysCheckedAt = 0.0
     /// The last project a claim took jobs for: the next claim starts after it.
     private var lastServed: String? = nil
+    /// The projects the last claim found with due jobs: one found now and not then (an idle
+    /// project's one-time code) is served first, before the rotation goes on.
+    private var dueBefore: Set<String?> = []
     let registryInterval: Double
     static let idleSeconds = 300.0
     static let keyRetrySeconds = 5.0
@@ -124,10 +127,16 @@ final class StoreProjects {
             }
             candidates.append(project)
         }
+        let newlyDue = candidates.filter { !dueBefore.contains($0) }
+        let newSet = Set(newlyDue)
+        dueBefore = Set(candidates)
         guard !candidates.isEmpty else { return Claim(jobs: [], heldBackFor: wait) }
-        // Start after the project the last claim ended with.
-        let start = candidates.firstIndex { Self.key($0) > Self.key(lastServed) } ?? 0
-        let ordered = Array(candidates[start...] + candidates[..<start])
+        // Projects newly due first (a code of a project that was idle does not wait for the
+        // rotation over those with backlogs), then the others from after the project the last
+        // claim ended with.
+        let rest = candidates.filter { !newSet.contains($0) }
+        let start = rest.firstIndex { Self.key($0) > Self.key(lastServed) } ?? 0
+        let ordered = newlyDue + Array(rest[start...] + rest[..<start])
         var budget = limit
         var jobs: [ClaimedJob] = []
         var more: [String?] = []
@@ -139,7 +148,7 @@ final class StoreProjects {
             jobs += claim.jobs
             if claim.jobs.count >= share { more.append(project) }
             if let wait = claim.heldBackFor { held = min(held ?? .infinity, wait) }
-            lastServed = project
+            if !newSet.contains(project) || rest.isEmpty { lastServed = project }
         }
         for project in more where budget > 0 {
             let claim = try claimFor(project, store, queues: queues, limit: budget, leaseSeconds: leaseSeconds, now: now)

@@ -302,7 +302,12 @@ final class StoreLoop: @unchecked Sendable {
         _ = poll(&descriptors, nfds_t(count), milliseconds)
         if count == 2 && descriptors[1].revents != 0 {
             do {
-                if !(try connection.notifications()).isEmpty { machine.notified(now: Self.clock()) }
+                let notifications = try connection.notifications()
+                if !notifications.isEmpty {
+                    machine.notified(now: Self.clock())
+                    // Which projects the inserts were for: a worker carrying many claims for them first.
+                    projects?.notified(notifications.map(\.payload))
+                }
             } catch {
                 log.warning("PostgreSQL error: \(error)")
                 machine.connectionLost(now: Self.clock())

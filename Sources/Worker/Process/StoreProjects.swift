@@ -68,6 +68,9 @@ final class StoreProjects {
     /// The projects the last claim found with due jobs: one found now and not then (an idle
     /// project's one-time code) is served first, before the rotation goes on.
     private var dueBefore: Set<String?> = []
+    /// Projects jobs were just inserted for (the NOTIFY's payload, `_notify_jobs.sql`): the next
+    /// claim serves them first.
+    private var notifiedProjects: Set<String?> = []
     let registryInterval: Double
     static let idleSeconds = 300.0
     static let keyRetrySeconds = 5.0
@@ -101,7 +104,14 @@ final class StoreProjects {
         var wait: Double? = nil
         let claimer = store.claimer
         var takenUp = 0
-        for due in try claimer.projectsWithDueJobs() {
+        let notified = notifiedProjects
+        notifiedProjects.removeAll(keepingCapacity: true)
+        // Projects just notified first: taken up (and so claimed for) before the others.
+        var listed = try claimer.projectsWithDueJobs()
+        if !notified.isEmpty {
+            listed = listed.filter { notified.contains($0.project) } + listed.filter { !notified.contains($0.project) }
+        }
+        for due in listed {
             let project = due.project
             if let name = project {
                 if let names, !names.contains(name) { continue }
@@ -127,7 +137,7 @@ final class StoreProjects {
             }
             candidates.append(project)
         }
-        let newlyDue = candidates.filter { !dueBefore.contains($0) }
+        let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
         let newSet = Set(newlyDue)
         dueBefore = Set(candidates)
         guard !candidates.isEmpty else { return Claim(jobs: [], heldBackFor: wait) }
@@ -173,6 +183,14 @@ final class StoreProjects {
         lane.lastClaim = now
         lanes[project] = lane
         return claim
+    }
+
+    /// NOTIFY payloads of `herald_jobs`: the projects named there (`-`: jobs of no project) are
+    /// served first by the next claim. An empty payload (a promotion, a queue resumed) names none.
+    func notified(_ payloads: [String]) {
+        for payload in payloads where !payload.isEmpty && notifiedProjects.count < 1024 {
+            for name in payload.split(separator: ",") { notifiedProjects.insert(name == "-" ? nil : String(name)) }
+        }
     }
 
     // MARK: Taking a project up

@@ -158,7 +158,8 @@ final class Sender: @unchecked Sendable {
             case .tell(let event):
                 if case .window = event, shared { continue }  // the window is the process's
                 outbox.put(shared ? .forProject(project, event) : event)
-                if case .projectPaused(let until, _) = event, !shared { metrics.fcmProjectPausedUntil(until) }
+                // herald_quota_paused: the jobs of no project's pause, in a worker carrying many too.
+                if case .projectPaused(let until, _) = event, !shared || project == nil { metrics.fcmProjectPausedUntil(until) }
             case .warning(let text): log.warning(prefix + text)
             case .info(let text): log.info(prefix + text)
             case .debug(let text, let job, let code): log.debug(text, ["job_id": .int(job), "code": .string(code)])

@@ -72,6 +72,9 @@ final class StoreProjects {
     /// claim serves them first.
     private var notifiedProjects: Set<String?> = []
     let registryInterval: Double
+    /// The pool's counters: the rate of the jobs of no project is shown as a worker of no
+    /// project shows it (herald_project_rate_per_second without a label).
+    var metrics: WorkerMetrics?
     static let idleSeconds = 300.0
     static let keyRetrySeconds = 5.0
     /// Each project visited by a claim may take at least this many jobs, so a claim of 256 over
@@ -178,6 +181,7 @@ final class StoreProjects {
                 lane.rateReadAt = now
             }
             lane.target.fcmProjectRate = lane.adaptive.rate(lane.rateState, now: now, started: lane.startedAt)
+            if project == nil { metrics?.fcmProjectRate(lane.target.fcmProjectRate) }
         }
         let claim = try store.claimer.claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &lane.target)
         lane.lastClaim = now

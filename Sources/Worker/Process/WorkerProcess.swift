@@ -114,6 +114,7 @@ public final class WorkerProcess: @unchecked Sendable {
             let names: Set<String>? = if case .named(let list) = carried { Set(list) } else { nil }
             projects = StoreProjects(configuration: configuration, ring: ring, names: names, unaddressed: poolKeys, log: log,
                                      registryInterval: configuration.registryPollSeconds)
+            projects?.metrics = metrics
         } else if let poolKeys {
             ring.put(poolKeys)
         }

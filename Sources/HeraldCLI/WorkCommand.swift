@@ -9,14 +9,14 @@ import Worker
 
 enum WorkCommand {
     static let options: [Option] = [
-        Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes.", defaultText: "one per core"),
+        Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes in all; each carries every project the pool works (HERALD_WORKERS_PER_PROJECT=1: N for each project).", defaultText: "one per core"),
         Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N",
                help: "Requests in flight per process at most: a ceiling. The window follows FCM's answer times between 16 and N: it starts at 256, grows while answers stay quick and steady, shrinks when they slow down.",
                defaultText: "256"),
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
-               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, the pool works each of them in workers of its own (a project whose key is refused is paused, the others go on).",
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on).",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
@@ -107,7 +107,14 @@ enum WorkCommand {
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
         let projects = try resolveProjects(parsed, checked: checked, environment: environment, log: log)
-        let groups = poolGroups(projects, project: checked.project)
+        // One worker process carries many projects (the registry's, or those named), unless a
+        // single --project restricts the pool or HERALD_WORKERS_PER_PROJECT=1 asks for the old
+        // shape of workers per project.
+        let perProject = ProcessInfo.processInfo.environment["HERALD_WORKERS_PER_PROJECT"] == "1"
+        let carries: String? = perProject ? nil : (projects.named.count > 1 ? "named" : (checked.project == nil ? "registry" : nil))
+        var childEnvironment = environment.childEnvironment
+        if let carries { childEnvironment[carriesVariable] = carries }
+        let groups = carries != nil ? [Supervisor.Group(label: nil, project: nil)] : poolGroups(projects, project: checked.project)
         let (monitor, admin) = try startAdminEndpoint(adminAddress, parsed: parsed, groups: groups, processes: processes, log: log)
         // Closes the admin endpoint when start-up fails below; once running, the group closes it.
         defer { admin?.stop() }
@@ -124,13 +131,21 @@ enum WorkCommand {
         // Embedded with nothing else to do: show the sample delivered, then stop.
         let drain = parsed.has("drain") || (embedded && parsed.string("sample") == nil)
         let supervisor = Supervisor(processes: processes,
-                                    arguments: childArguments(arguments, parsed: parsed, drain: drain, severalNamed: projects.named.count > 1),
-                                    environment: environment.childEnvironment, drain: drain, log: log,
+                                    arguments: childArguments(arguments, parsed: parsed, drain: drain, severalNamed: projects.named.count > 1 && carries == nil),
+                                    environment: childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
-        if checked.project == nil && !drain {
+        if checked.project == nil && !drain && carries == nil {
             try followRegistry(supervisor, databaseURL: environment.databaseURL, log: log)
         }
-        logStart(groups: groups, processes: processes, project: checked.project, log: log)
+        if carries == "registry" {
+            let shown = projects.registered.prefix(10).map { "project \($0)" }.joined(separator: ", ")
+            let more = projects.registered.count > 10 ? " and \(projects.registered.count - 10) more" : ""
+            log.info("starting \(processes) worker processes, each carrying every registered project (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
+        } else if carries == "named" {
+            log.info("starting \(processes) worker processes, each carrying \(projects.named.map { "project \($0)" }.joined(separator: ", ")) with its own key")
+        } else {
+            logStart(groups: groups, processes: processes, project: checked.project, log: log)
+        }
         let report = try runPool(supervisor, admin: admin, log: log)
         if sample > 0 || embedded {
             try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
@@ -358,6 +373,10 @@ enum WorkCommand {
         return address
     }
 
+    /// Tells a worker process which projects it carries: `registry` or `named` (its --project
+    /// names); unset: one project, or the jobs of no project.
+    static let carriesVariable = "HERALD_WORKER_CARRIES"
+
     static func runChild(_ parsed: ParsedOptions) -> Int32 {
         WorkerProcess.blockTerminationSignals()
         Supervisor.adoptParentDeathSignal()
@@ -374,7 +393,18 @@ enum WorkCommand {
                                            fcmURL: try parsed.httpURL("fcm-url") ?? env["HERALD_FCM_URL"] ?? "https://fcm.googleapis.com",
                                            caFile: parsed.string("ca-file"))
             guard !config.databaseURL.isEmpty else { throw UsageError("herald work: DATABASE_URL is not set") }
-            guard !config.credentialsPath.isEmpty || config.project != nil else {
+            switch env[carriesVariable] {
+            case "registry":
+                config.carries = .registry
+                config.project = nil
+            case "named":
+                config.carries = .named(parsed.all("project"))
+                config.project = nil
+            default:
+                break
+            }
+            if let seconds = env["HERALD_REGISTRY_POLL_SECONDS"].flatMap(Double.init), seconds >= 0.1 { config.registryPollSeconds = seconds }
+            guard !config.credentialsPath.isEmpty || config.project != nil || config.carries != nil else {
                 throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set")
             }
             config.extraMessageFields = try extraMessageFields(config)

@@ -14,6 +14,19 @@ public struct WorkerConfiguration: Sendable {
     /// credentials the registry points at (`credentialsPath` is then unused); nil: the jobs of no
     /// project, sent with `credentialsPath`.
     public var project: String? = nil
+    /// A worker that carries several projects in one process (`herald work` without `--project`,
+    /// or with it given several times): nil: the one of `project` (or the jobs of no project).
+    public var carries: Carried? = nil
+    /// Which projects a worker carries.
+    public enum Carried: Sendable, Equatable {
+        /// Every project of the registry (read again every `registryPollSeconds`), and the jobs
+        /// of no project when `credentialsPath` is given.
+        case registry
+        /// These registry projects only.
+        case named([String])
+    }
+    /// How often a worker carrying the registry reads it again (HERALD_REGISTRY_POLL_SECONDS).
+    public var registryPollSeconds: Double = 10
     /// A CA bundle for TLS verification (verification itself is always on).
     public var caFile: String? = nil
     /// Queues to work; empty means every queue.

@@ -113,6 +113,34 @@ func temporaryFile(_ name: String, contents: String?) throws -> String {
         #expect(provider.renewals == 3)
     }
 
+    /// A thousand projects' first tokens fetched in one second must not all be renewed in one
+    /// second: each provider starts its renewal a random share of the window earlier.
+    @Test func renewalsOfProvidersFetchedTogetherAreSpreadOverTheirWindow() throws {
+        // A 200 s token: renewal in the background from 20 s before it ends (up to 38 s with a
+        // spread of 0.9), waiting for it only in the last 15 s. (A short token, so the grant's
+        // `iat`, taken from the moved clock, stays within what the token endpoint accepts.)
+        let emulator = try startEmulator { $0.tokenLifetimeSeconds = 200 }
+        defer { emulator.stop() }
+        let path = try temporaryFile("sa.json", contents: nil)
+        try emulator.writeServiceAccount(to: path, projectID: "herald-test")
+        let account = try ServiceAccount.load(path: path)
+        let clock = TestClock()
+        let early = AccessTokenProvider(account: account, now: { clock.now }, renewalSpread: 0.9)
+        let late = AccessTokenProvider(account: account, now: { clock.now }, renewalSpread: 0)
+        _ = try early.authorizationHeader()
+        _ = try late.authorizationHeader()
+        clock.advance(170)  // 30 s left: inside the early one's window (38 s), not the late one's (20 s)
+        _ = try early.authorizationHeader()
+        _ = try late.authorizationHeader()
+        #expect(waitUntil(timeout: 10) { early.renewals == 2 }, "renewed in the background")
+        #expect(late.renewals == 1)
+        clock.advance(12)  // 18 s left: now the late one's turn
+        _ = try late.authorizationHeader()
+        #expect(waitUntil(timeout: 10) { late.renewals == 2 })
+        let spreads = (0..<200).map { _ in AccessTokenProvider(account: account).renewalSpread }
+        #expect(spreads.allSatisfy { (0..<1).contains($0) } && Set(spreads).count > 150, "drawn for each provider")
+    }
+
     @Test func refusedGrantIsAnAuthErrorWithoutTheAssertion() throws {
         let emulator = try startEmulator()
         defer { emulator.stop() }

@@ -99,7 +99,10 @@ import TestSupport
         try p.enqueue(80, prefix: "b-", project: "beta")
         try p.enqueue(3, prefix: "fail-invalid-b", project: "beta")
         try p.enqueue(50, prefix: "n-", project: nil)
-        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"])
+        // Series labelled by project come from workers of one project each: the old shape, on
+        // request (a worker carrying several projects counts them all under its own slot).
+        let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"],
+                                   environment: ["HERALD_WORKERS_PER_PROJECT": "1"])
         defer { _ = pool.stop() }
         #expect(waitUntil(timeout: 120) {
             (try? p.stack.count("SELECT count(*) FROM herald.jobs WHERE state NOT IN ('completed', 'discarded')")) == 0
@@ -155,7 +158,7 @@ import TestSupport
         defer { p.close() }
         try p.stack.connection.query("SELECT herald.remove_project('beta')")
         let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"],
-                                   environment: ["HERALD_REGISTRY_POLL_SECONDS": "0.5"])
+                                   environment: ["HERALD_REGISTRY_POLL_SECONDS": "0.5", "HERALD_WORKERS_PER_PROJECT": "1"])
         defer { _ = pool.stop() }
         #expect(waitUntil(timeout: 60) { (try? pool.get("/readyz").status) == 200 }, "\(pool.process.output)")
         let before = try pool.get("/healthz").body

@@ -321,6 +321,8 @@ import TestSupport
             // Anything else would have arrived with the first one; a second statement sends a second.
             received += try listener.waitForNotifications(timeout: 0.3)
             #expect(received.count == 1)
+            // It names the projects of the rows (`-`: no project), for workers carrying many.
+            #expect(received.first?.payload == "-")
             _ = try enqueue(c)
             #expect(waitUntil(timeout: 10) { ((try? listener.waitForNotifications(timeout: 0.1)) ?? []).count == 1 })
         }

@@ -12,6 +12,11 @@ public final class AccessTokenProvider: @unchecked Sendable {
     private let scope: String
     private let now: @Sendable () -> Date
     private let state = Mutex<State>(State())
+    /// How much earlier than the 5 minutes (10 % of the lifetime) this provider starts its
+    /// background renewal, as a share of that window (0 to 1, drawn once): a worker carrying a
+    /// thousand projects fetched their first tokens within a second, and without this spread
+    /// their renewals would all fall in one second an hour later.
+    public let renewalSpread: Double
 
     private struct State {
         var header: String?
@@ -29,7 +34,10 @@ public final class AccessTokenProvider: @unchecked Sendable {
 
     /// `caFile` is trusted for an https `token_uri`; `now` is injectable for tests.
     public init(account: ServiceAccount, caFile: String? = nil, scope: String = "https://www.googleapis.com/auth/firebase.messaging",
-                now: @escaping @Sendable () -> Date = Date.init) {
+                now: @escaping @Sendable () -> Date = Date.init, renewalSpread: Double = Double.random(in: 0..<1),
+                client: HTTPClient? = nil) {
+        self.renewalSpread = min(1, max(0, renewalSpread))
+        if let client { state.withLock { $0.client = client } }
         self.account = account
         self.caFile = caFile
         self.scope = scope
@@ -37,7 +45,7 @@ public final class AccessTokenProvider: @unchecked Sendable {
     }
 
     /// `Bearer <token>`. From the cache while more than 5 minutes (or 10 % of the token's
-    /// lifetime, whichever is smaller) remain. Inside that window the cached token is still
+    /// lifetime, whichever is smaller; up to twice that, by `renewalSpread`) remain. Inside that window the cached token is still
     /// returned and one renewal runs in the background; only in the last minute (or 7.5 % of the
     /// lifetime), or with no token at all, does the caller wait for a fetch. A failed fetch is
     /// remembered for 2 seconds, so a token endpoint that is down costs one wait, not one per job.
@@ -46,7 +54,7 @@ public final class AccessTokenProvider: @unchecked Sendable {
             let moment = now()
             if let header = state.header {
                 let remaining = state.expiresAt.timeIntervalSince(moment)
-                if remaining > min(300, state.lifetime * 0.1) { return .success(header) }
+                if remaining > min(300, state.lifetime * 0.1) * (1 + renewalSpread) { return .success(header) }
                 if remaining > min(60, state.lifetime * 0.075) {
                     if !state.renewing && state.failedUntil <= moment {
                         state.renewing = true
@@ -75,18 +83,25 @@ public final class AccessTokenProvider: @unchecked Sendable {
 
     private func client(_ state: inout State) throws(AuthError) -> HTTPClient {
         if let client = state.client { return client }
-        var configuration = HTTPClientConfiguration()
-        configuration.caFile = caFile
-        configuration.maxConnections = 1
-        configuration.connectTimeoutMilliseconds = 5_000
-        configuration.requestTimeoutMilliseconds = 15_000
         do {
-            let client = try HTTPClient(configuration: configuration)
+            let client = try Self.tokenClient(caFile: caFile)
             state.client = client
             return client
         } catch {
             throw AuthError("cannot create an HTTP client for the token endpoint \(account.tokenURI): \(error)")
         }
+    }
+
+    /// An HTTP client for token endpoints. Providers may share one (`init(client:)`): its
+    /// `perform` serialises their fetches on one connection, so a worker carrying a thousand
+    /// projects keeps one connection to the token endpoint, not a thousand.
+    public static func tokenClient(caFile: String?) throws(HTTPClientError) -> HTTPClient {
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = caFile
+        configuration.maxConnections = 1
+        configuration.connectTimeoutMilliseconds = 5_000
+        configuration.requestTimeoutMilliseconds = 15_000
+        return try HTTPClient(configuration: configuration)
     }
 
     private func store(_ state: inout State, token: String, lifetime: Double, at moment: Date) {

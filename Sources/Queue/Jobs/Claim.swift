@@ -53,8 +53,49 @@ public final class Claimer: @unchecked Sendable {
 
     /// `claim`, and whether a limit held jobs back (and for how long).
     public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double) throws(PostgresError) -> Claim {
+        var target = ClaimTarget(project: project, fcmProject: fcmProject, fcmProjectRate: fcmProjectRate)
+        target.inBacklog = inBacklog
+        let claim = try claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &target)
+        inBacklog = target.inBacklog
+        return claim
+    }
+
+    /// Whose jobs one claim takes, and under which FCM project's rate and pauses: a worker that
+    /// carries several projects keeps one of these per project and claims each in turn on the
+    /// same connection. `inBacklog` is the target's own (see `Claimer.inBacklog`).
+    public struct ClaimTarget: Sendable {
+        public var project: String?
+        public var fcmProject: String?
+        public var fcmProjectRate: Double
+        public var inBacklog = false
+        public init(project: String?, fcmProject: String?, fcmProjectRate: Double) {
+            self.project = project
+            self.fcmProject = fcmProject
+            self.fcmProjectRate = fcmProjectRate
+        }
+    }
+
+    /// A project with available jobs, and its registry entry's pause (nil: none, or no entry).
+    public struct DueProject: Sendable, Equatable {
+        public var project: String?
+        public var pausedReason: String?
+        public init(project: String?, pausedReason: String? = nil) { self.project = project; self.pausedReason = pausedReason }
+    }
+
+    /// The projects that have available jobs (nil: jobs of no project), one probe of the claim's
+    /// index each (projects_with_due_jobs.sql), so a worker carrying many projects claims only
+    /// for those with work and never reads a backlog to learn it is there.
+    public func projectsWithDueJobs() throws(PostgresError) -> [DueProject] {
+        let result = try connection.query(SQL.projectsWithDueJobs, [])
+        let project = try result.column("project"), paused = try result.column("paused_reason")
+        return (0..<result.rowCount).map { DueProject(project: result[$0, project], pausedReason: result[$0, paused]) }
+    }
+
+    /// `claimBatch` for `target`: its project's jobs, its FCM project's tokens and pauses.
+    public func claimBatch(queues: [String], limit: Int, leaseSeconds: Double, for target: inout ClaimTarget) throws(PostgresError) -> Claim {
+        let fcmProject = target.fcmProject, fcmProjectRate = target.fcmProjectRate, project = target.project
         var granted: Int?
-        if let fcmProject, fcmProjectRate > 0, inBacklog {
+        if let fcmProject, fcmProjectRate > 0, target.inBacklog {
             // The FCM project's bucket is shared by every worker of it: taking its tokens in a
             // transaction of their own keeps its row locked for that statement only, not for the
             // whole claim, so the workers' claims do not queue behind each other on it. Outside a
@@ -89,9 +130,10 @@ public final class Claimer: @unchecked Sendable {
                 createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
                 groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers]),
                 validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID)))
+            claim.jobs[claim.jobs.count - 1].project = project
         }
         claim.jobs.sort { $0.id < $1.id }
-        inBacklog = claim.jobs.count >= limit || claim.heldBackFor != nil
+        target.inBacklog = claim.jobs.count >= limit || claim.heldBackFor != nil
         return claim
     }
 

@@ -50,6 +50,9 @@ public struct ClaimedJob: Sendable {
     public var validateOnly: Bool
     /// The campaign the job belongs to (herald.campaigns), if any.
     public var campaignID: Int?
+    /// The registry project it was claimed for (herald.jobs.project; nil: the pool's own key):
+    /// a worker carrying several projects sends it with that project's key, to its URL.
+    public var project: String? = nil
 
     public init(id: Int, queue: String = "default", kind: JobKind = .send, message: [UInt8], attempt: Int = 1,
                 maxAttempts: Int = 25, tokenPruned: Bool = false, lastError: String? = nil, createdAt: Double = 0,

@@ -7,23 +7,43 @@ import Queue
 /// The sender thread: takes claimed jobs from its inbox, keeps up to `concurrency` requests in
 /// flight on one libcurl multi handle (HTTP/2, about 100 streams per connection), classifies
 /// every answer and hands one outcome per job to the store thread.
+///
+/// It sends for one project, or, in a worker that carries several (`shared`), for each project
+/// its jobs name: every request carries its own project's URL and bearer token over the same
+/// connections, and each project has a lane of its own (its `SenderMachine`: quota holds, pause,
+/// outage circuit), made when its first job comes and dropped once it has been idle a while.
+/// The window of requests in flight is the process's.
 final class Sender: @unchecked Sendable {
     struct InFlight {
         var job: ClaimedJob
         var preparation: Preparation
+        /// The keys it went out with (a 401 renews that provider's token).
+        var keys: ProjectKeys
         var authorization: String
         var reauthenticated: Bool
         /// When the request was handed to the HTTP client (for herald_fcm_request_duration_seconds).
         var sentAt: Double
     }
 
+    /// One project's part of the sender: its decisions and its keys.
+    struct Lane {
+        var machine: SenderMachine
+        var keys: ProjectKeys
+        var groups: DeviceGroupClient
+        /// The send headers for the current access token (see `headers(_:)`).
+        var sendHeaders: (authorization: String, lines: [String]) = ("", [])
+        var inFlight = 0
+        var lastUsed: Double
+        /// The tag of the lane's circuit probe; message tags count up from 1 and never reach it.
+        let probeTag: UInt64
+    }
+
     let configuration: WorkerConfiguration
     let client: HTTPClient
-    let auth: AccessTokenProvider
-    let endpoint: FCMEndpoint
-    /// `endpoint.sendURL`, built once: the same String for every message.
-    let sendURL: String
-    let groups: DeviceGroupClient
+    /// The keys of the projects this worker carries (one, fixed, unless `shared`).
+    let ring: ProjectKeyRing
+    /// Several projects: lanes made as jobs come, events to the store thread name their project.
+    let shared: Bool
     let inbox: Mailbox<ClaimedJob>
     let outbox: Mailbox<SenderEvent>
     let stop: Flag
@@ -40,56 +60,108 @@ final class Sender: @unchecked Sendable {
     /// Whether the last request for an access token got one (readiness: /readyz).
     private var holdsToken = true
     private var random = JitterRandom()
-    /// Every decision about what goes out and what becomes of an answer (SenderMachine.swift);
-    /// this thread carries them out.
-    private var machine: SenderMachine
-    /// The tag of the circuit's probe request; message tags count up from 1 and never reach it.
-    private static let probeTag = UInt64.max
+    /// Each project's decisions about what goes out and what becomes of an answer
+    /// (SenderMachine.swift), by project; this thread carries them out.
+    private var lanes: [String?: Lane] = [:]
+    /// Which lane a probe tag belongs to.
+    private var probes: [UInt64: String?] = [:]
+    private var nextProbeTag = UInt64.max
+    /// With several projects, the window of requests in flight is the process's (each lane's
+    /// machine is made without one).
+    private var windowLimit: InFlightLimit?
+    /// A lane idle this long (nothing in flight, no pause) is dropped with its state.
+    static let idleLaneSeconds = 300.0
     private var lastPrune = 0.0
     private(set) var counters = Counters()
-    /// The send headers for the current access token (see `headers(_:)`).
-    private var sendHeaders: (authorization: String, lines: [String]) = ("", [])
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
-    init(configuration: WorkerConfiguration, client: HTTPClient, auth: AccessTokenProvider, endpoint: FCMEndpoint,
+    init(configuration: WorkerConfiguration, client: HTTPClient, ring: ProjectKeyRing, shared: Bool,
          inbox: Mailbox<ClaimedJob>, outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, leases: LeaseBook) {
         self.leases = leases
         self.configuration = configuration
         self.client = client
-        self.auth = auth
-        self.endpoint = endpoint
-        sendURL = endpoint.sendURL
-        self.groups = DeviceGroupClient(endpoint: endpoint, auth: auth, client: client)
+        self.ring = ring
+        self.shared = shared
         self.inbox = inbox
         self.outbox = outbox
         self.stop = stop
         self.log = log
         self.metrics = metrics
         rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
-        machine = SenderMachine(settings: SenderMachine.Settings(policy: configuration.retryPolicy, poolProcesses: configuration.poolProcesses,
-                                                                 concurrency: configuration.concurrency, minConcurrency: configuration.minConcurrency,
-                                                                 adaptive: configuration.adaptiveConcurrency),
-                                project: endpoint.projectID)
+        if shared && configuration.adaptiveConcurrency {
+            windowLimit = InFlightLimit(floor: configuration.minConcurrency, ceiling: configuration.concurrency,
+                                        start: SenderMachine.Settings().startWindow)
+        }
     }
 
-    /// Hands settled jobs to the store thread (the machine spreads retries that would end
-    /// inside a pause over the window after it).
-    private func hand(_ outcomes: [JobOutcome]) {
+    /// The window of requests in flight the store thread claims for.
+    private var window: Int {
+        if shared { return windowLimit?.window ?? configuration.concurrency }
+        return lanes.values.first?.machine.window ?? min(configuration.concurrency, SenderMachine.Settings().startWindow)
+    }
+
+    /// The lane of `project`, made from its keys when its first job comes (nil: the store thread
+    /// holds no keys for it now: it was dropped or its key broke after the claim). A rotated key
+    /// replaces the lane's keys and keeps its state.
+    private func lane(_ project: String?, now: Double) -> Bool {
+        guard let keys = ring.keys(for: project) else { return false }
+        if var lane = lanes[project] {
+            if lane.keys !== keys {
+                lane.keys = keys
+                lane.groups = DeviceGroupClient(endpoint: keys.endpoint, auth: keys.auth, client: client)
+                lane.sendHeaders = ("", [])
+            }
+            lane.lastUsed = now
+            lanes[project] = lane
+            return true
+        }
+        let settings = SenderMachine.Settings(policy: configuration.retryPolicy, poolProcesses: configuration.poolProcesses,
+                                              concurrency: configuration.concurrency, minConcurrency: configuration.minConcurrency,
+                                              adaptive: configuration.adaptiveConcurrency && !shared)
+        let tag = nextProbeTag
+        nextProbeTag -= 1
+        probes[tag] = project
+        lanes[project] = Lane(machine: SenderMachine(settings: settings, project: keys.endpoint.projectID), keys: keys,
+                              groups: DeviceGroupClient(endpoint: keys.endpoint, auth: keys.auth, client: client),
+                              lastUsed: now, probeTag: tag)
+        return true
+    }
+
+    /// Hands settled jobs to the store thread (each project's machine spreads retries that would
+    /// end inside its pause over the window after it).
+    private func hand(_ outcomes: [JobOutcome], of project: String?) {
         guard !outcomes.isEmpty else { return }
-        outbox.put(.outcomes(machine.spread(outcomes, now: Date().timeIntervalSince1970)))
+        let now = Date().timeIntervalSince1970
+        if let spread = lanes[project]?.machine.spread(outcomes, now: now) {
+            outbox.put(.outcomes(spread))
+        } else {
+            outbox.put(.outcomes(outcomes))
+        }
     }
 
-    /// Carries out what the machine decided besides the jobs' fates: tell the store thread, log,
-    /// count.
-    private func applyEffects() {
-        for effect in machine.takeEffects() {
+    /// Outcomes gathered over several projects, handed by project.
+    private func hand(_ outcomes: [String?: [JobOutcome]]) {
+        for (project, settled) in outcomes { hand(settled, of: project) }
+    }
+
+    /// Carries out what a project's machine decided besides the jobs' fates: tell the store
+    /// thread, log, count.
+    private func applyEffects(_ project: String?) {
+        guard var lane = lanes[project] else { return }
+        let effects = lane.machine.takeEffects()
+        lanes[project] = lane
+        guard !effects.isEmpty else { return }
+        let prefix = shared ? "\(ProjectKeys.label(project)): " : ""
+        for effect in effects {
             switch effect {
             case .tell(let event):
-                outbox.put(event)
-                if case .projectPaused(let until, _) = event { metrics.fcmProjectPausedUntil(until) }
-            case .warning(let text): log.warning(text)
-            case .info(let text): log.info(text)
+                if case .window = event, shared { continue }  // the window is the process's
+                outbox.put(shared ? .forProject(project, event) : event)
+                // herald_quota_paused: the jobs of no project's pause, in a worker carrying many too.
+                if case .projectPaused(let until, _) = event, !shared || project == nil { metrics.fcmProjectPausedUntil(until) }
+            case .warning(let text): log.warning(prefix + text)
+            case .info(let text): log.info(prefix + text)
             case .debug(let text, let job, let code): log.debug(text, ["job_id": .int(job), "code": .string(code)])
             case .quotaAnswer(let limit): metrics.quotaExceeded(limit)
             case .snoozed: metrics.snoozed()
@@ -99,9 +171,13 @@ final class Sender: @unchecked Sendable {
     }
 
     func run() {
-        metrics.window(machine.window)
+        if !shared {
+            // The one project's lane from the start: its window is the process's.
+            _ = lane(configuration.project, now: Date().timeIntervalSince1970)
+        }
+        metrics.window(window)
         // The store thread claims for this window from the start (it grows from there).
-        outbox.put(.window(machine.window))
+        outbox.put(.window(window))
         var shutdownDeadline: Double? = nil
         var lastTokenCount = 0.0
         while true {
@@ -113,46 +189,57 @@ final class Sender: @unchecked Sendable {
                     log.info("stopping: \(inFlight.count) requests in flight, waiting up to \(Int(configuration.shutdownTimeout)) s")
                 }
                 // Not sent yet: back to available, the attempt not counted.
-                hand(arrived.map { $0.outcome(.released()) })
+                if !arrived.isEmpty { outbox.put(.outcomes(arrived.map { $0.outcome(.released()) })) }
             } else {
-                var outcomes: [JobOutcome] = []
+                var outcomes: [String?: [JobOutcome]] = [:]
+                var touched: Set<String?> = []
                 for job in arrived {
+                    let project = job.project
+                    guard lane(project, now: now) else {
+                        // Its project's keys are gone (dropped, removed, or the key broke after
+                        // the claim): back unsent, the attempt not counted.
+                        outcomes[job.project, default: []].append(job.outcome(.released(delay: 1)))
+                        continue
+                    }
+                    touched.insert(project)
                     // The loop's clock: a legacy payload's apns-expiration counts from it.
                     let preparation = Planning.prepare(job, rules: rules, now: now)
-                    switch machine.admit(job, preparation, now: now) {
+                    switch lanes[project]!.machine.admit(job, preparation, now: now) {
                     case .settle(let outcome):
                         logEnd(job, outcome, code: "NOT_SENT")
-                        outcomes.append(outcome)
-                    case .send: submit(job, preparation, reauthenticated: false, into: &outcomes)
+                        outcomes[project, default: []].append(outcome)
+                    case .send: submit(job, preparation, reauthenticated: false, into: &outcomes[project, default: []])
                     }
                 }
                 if now - lastPrune >= 60 {
                     lastPrune = now
-                    machine.prune(now: now)
+                    pruneLanes(now: now)
                 }
-                applyEffects()
+                for project in touched { applyEffects(project) }
                 hand(outcomes)
             }
             if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
                 if !inFlight.isEmpty {
                     log.warning("shutdown timeout: \(inFlight.count) requests got no answer; they will be retried")
                     for entry in inFlight.values { metrics.answered(code: "TRANSPORT", seconds: now - entry.sentAt) }
-                    hand(inFlight.values.map {
+                    outbox.put(.outcomes(inFlight.values.map {
                         $0.job.outcome(.retry(error: "shutdown: no answer within the shutdown timeout", delay: 0))
-                    })
+                    }))
                     inFlight.removeAll()
                 }
                 metrics.inFlight(0)
                 outbox.put(.finished)
                 return
             }
-            if shutdownDeadline == nil, machine.probeDue(now: now) { sendProbe() }
+            if shutdownDeadline == nil {
+                for (project, lane) in lanes where lane.machine.probeDue(now: now) { sendProbe(project) }
+            }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
             if !completions.isEmpty { handle(completions) }
             metrics.inFlight(inFlight.count)
             if now - lastTokenCount >= 1 {
                 lastTokenCount = now
-                metrics.tokenFetches(auth.renewals)
+                metrics.tokenFetches(ring.renewals)
                 metrics.logWritesDropped(StandardStreams.droppedWrites)
                 if notSentLeaseEnding > 0 {
                     log.warning("\(notSentLeaseEnding) jobs not sent: their lease ends within \(leases.margin) s and could not be extended (PostgreSQL unreachable?); another worker takes them once it has")
@@ -162,35 +249,51 @@ final class Sender: @unchecked Sendable {
         }
     }
 
+    /// Once a minute: each lane forgets targets whose hold ended long ago, and a lane idle for
+    /// `idleLaneSeconds` (nothing in flight, not paused, circuit closed) is dropped, so a worker's
+    /// memory follows the projects that have work, not the registry's size.
+    private func pruneLanes(now: Double) {
+        for project in Array(lanes.keys) {
+            lanes[project]!.machine.prune(now: now)
+            guard shared, let lane = lanes[project] else { continue }
+            if lane.inFlight == 0, now - lane.lastUsed >= Self.idleLaneSeconds, !lane.machine.pause.isPaused(at: now), !lane.machine.circuit.isOpen {
+                lanes[project] = nil
+                probes[lane.probeTag] = nil
+            }
+        }
+    }
+
     /// One request that delivers nothing (`validate_only`, to a topic) to learn whether FCM
-    /// answers again.
-    private func sendProbe() {
-        machine.probeSent()
+    /// answers again for `project`.
+    private func sendProbe(_ project: String?) {
+        guard var lane = lanes[project] else { return }
+        lane.machine.probeSent()
+        lanes[project] = lane
         let authorization: String
         do {
-            authorization = try auth.authorizationHeader()
+            authorization = try lane.keys.auth.authorizationHeader()
         } catch {
             // No access token, so no way to ask FCM: the token endpoint is down too.
-            machine.probeAnswered(outage: "no access token", now: Date().timeIntervalSince1970)
-            applyEffects()
+            lanes[project]!.machine.probeAnswered(outage: "no access token", now: Date().timeIntervalSince1970)
+            applyEffects(project)
             return
         }
         let message = Array(#"{"topic":"herald-circuit-probe","data":{"probe":"1"}}"#.utf8)
-        client.submit(HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization),
+        client.submit(HTTPRequest(method: "POST", url: lane.keys.sendURL, headers: headers(authorization, project),
                                   body: FCMEndpoint.sendBody(messageJSON: message, validateOnly: true)),
-                      tag: Self.probeTag)
+                      tag: lane.probeTag)
     }
 
     /// The send headers for `authorization`: the same array (and so the same libcurl header
-    /// list) for every message until the access token changes. The empty `Accept:` leaves out
-    /// the `Accept: */*` libcurl adds by default (it means nothing to FCM), which libcurl 7.88
-    /// prints into its text request byte by byte and parses back into an HTTP/2 header for every
-    /// message.
-    private func headers(_ authorization: String) -> [String] {
-        if sendHeaders.authorization != authorization {
-            sendHeaders = (authorization, ["Authorization: \(authorization)", "Content-Type: application/json", "Accept:"])
-        }
-        return sendHeaders.lines
+    /// list) for every message of the project until its access token changes. The empty
+    /// `Accept:` leaves out the `Accept: */*` libcurl adds by default (it means nothing to FCM),
+    /// which libcurl 7.88 prints into its text request byte by byte and parses back into an
+    /// HTTP/2 header for every message.
+    private func headers(_ authorization: String, _ project: String?) -> [String] {
+        if let lane = lanes[project], lane.sendHeaders.authorization == authorization { return lane.sendHeaders.lines }
+        let lines = ["Authorization: \(authorization)", "Content-Type: application/json", "Accept:"]
+        lanes[project]?.sendHeaders = (authorization, lines)
+        return lines
     }
 
     /// Why a request got no HTTP answer, as the HTTP client classified it (nil: it got one).
@@ -214,9 +317,14 @@ final class Sender: @unchecked Sendable {
             outcomes.append(job.outcome(.released()))
             return
         }
+        guard let lane = lanes[job.project] else {
+            outcomes.append(job.outcome(.released(delay: 1)))
+            return
+        }
+        let keys = lane.keys
         let authorization: String
         do {
-            authorization = try auth.authorizationHeader()
+            authorization = try keys.auth.authorizationHeader()
             if !holdsToken { holdsToken = true; metrics.tokenHeld(true) }
         } catch {
             if holdsToken { holdsToken = false; metrics.tokenHeld(false) }
@@ -231,10 +339,10 @@ final class Sender: @unchecked Sendable {
         let request: HTTPRequest
         switch preparation {
         case .send(let body, _):
-            request = HTTPRequest(method: "POST", url: sendURL, headers: headers(authorization), body: body)
+            request = HTTPRequest(method: "POST", url: keys.sendURL, headers: headers(authorization, job.project), body: body)
         case .group(let plan):
             do {
-                request = try groups.request(plan)
+                request = try lane.groups.request(plan)
             } catch {
                 let outcome = job.outcome(.dead(reason: error.message))
                 logEnd(job, outcome, code: "NOT_SENT")
@@ -248,8 +356,9 @@ final class Sender: @unchecked Sendable {
         }
         let tag = nextTag
         nextTag &+= 1
-        inFlight[JobKey(Int(bitPattern: UInt(tag)))] = InFlight(job: job, preparation: preparation, authorization: authorization, reauthenticated: reauthenticated,
-                                 sentAt: Date().timeIntervalSince1970)
+        inFlight[JobKey(Int(bitPattern: UInt(tag)))] = InFlight(job: job, preparation: preparation, keys: keys, authorization: authorization,
+                                                                reauthenticated: reauthenticated, sentAt: Date().timeIntervalSince1970)
+        lanes[job.project]?.inFlight += 1
         client.submit(request, tag: tag)
         counters.sent += 1
     }
@@ -262,22 +371,37 @@ final class Sender: @unchecked Sendable {
     }
 
     private func handle(_ completions: [HTTPCompletion]) {
-        var outcomes: [JobOutcome] = []
+        var outcomes: [String?: [JobOutcome]] = [:]
+        var touched: Set<String?> = []
         let now = Date()
-        // What else FCM accepted at this moment, before any quota answer of the batch is judged.
-        var accepted = 0
+        // What else FCM accepted at this moment, per project, before any quota answer of the
+        // batch is judged.
+        var accepted: [String?: Int] = [:]
         for completion in completions {
-            if case .success(let response) = completion.result, (200..<300).contains(response.status) { accepted += 1 }
+            if case .success(let response) = completion.result, (200..<300).contains(response.status),
+               let entry = inFlight[JobKey(Int(bitPattern: UInt(completion.tag)))] {
+                accepted[entry.job.project, default: 0] += 1
+            }
         }
-        machine.batchAnswered(accepted: accepted, now: now.timeIntervalSince1970)
+        for (project, count) in accepted { lanes[project]?.machine.batchAnswered(accepted: count, now: now.timeIntervalSince1970) }
         for completion in completions {
             let failure = Self.failure(completion.result)
             let answered = now.timeIntervalSince1970
-            if completion.tag == Self.probeTag {
-                machine.probeAnswered(outage: SenderMachine.outage(failure), now: answered)
+            if let project = probes[completion.tag] {
+                lanes[project]?.machine.probeAnswered(outage: SenderMachine.outage(failure), now: answered)
+                touched.insert(project)
                 continue
             }
             guard let entry = inFlight.removeValue(forKey: JobKey(Int(bitPattern: UInt(completion.tag)))) else { continue }
+            let project = entry.job.project
+            lanes[project]?.inFlight -= 1
+            guard lanes[project] != nil else { continue }
+            touched.insert(project)
+            // With several projects the window follows every project's answer times.
+            if failure == nil, windowLimit?.answered(after: answered - entry.sentAt, now: answered) == true, let size = windowLimit?.window {
+                outbox.put(.window(size))
+                metrics.window(size)
+            }
             let classification: SendClassification
             var stated: ProjectQuotaStatement? = nil
             switch completion.result {
@@ -290,7 +414,7 @@ final class Sender: @unchecked Sendable {
                 if classification.isQuota {
                     stated = Self.statedQuota(response, now: now)
                     if let oddity = FCMFailure.quotaBodyOddity(response.body, now: now) {
-                        machine.oddQuotaAnswer(oddity, excerpt: FCMFailure.excerpt(response.body, redacting: Self.secrets(of: entry)),
+                        lanes[project]!.machine.oddQuotaAnswer(oddity, excerpt: FCMFailure.excerpt(response.body, redacting: Self.secrets(of: entry)),
                                                now: answered)
                     }
                 }
@@ -298,15 +422,15 @@ final class Sender: @unchecked Sendable {
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
                 metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: answered - entry.sentAt)
             }
-            let verdict = machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
+            let verdict = lanes[project]!.machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
                                                                 sentAt: entry.sentAt, classification: classification, failure: failure,
                                                                 stated: stated),
                                            now: answered)
             switch verdict {
             case .reauthenticate:
-                auth.invalidate(ifHeader: entry.authorization)
+                entry.keys.auth.invalidate(ifHeader: entry.authorization)
                 log.info("FCM refused the access token (401); renewing it and sending the job again", Self.fields(entry.job, code: "UNAUTHENTICATED"))
-                submit(entry.job, entry.preparation, reauthenticated: true, into: &outcomes)
+                submit(entry.job, entry.preparation, reauthenticated: true, into: &outcomes[project, default: []])
             case .outcome(let outcome):
                 switch outcome.action {
                 case .completed: counters.delivered += 1
@@ -319,10 +443,10 @@ final class Sender: @unchecked Sendable {
                 } else {
                     logEnd(entry.job, outcome, code: Self.metricCode(classification))
                 }
-                outcomes.append(outcome)
+                outcomes[project, default: []].append(outcome)
             }
         }
-        applyEffects()
+        for project in touched { applyEffects(project) }
         hand(outcomes)
     }
 

@@ -32,9 +32,14 @@ final class StoreLoop: @unchecked Sendable {
     private var rateReadAt = 0.0
     /// When this process started sending (the rate's start before any quota answer).
     private let startedAt = StoreLoop.clock()
+    /// A worker carrying several projects: each one's claim target, keys and rotation (nil: the
+    /// one project of `configuration.project`, or the jobs of no project).
+    let projects: StoreProjects?
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
-         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, fcmProject: String, leaseBook: LeaseBook) {
+         outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, fcmProject: String, leaseBook: LeaseBook,
+         projects: StoreProjects? = nil) {
+        self.projects = projects
         self.leaseBook = leaseBook
         self.configuration = configuration
         self.connection = connection
@@ -81,9 +86,21 @@ final class StoreLoop: @unchecked Sendable {
     /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
     /// took go back unsent.
     private func takeEvents() {
-        let events = outbox.take()
+        var events = outbox.take()
         guard !events.isEmpty else { return }
         let now = Self.clock()
+        if let projects {
+            // One project's pause or quota answer: that project's alone.
+            events.removeAll { event in
+                guard case .forProject(let project, let inner) = event else { return false }
+                do {
+                    try projects.handle(project, inner, rates: store.fcmProjectRates, workerID: store.workerID, now: now)
+                } catch {
+                    log.warning("PostgreSQL error while holding back \(ProjectKeys.label(project)): \(error)")
+                }
+                return true
+            }
+        }
         machine.received(events, now: now)
         if events.contains(.finished) { machine.unsent(inbox.take()) }
     }
@@ -158,8 +175,14 @@ final class StoreLoop: @unchecked Sendable {
                 }
                 machine.rateLowered()
             case .claim(let limit):
-                try refreshRate(now: now)
-                let claim = try store.claimer.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                let claim: Claim
+                if let projects {
+                    claim = try projects.claim(store, connection: connection, queues: configuration.queues, limit: limit,
+                                               leaseSeconds: configuration.leaseSeconds, now: now)
+                } else {
+                    try refreshRate(now: now)
+                    claim = try store.claimer.claimBatch(queues: configuration.queues, limit: limit, leaseSeconds: configuration.leaseSeconds)
+                }
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
@@ -167,7 +190,8 @@ final class StoreLoop: @unchecked Sendable {
                 leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
-                let work = try store.claimer.pendingWork(queues: configuration.queues, horizon: configuration.drainHorizon)
+                let work = try projects?.pendingWork(store.claimer, connection: connection, queues: configuration.queues, horizon: configuration.drainHorizon)
+                    ?? store.claimer.pendingWork(queues: configuration.queues, horizon: configuration.drainHorizon)
                 drainedLeaving = work
                 machine.drainChecked(workLeft: work.due, now: now)
             case .stopSender:
@@ -278,7 +302,12 @@ final class StoreLoop: @unchecked Sendable {
         _ = poll(&descriptors, nfds_t(count), milliseconds)
         if count == 2 && descriptors[1].revents != 0 {
             do {
-                if !(try connection.notifications()).isEmpty { machine.notified(now: Self.clock()) }
+                let notifications = try connection.notifications()
+                if !notifications.isEmpty {
+                    machine.notified(now: Self.clock())
+                    // Which projects the inserts were for: a worker carrying many claims for them first.
+                    projects?.notified(notifications.map(\.payload))
+                }
             } catch {
                 log.warning("PostgreSQL error: \(error)")
                 machine.connectionLost(now: Self.clock())

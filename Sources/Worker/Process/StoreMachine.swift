@@ -17,6 +17,10 @@ public enum SenderEvent: Sendable, Equatable {
     case window(Int)
     /// The sender has stopped: nothing is in flight any more.
     case finished
+    /// In a worker carrying several projects: a project's pause or quota answer, for that
+    /// project alone (its registry name; nil: the jobs of no project). The store loop handles it
+    /// per project (its claims, its FCM project's rate and pauses); the machine never sees it.
+    indirect case forProject(String?, SenderEvent)
 }
 
 /// The store thread's decisions, without I/O: a value that holds the loop's phase, its timers
@@ -255,6 +259,8 @@ struct StoreMachine: Sendable {
                 window = min(settings.concurrency, max(1, size))
             case .finished:
                 senderFinished = true
+            case .forProject:
+                break  // the store loop's, per project
             }
         }
     }

@@ -20,10 +20,12 @@ public final class WorkerProcess: @unchecked Sendable {
     /// The group `run()` runs, once it has started them (for `beginShutdown`).
     private let running = Mutex<ServiceGroup?>(nil)
     let log: Logger
-    let account: ServiceAccount
+    /// The one project's key (or the pool's own, for the jobs of no project); nil in a worker
+    /// carrying several projects without a key of the pool's own.
+    let account: ServiceAccount?
     /// The key file the account was read from (nil: an environment variable's key).
     let keyPath: String?
-    let auth: AccessTokenProvider
+    let auth: AccessTokenProvider?
     let metrics: WorkerMetrics
 
     /// Checks the credentials and the database before anything runs, so a bad setting stops
@@ -32,7 +34,26 @@ public final class WorkerProcess: @unchecked Sendable {
         var configuration = configuration
         log = Logger(level: configuration.logLevel, format: configuration.logFormat, prefix: "herald work[\(getpid())]")
         metrics = WorkerMetrics.fromEnvironment(log: log)
-        if let name = configuration.project {
+        if let carried = configuration.carries {
+            // Each project's key is read when the project first has work (StoreProjects); the
+            // pool's own, for the jobs of no project, now, as a worker of no project does.
+            if carried == .registry, !configuration.credentialsPath.isEmpty {
+                do {
+                    let account = try ServiceAccount.load(path: configuration.credentialsPath)
+                    self.account = account
+                    auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+                } catch {
+                    throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
+                }
+                keyPath = configuration.credentialsPath
+            } else {
+                account = nil
+                auth = nil
+                keyPath = nil
+            }
+            self.configuration = configuration
+            return
+        } else if let name = configuration.project {
             // The registry's credentials, checked against the FCM project it names.
             do {
                 let connection = try PGConnection(url: configuration.databaseURL)
@@ -54,7 +75,7 @@ public final class WorkerProcess: @unchecked Sendable {
                 throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
             }
         }
-        auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
+        auth = AccessTokenProvider(account: account!, caFile: configuration.caFile)
         self.configuration = configuration
     }
 
@@ -78,10 +99,26 @@ public final class WorkerProcess: @unchecked Sendable {
         clientConfiguration.connectTimeoutMilliseconds = Int(configuration.connectTimeout * 1000)
         clientConfiguration.caFile = configuration.caFile
         let client = try HTTPClient(configuration: clientConfiguration)
-        let endpoint = FCMEndpoint(baseURL: configuration.fcmBaseURL, projectID: account.projectID)
         metrics.databaseConnected(true)  // metrics hook: readiness
-        guard try firstAccessToken() else { return 0 }
-        if let name = configuration.project, try Project.credentialsRestored(connection, name: name) {
+        if auth != nil {
+            guard try firstAccessToken() else { return 0 }
+        }
+        // The keys the sender sends with: the one project's, fixed; or, carrying several, each
+        // project's as the store thread takes it up.
+        let ring = ProjectKeyRing()
+        let poolKeys = account.map { ProjectKeys(project: configuration.carries == nil ? configuration.project : nil, account: $0, auth: auth!,
+                                                 fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath,
+                                                 keyBytes: keyPath.flatMap { FileManager.default.contents(atPath: $0) }) }
+        var projects: StoreProjects? = nil
+        if let carried = configuration.carries {
+            let names: Set<String>? = if case .named(let list) = carried { Set(list) } else { nil }
+            projects = StoreProjects(configuration: configuration, ring: ring, names: names, unaddressed: poolKeys, log: log,
+                                     registryInterval: configuration.registryPollSeconds)
+            projects?.metrics = metrics
+        } else if let poolKeys {
+            ring.put(poolKeys)
+        }
+        if configuration.carries == nil, let name = configuration.project, try Project.credentialsRestored(connection, name: name) {
             log.info("project \(name): its key works again; its pause for the key is lifted")
         }
 
@@ -91,11 +128,20 @@ public final class WorkerProcess: @unchecked Sendable {
         let inbox = Mailbox<ClaimedJob>()
         let outbox = Mailbox<SenderEvent>()
         let leaseBook = LeaseBook(leaseSeconds: configuration.leaseSeconds)
-        let sender = Sender(configuration: configuration, client: client, auth: auth, endpoint: endpoint,
+        let sender = Sender(configuration: configuration, client: client, ring: ring, shared: configuration.carries != nil,
                             inbox: inbox, outbox: outbox, stop: stop, log: log, metrics: metrics, leases: leaseBook)
         let store = StoreLoop(configuration: configuration, connection: connection, inbox: inbox, outbox: outbox,
-                              stop: stop, log: log, metrics: metrics, fcmProject: account.projectID, leaseBook: leaseBook)
-        log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ",")) with \(configuration.concurrency) in flight against \(endpoint.sendURL) with \(HTTPClient.libraryVersion)")
+                              stop: stop, log: log, metrics: metrics, fcmProject: account?.projectID ?? "", leaseBook: leaseBook,
+                              projects: projects)
+        let queues = "queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ","))"
+        switch configuration.carries {
+        case .registry?:
+            log.info("working every registered project's jobs\(account == nil ? " (the jobs of no project wait: the pool has no key of its own)" : " and the jobs of no project") in \(queues) with \(configuration.concurrency) in flight against \(configuration.fcmBaseURL), each project with its own key, with \(HTTPClient.libraryVersion)")
+        case .named(let names)?:
+            log.info("working the jobs of \(names.map { "project \($0)" }.joined(separator: ", ")) in \(queues) with \(configuration.concurrency) in flight against \(configuration.fcmBaseURL), each with its own key, with \(HTTPClient.libraryVersion)")
+        case nil:
+            log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")\(queues) with \(configuration.concurrency) in flight against \(poolKeys?.sendURL ?? "") with \(HTTPClient.libraryVersion)")
+        }
         let log = self.log
         let vacuum = JobsVacuum(databaseURL: configuration.databaseURL) { event in
             switch event {
@@ -106,19 +152,19 @@ public final class WorkerProcess: @unchecked Sendable {
             }
         }
         // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
-        let carrier = TopicSubscriptionCarrier(configuration: configuration, auth: auth, fcmProject: account.projectID, stop: stop, log: log)
+        // Topic subscriptions go out with the pool's own key (a worker carrying several projects
+        // without one leaves them to a worker that has one).
+        let carrier = auth.map { TopicSubscriptionCarrier(configuration: configuration, auth: $0, fcmProject: account!.projectID, stop: stop, log: log) }
         // Stopped in reverse order: the store first (it returns only once the sender has finished
         // and its outcomes are recorded), then the sender, the topic carrier and the vacuum. The
         // store's return (a stop, a drain) ends the group; the vacuum's (a role that may not
         // VACUUM) does not.
-        var members: [ServiceGroup.Member] = [
-            .init(vacuum, whenReturns: .ignore, stackSize: 1 << 20),
-            .init(carrier),
-            .init(sender, stackSize: 1 << 20),
-            .init(store),
-        ]
+        var members: [ServiceGroup.Member] = [.init(vacuum, whenReturns: .ignore, stackSize: 1 << 20)]
+        if let carrier { members.append(.init(carrier)) }
+        members += [.init(sender, stackSize: 1 << 20), .init(store)]
         // A rotated key file: stop gracefully; the supervisor starts this worker again with it.
-        if let keyPath {
+        // (A worker carrying several projects takes each project's new key up in place.)
+        if let keyPath, let account {
             let watch = KeyWatch(path: keyPath, fcmProject: account.projectID, log: log) { [weak self] in self?.beginShutdown() }
             members.insert(.init(watch, whenReturns: .ignore), at: 0)
         }
@@ -136,7 +182,7 @@ public final class WorkerProcess: @unchecked Sendable {
                 status = 1
             }
         }
-        if report.stillRunning.contains(carrier.name) {
+        if let carrier, report.stillRunning.contains(carrier.name) {
             log.warning("the topic subscription request in flight did not finish in time; its tokens are asked again when the lease ends")
         }
         if report.stillRunning.contains(store.name) {
@@ -159,10 +205,10 @@ public final class WorkerProcess: @unchecked Sendable {
         var delay = 1.0
         while true {
             do {
-                _ = try auth.authorizationHeader()
+                _ = try auth!.authorizationHeader()
                 return true
             } catch where error.refused {
-                throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
+                throw WorkerStartupError("cannot get an access token for \(account!.clientEmail) from \(account!.tokenURI): \(error)")
             } catch {
                 metrics.tokenHeld(false)
                 log.warning("no access token yet (\(error)); trying again in \(Int(delay)) s, not ready until one comes")

@@ -1,0 +1,409 @@
+import FCM
+import Foundation
+import HTTPClient
+import Postgres
+import Queue
+
+/// The store thread's side of a worker that carries several projects (`herald work` without
+/// `--project`, or with it given several times): which projects it claims for, each project's
+/// claim target (its FCM project's rate and pauses), its keys, and the claim's rotation.
+///
+/// - A project is taken up when it first has due jobs: its registry entry read, its key loaded
+///   and checked against the entry's FCM project, its first access token fetched, its keys put
+///   in the `ProjectKeyRing` the sender reads. A project idle for `idleSeconds` is dropped again,
+///   so the worker's memory follows the projects with work, not the registry's size.
+/// - A key that cannot be used (missing, unreadable, not a service account, of another FCM
+///   project, refused by the token endpoint) pauses that project alone with the reason
+///   (`credentials: ...`, naming the file, never the key); it is looked at again every
+///   `keyRetrySeconds`, and the first success lifts that pause. The key file of every project
+///   held is looked at as often: a new key of the same FCM project is taken up in place (no
+///   restart); a file that became unusable pauses the project the same way.
+/// - Each claim lists the projects with due jobs (one index probe each), skips those paused (an
+///   operator's pause, a quota hold or outage of its own) and claims for the others in turn,
+///   each its share of the batch with the one claim statement a project's own worker uses, then
+///   the rest to those that had more, starting after the project the last claim ended with: one
+///   project's backlog never holds another's jobs back beyond one share.
+final class StoreProjects {
+    struct Lane {
+        var keys: ProjectKeys
+        var target: Claimer.ClaimTarget
+        var adaptive: AdaptiveRate
+        var rateState = AdaptiveRate.State()
+        var rateReadAt = -Double.infinity
+        let startedAt: Double
+        /// The sender's quota hold or outage pause of this project, and what of it was published.
+        var pause = ProjectPause()
+        var published = 0.0
+        var lastClaim: Double
+    }
+
+    /// A project whose key could not be used: why (nil: the token endpoint could not be reached,
+    /// a blip that pauses nothing) and when to look again.
+    struct Broken {
+        var reason: String?
+        var retryAt: Double
+    }
+
+    let configuration: WorkerConfiguration
+    let ring: ProjectKeyRing
+    let log: Logger
+    /// The projects this worker may carry (nil: every project of the registry).
+    let names: Set<String>?
+    /// The pool's own key, for the jobs of no project (nil: they are not worked here).
+    let unaddressed: ProjectKeys?
+    private(set) var lanes: [String?: Lane] = [:]
+    /// One client for every project's token endpoint requests (made at the first).
+    private var tokenClient: HTTPClient?
+    private(set) var broken: [String: Broken] = [:]
+    private var registry: [String: Project] = [:]
+    /// Names with due jobs but no entry this worker can send for (removed, or an entry of another
+    /// kind): not asked for again until the next reading of the registry.
+    private var unknown: Set<String> = []
+    private var registryReadAt = -Double.infinity
+    /// The registry was read once: a name new to it since has joined.
+    private var registryRead = false
+    private var keysCheckedAt = 0.0
+    /// The last project a claim took jobs for: the next claim starts after it.
+    private var lastServed: String? = nil
+    /// The projects the last claim found with due jobs: one found now and not then (an idle
+    /// project's one-time code) is served first, before the rotation goes on.
+    private var dueBefore: Set<String?> = []
+    /// Projects jobs were just inserted for (the NOTIFY's payload, `_notify_jobs.sql`): the next
+    /// claim serves them first.
+    private var notifiedProjects: Set<String?> = []
+    let registryInterval: Double
+    /// The pool's counters: the rate of the jobs of no project is shown as a worker of no
+    /// project shows it (herald_project_rate_per_second without a label).
+    var metrics: WorkerMetrics?
+    static let idleSeconds = 300.0
+    static let keyRetrySeconds = 5.0
+    /// Each project visited by a claim may take at least this many jobs, so a claim of 256 over
+    /// a thousand projects makes 32 statements, not 256.
+    static let minimumShare = 8
+    /// Projects taken up by one claim at most (each a key read, a signature and a token request on
+    /// this thread): a thousand projects due at once are taken up over the claims that follow,
+    /// while the outcomes of those already taken up keep being recorded.
+    static let takeUpsPerClaim = 16
+
+    init(configuration: WorkerConfiguration, ring: ProjectKeyRing, names: Set<String>?, unaddressed: ProjectKeys?, log: Logger,
+         registryInterval: Double = 10) {
+        self.configuration = configuration
+        self.ring = ring
+        self.names = names
+        self.unaddressed = unaddressed
+        self.log = log
+        self.registryInterval = registryInterval
+        if let unaddressed { ring.put(unaddressed) }
+    }
+
+    private static func key(_ project: String?) -> String { project ?? "" }
+
+    // MARK: Claiming
+
+    /// One claim over the projects with due jobs, in turn.
+    func claim(_ store: JobStore, connection: PGConnection, queues: [String], limit: Int, leaseSeconds: Double, now: Double) throws -> Claim {
+        try readRegistryIfDue(connection, now: now)
+        var candidates: [String?] = []
+        var wait: Double? = nil
+        let claimer = store.claimer
+        var takenUp = 0
+        let notified = notifiedProjects
+        notifiedProjects.removeAll(keepingCapacity: true)
+        // Projects just notified first: taken up (and so claimed for) before the others.
+        var listed = try claimer.projectsWithDueJobs()
+        if !notified.isEmpty {
+            listed = listed.filter { notified.contains($0.project) } + listed.filter { !notified.contains($0.project) }
+        }
+        for due in listed {
+            let project = due.project
+            if let name = project {
+                if let names, !names.contains(name) { continue }
+            } else if unaddressed == nil {
+                continue
+            }
+            if let reason = due.pausedReason, !reason.hasPrefix("credentials: ") { continue }  // an operator's pause
+            if let lane = lanes[project], lane.pause.isPaused(at: now) {
+                wait = min(wait ?? .infinity, lane.pause.until - now)
+                continue
+            }
+            if let name = project, let known = broken[name], known.retryAt > now { continue }  // looked at again later
+            if lanes[project] == nil {
+                guard takenUp < Self.takeUpsPerClaim else {
+                    wait = 0  // more to take up: claim again at once
+                    continue
+                }
+                takenUp += 1
+            }
+            guard try prepare(project, connection: connection, now: now) else { continue }
+            if let name = project, due.pausedReason != nil, try Project.credentialsRestored(connection, name: name) {
+                log.info("project \(name): its key works again; its pause for the key is lifted")
+            }
+            candidates.append(project)
+        }
+        let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
+        let newSet = Set(newlyDue)
+        dueBefore = Set(candidates)
+        guard !candidates.isEmpty else { return Claim(jobs: [], heldBackFor: wait) }
+        // Projects newly due first (a code of a project that was idle does not wait for the
+        // rotation over those with backlogs), then the others from after the project the last
+        // claim ended with.
+        let rest = candidates.filter { !newSet.contains($0) }
+        let start = rest.firstIndex { Self.key($0) > Self.key(lastServed) } ?? 0
+        let ordered = newlyDue + Array(rest[start...] + rest[..<start])
+        var budget = limit
+        var jobs: [ClaimedJob] = []
+        var more: [String?] = []
+        var held = wait
+        for (index, project) in ordered.enumerated() where budget > 0 {
+            let share = min(budget, max(Self.minimumShare, Int((Double(budget) / Double(ordered.count - index)).rounded(.up))))
+            let claim = try claimFor(project, store, queues: queues, limit: share, leaseSeconds: leaseSeconds, now: now)
+            budget -= claim.jobs.count
+            jobs += claim.jobs
+            if claim.jobs.count >= share { more.append(project) }
+            if let wait = claim.heldBackFor { held = min(held ?? .infinity, wait) }
+            if !newSet.contains(project) || rest.isEmpty { lastServed = project }
+        }
+        for project in more where budget > 0 {
+            let claim = try claimFor(project, store, queues: queues, limit: budget, leaseSeconds: leaseSeconds, now: now)
+            budget -= claim.jobs.count
+            jobs += claim.jobs
+            if let wait = claim.heldBackFor { held = min(held ?? .infinity, wait) }
+        }
+        return Claim(jobs: jobs, heldBackFor: held)
+    }
+
+    private func claimFor(_ project: String?, _ store: JobStore, queues: [String], limit: Int, leaseSeconds: Double, now: Double) throws -> Claim {
+        guard var lane = lanes[project] else { return Claim(jobs: []) }
+        if lane.adaptive.ceiling > 0, let fcmProject = lane.target.fcmProject {
+            // The FCM project's shared rate, read again once a second (another worker may have lowered it).
+            if now - lane.rateReadAt >= 1 {
+                lane.rateState = try store.fcmProjectRates.state(fcmProject).rate
+                lane.rateReadAt = now
+            }
+            lane.target.fcmProjectRate = lane.adaptive.rate(lane.rateState, now: now, started: lane.startedAt)
+            if project == nil { metrics?.fcmProjectRate(lane.target.fcmProjectRate) }
+        }
+        let claim = try store.claimer.claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &lane.target)
+        lane.lastClaim = now
+        lanes[project] = lane
+        return claim
+    }
+
+    /// NOTIFY payloads of `herald_jobs`: the projects named there (`-`: jobs of no project) are
+    /// served first by the next claim. An empty payload (a promotion, a queue resumed) names none.
+    func notified(_ payloads: [String]) {
+        for payload in payloads where !payload.isEmpty && notifiedProjects.count < 1024 {
+            for name in payload.split(separator: ",") { notifiedProjects.insert(name == "-" ? nil : String(name)) }
+        }
+    }
+
+    // MARK: Taking a project up
+
+    /// Makes `project`'s lane if it has none: its entry, its key, its first token. False when it
+    /// cannot be worked now (its key is broken, or it left the registry).
+    private func prepare(_ project: String?, connection: PGConnection, now: Double) throws -> Bool {
+        if lanes[project] != nil { return true }
+        if project == nil {
+            guard let unaddressed else { return false }
+            lanes[nil] = Lane(keys: unaddressed, target: Claimer.ClaimTarget(project: nil, fcmProject: unaddressed.account.projectID,
+                                                                             fcmProjectRate: configuration.maxRate),
+                              adaptive: AdaptiveRate(ceiling: configuration.maxRate), startedAt: now, lastClaim: now)
+            ring.put(unaddressed)
+            return true
+        }
+        let name = project!
+        if let known = broken[name], known.retryAt > now { return false }
+        guard let entry = try entry(name, connection: connection) else { return false }
+        guard let keys = load(entry, connection: connection, now: now) else { return false }
+        ring.put(keys)
+        log.info("project \(name): taken up, its jobs sent with its own key (\(keys.account.clientEmail)) to FCM project \(keys.account.projectID)")
+        let ceiling = entry.maxRate ?? configuration.maxRate
+        lanes[project] = Lane(keys: keys, target: Claimer.ClaimTarget(project: name, fcmProject: keys.account.projectID, fcmProjectRate: ceiling),
+                              adaptive: AdaptiveRate(ceiling: ceiling), startedAt: now, lastClaim: now)
+        if broken.removeValue(forKey: name) != nil, try Project.credentialsRestored(connection, name: name) {
+            log.info("project \(name): its key works again; its pause for the key is lifted")
+        }
+        return true
+    }
+
+    /// The registry entry of `name`, from the last reading, or read now for a project added
+    /// since (so it is worked at once, not at the next reading).
+    private func entry(_ name: String, connection: PGConnection) throws -> Project? {
+        if let known = registry[name] { return known }
+        if unknown.contains(name) { return nil }
+        let entry = try ProjectRegistry.entry(connection, name: name)
+        if entry == nil { unknown.insert(name) }
+        if let entry {
+            if registryRead { joined(name) }
+            registry[name] = entry
+        }
+        return entry
+    }
+
+    private func joined(_ name: String) {
+        log.info("project \(name) joined the registry: its jobs are claimed here from now on")
+    }
+
+    /// Loads the key `entry` points at and fetches its first token; on failure, marks the
+    /// project broken and, when the key itself is at fault, pauses it with the reason.
+    private func load(_ entry: Project, connection: PGConnection, now: Double) -> ProjectKeys? {
+        let name = entry.name
+        let keyPath = entry.credentials.hasPrefix("env:") ? nil : entry.credentials
+        do {
+            let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
+            let account = try entry.account(environment: ProcessInfo.processInfo.environment)
+            if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
+            let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
+            do {
+                _ = try auth.authorizationHeader()
+            } catch where !error.refused {
+                // The token endpoint is unreachable: not the key's fault; try again shortly.
+                if broken[name] == nil { log.warning("project \(name): no access token yet (\(error)); trying again in \(Int(Self.keyRetrySeconds)) s") }
+                broken[name] = Broken(reason: nil, retryAt: now + Self.keyRetrySeconds)
+                return nil
+            } catch {
+                throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
+            }
+            return ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath, keyBytes: bytes)
+        } catch {
+            refuse(name, why: "\(error)", connection: connection, now: now)
+            return nil
+        }
+    }
+
+    /// The key of `name` cannot be used: the project pauses (with `why`, which names the file or
+    /// variable and never the key) until a look at it succeeds.
+    private func refuse(_ name: String, why: String, connection: PGConnection, now: Double) {
+        var reason = why
+        if reason.hasPrefix("project \(name): ") { reason.removeFirst("project \(name): ".count) }
+        if broken[name]?.reason != reason {
+            log.error("project \(name): \(reason); its jobs wait (the project is paused for its key) and the key is looked at again every \(Int(Self.keyRetrySeconds)) s")
+            do { try Project.credentialsRefused(connection, name: name, why: reason) } catch {
+                log.warning("project \(name): cannot record its pause (\(error))")
+            }
+        }
+        broken[name] = Broken(reason: reason, retryAt: now + Self.keyRetrySeconds)
+        drop(name)
+    }
+
+    private func drop(_ project: String?) {
+        lanes[project] = nil
+        if project != nil || unaddressed == nil { ring.remove(project) }
+    }
+
+    // MARK: Upkeep
+
+    /// The registry read again every `registryInterval`: a project that left it is dropped, a
+    /// changed entry (its key's place, its FCM project, its max_rate) taken up afresh.
+    private func readRegistryIfDue(_ connection: PGConnection, now: Double) throws {
+        if now - keysCheckedAt >= Self.keyRetrySeconds {
+            keysCheckedAt = now
+            checkKeyFiles(connection, now: now)
+            dropIdle(now: now)
+        }
+        guard now - registryReadAt >= registryInterval else { return }
+        registryReadAt = now
+        var read: [String: Project] = [:]
+        for project in try ProjectRegistry.list(connection) { read[project.name] = project }
+        for (name, _) in lanes.compactMap({ pair in pair.key.map { ($0, pair.value) } }) {
+            guard let entry = read[name] else {
+                log.info("project \(name) left the registry: its jobs are no longer claimed here")
+                drop(name)
+                continue
+            }
+            if let before = registry[name], before.credentials != entry.credentials || before.fcmProjectID != entry.fcmProjectID || before.maxRate != entry.maxRate {
+                drop(name)  // taken up again from the new entry at its next claim
+            }
+        }
+        for name in broken.keys where read[name] == nil { broken[name] = nil }
+        if registryRead {
+            for name in read.keys.sorted() where registry[name] == nil && (names?.contains(name) ?? true) { joined(name) }
+        }
+        registryRead = true
+        registry = read
+        unknown.removeAll()
+    }
+
+    /// Every held project's key file, compared with what its key was read from: a new key of
+    /// the same FCM project replaces the keys in place; a file that became unusable pauses the
+    /// project.
+    private func checkKeyFiles(_ connection: PGConnection, now: Double) {
+        for (project, lane) in lanes {
+            guard let name = project, let path = lane.keys.keyPath else { continue }
+            let bytes = FileManager.default.contents(atPath: path)
+            if bytes == lane.keys.keyBytes { continue }
+            guard let entry = registry[name] else { continue }
+            guard let keys = load(entry, connection: connection, now: now) else { continue }  // load paused it, naming why
+            log.info("project \(name): the key file \(path) changed (a new key of \(keys.account.clientEmail)); its jobs go out with it from now on")
+            ring.put(keys, replacing: lane.keys)
+            lanes[project]?.keys = keys
+        }
+    }
+
+    /// Projects that claimed nothing for `idleSeconds` and hold no pause are dropped with their
+    /// keys; the next due job takes the project up again.
+    private func dropIdle(now: Double) {
+        for (project, lane) in lanes where project != nil && now - lane.lastClaim >= Self.idleSeconds && !lane.pause.isPaused(at: now) {
+            drop(project)
+        }
+    }
+
+    // MARK: The sender's reports
+
+    /// A project's pause or quota answer from the sender: its claims stop until the pause ends,
+    /// and the pause (or the lowered rate) is shared with every worker of its FCM project.
+    func handle(_ project: String?, _ event: SenderEvent, rates: FCMProjectRates, workerID: String, now: Double) throws {
+        guard var lane = lanes[project], let fcmProject = lane.target.fcmProject else { return }
+        defer { lanes[project] = lane }
+        switch event {
+        case .projectPaused(let until, let reason):
+            lane.pause.extend(to: until, reason: reason, byQuota: false, now: now)
+            guard until > lane.published + 0.02, until > now else { return }
+            try rates.hold(fcmProject, seconds: until - now, reason: "\(reason) answered to \(workerID)")
+            lane.published = until
+        case .projectQuota(let accepted, let proven, let stated):
+            guard lane.adaptive.ceiling > 0 else { return }
+            let state = try rates.state(fcmProject).rate
+            lane.rateState = state
+            lane.rateReadAt = now
+            if let stated {
+                if let target = lane.adaptive.stated(state, perSecond: stated, now: now, started: lane.startedAt),
+                   let set = try rates.stateQuota(fcmProject, to: target, ceiling: lane.adaptive.ceiling) {
+                    lane.rateState = set
+                    log.warning("\(ProjectKeys.label(project)): FCM project \(fcmProject)'s quota answer states \(StoreLoop.figure(stated))/s; it now sends at most \(StoreLoop.figure(lane.adaptive.rate(set, now: now, started: lane.startedAt)))/s")
+                }
+            } else if let target = lane.adaptive.lowered(state, now: now, accepted: accepted ?? .infinity, proven: proven ?? 0, started: lane.startedAt) {
+                if let lowered = try rates.lower(fcmProject, to: target, since: state.at, ceiling: lane.adaptive.ceiling) {
+                    lane.rateState = lowered
+                    log.warning("\(ProjectKeys.label(project)): FCM project \(fcmProject): send rate lowered to \(Int((lowered.adapted ?? 0).rounded()))/s after a quota answer (ceiling \(Int(lane.adaptive.ceiling.rounded()))/s); it rises again while FCM accepts")
+                } else {
+                    lane.rateReadAt = -Double.infinity
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    // MARK: Draining
+
+    /// Whether a project this worker carries (and can work: not paused) has a job due, and
+    /// what waits beyond the horizon, over them all.
+    func pendingWork(_ claimer: Claimer, connection: PGConnection, queues: [String], horizon: Double) throws -> Claimer.PendingWork {
+        var projects: [String?] = unaddressed == nil ? [] : [nil]
+        for entry in try ProjectRegistry.list(connection) where (names?.contains(entry.name) ?? true) && entry.pausedReason == nil {
+            projects.append(entry.name)
+        }
+        var total = Claimer.PendingWork(due: false)
+        let saved = claimer.project
+        defer { claimer.project = saved }
+        for project in projects {
+            claimer.project = project
+            let work = try claimer.pendingWork(queues: queues, horizon: horizon)
+            if work.due { return work }
+            total.later += work.later
+            if let next = work.nextDueIn { total.nextDueIn = min(total.nextDueIn ?? next, next) }
+        }
+        return total
+    }
+}

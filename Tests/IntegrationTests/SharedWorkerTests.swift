@@ -1,0 +1,268 @@
+import Emulator
+import Foundation
+import JSON
+import Postgres
+import Testing
+import TestSupport
+
+/// One worker process carrying many registry projects: every job goes out with its own
+/// project's key to its own project's URL over the process's shared connections, and a broken
+/// key holds back its project alone.
+@Suite(.serialized) struct SharedWorkerTests {
+    /// A stack with `count` projects p1...pN registered, their keys (herald-project-1...N) in a
+    /// folder of their own.
+    struct ManyProjects {
+        let stack: WorkerStack
+        let folder: String
+        let count: Int
+
+        init(count: Int) throws {
+            stack = try WorkerStack()
+            folder = NSTemporaryDirectory() + "herald-shared-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+            self.count = count
+            let projects = try stack.emulator.writeServiceAccounts(count: count, folder: folder)
+            try stack.connection.query("""
+                INSERT INTO herald.projects (name, fcm_project_id, credentials)
+                SELECT 'p' || i, f, $1::text || '/' || f || '.json' FROM unnest($2::text[]) WITH ORDINALITY AS t(f, i)
+                """, [.text(folder), .textArray(projects)])
+        }
+
+        func keyPath(_ index: Int) -> String { folder + "/herald-project-\(index).json" }
+
+        /// `n` jobs for project p`index` (nil: no project) to tokens `PREFIX-1...n`, PREFIX
+        /// being the project's name (or `none`).
+        func enqueue(_ n: Int, project index: Int?) throws {
+            let name = index.map { "p\($0)" }
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, project)
+                SELECT jsonb_build_object('token', coalesce($1, 'none') || '-' || g, 'data', jsonb_build_object('k', 'v')), $1
+                FROM generate_series(1, $2::int) AS g
+                """, [name.map { .text($0) }, .int(n)])
+        }
+
+        func delivered(_ index: Int) -> Int {
+            stack.emulator.deliveredMessages().filter { $0.projectID == "herald-project-\(index)" }.count
+        }
+
+        /// Messages that reached an FCM project other than the one their token's prefix names.
+        func misplaced() -> [String] {
+            stack.emulator.deliveredMessages().compactMap { message in
+                guard let token = message.token, let dash = token.firstIndex(of: "-") else { return nil }
+                let owner = String(token[..<dash])
+                let expected = owner == "none" ? "e2e-project" : "herald-project-" + owner.dropFirst()
+                return message.projectID == expected ? nil : "\(token) in \(message.projectID)"
+            }
+        }
+
+        var forbidden: Int { stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0 }
+
+        func pausedReason(_ index: Int) throws -> String {
+            try stack.connection.query("SELECT coalesce(paused_reason, '') FROM herald.projects WHERE name = $1", [.text("p\(index)")])[0, 0] ?? ""
+        }
+
+        func close() {
+            stack.close()
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
+
+    /// The worker processes a pool's log names (`herald work[PID]`).
+    static func workerPIDs(_ output: String) -> Set<String> {
+        var pids: Set<String> = []
+        var rest = Substring(output)
+        while let start = rest.range(of: "herald work[") {
+            rest = rest[start.upperBound...]
+            guard let end = rest.firstIndex(of: "]") else { break }
+            pids.insert(String(rest[..<end]))
+        }
+        return pids
+    }
+
+    @Test func oneWorkerProcessSendsEveryProjectsJobsEachWithItsOwnToken() throws {
+        let m = try ManyProjects(count: 40)
+        defer { m.close() }
+        for index in 1...m.count { try m.enqueue(10, project: index) }
+        try m.enqueue(10, project: nil)
+        let run = try m.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        // 40 projects and the jobs of no project: one worker process, not 41.
+        #expect(Self.workerPIDs(run.output).count == 1, "\(Self.workerPIDs(run.output)) \(run.output)")
+        #expect(run.output.contains("each carrying every registered project"), "\(run.output)")
+        for index in 1...m.count { #expect(m.delivered(index) == 10, "p\(index)") }
+        #expect(m.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 10)
+        // FCM answers 403 to a token of another project: none was sent with one.
+        #expect(m.forbidden == 0)
+        #expect(m.misplaced().isEmpty, "\(m.misplaced().prefix(3))")
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'") == 0)
+
+        // Two processes in all, whatever the number of projects.
+        for index in 1...m.count { try m.enqueue(5, project: index) }
+        let two = try m.stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(two.status == 0, "\(two.output)")
+        #expect(Self.workerPIDs(two.output).count == 2, "\(Self.workerPIDs(two.output))")
+        for index in 1...m.count { #expect(m.delivered(index) == 15, "p\(index)") }
+        #expect(m.forbidden == 0 && m.misplaced().isEmpty)
+    }
+
+    @Test func aBrokenKeyPausesItsProjectAloneAndAFixedOneResumesWithoutARestart() throws {
+        let m = try ManyProjects(count: 3)
+        defer { m.close() }
+        let original = try Data(contentsOf: URL(fileURLWithPath: m.keyPath(2)))
+        try FileManager.default.removeItem(atPath: m.keyPath(2))
+        for index in 1...3 { try m.enqueue(20, project: index) }
+        var environment = m.stack.environment
+        environment["HERALD_REGISTRY_POLL_SECONDS"] = "1"
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        #expect(waitUntil(timeout: 60) { m.delivered(1) == 20 && m.delivered(3) == 20 }, "\(pool.output)")
+        var reason = ""
+        #expect(try waitUntil(timeout: 30) { reason = try m.pausedReason(2); return !reason.isEmpty })
+        #expect(reason.hasPrefix("credentials: ") && reason.contains(m.keyPath(2)) && reason.contains("does not exist"), "\(reason)")
+        #expect(m.delivered(2) == 0)
+
+        // The file back: delivered within 10 s, by the same worker process.
+        let pids = Self.workerPIDs(pool.output)
+        try original.write(to: URL(fileURLWithPath: m.keyPath(2)))
+        let fixedAt = Date()
+        #expect(waitUntil(timeout: 10) { m.delivered(2) == 20 }, "\(pool.output)")
+        print("a fixed key file: its project delivered \(Int(Date().timeIntervalSince(fixedAt) * 1000)) ms after the fix")
+        #expect(try m.pausedReason(2).isEmpty)
+        #expect(Self.workerPIDs(pool.output) == pids, "no worker was restarted")
+
+        // Mid-run, p3's file becomes p1's key: p3 pauses naming its file, p1 goes on, and no job
+        // of p3 goes out with p1's key.
+        try FileManager.default.removeItem(atPath: m.keyPath(3))
+        try FileManager.default.copyItem(atPath: m.keyPath(1), toPath: m.keyPath(3))
+        #expect(try waitUntil(timeout: 15) { reason = try m.pausedReason(3); return !reason.isEmpty }, "\(pool.output)")
+        #expect(reason.contains(m.keyPath(3)) && reason.contains("herald-project-1") && !reason.contains("PRIVATE KEY"), "\(reason)")
+        try m.enqueue(5, project: 3)
+        try m.stack.connection.query("""
+            INSERT INTO herald.jobs (message, project) SELECT jsonb_build_object('token', 'p1-late-' || g), 'p1' FROM generate_series(1, 5) g
+            """)
+        #expect(waitUntil(timeout: 15) { m.delivered(1) == 25 }, "\(pool.output)")
+        #expect(m.delivered(3) == 20)
+        #expect(m.forbidden == 0 && m.misplaced().isEmpty, "\(m.misplaced().prefix(3))")
+        #expect(!pool.output.contains("PRIVATE KEY"), "a key in the log")
+        #expect(pool.isRunning)
+    }
+
+    /// A hundred projects whose key files are gone, each with due jobs, beside one healthy
+    /// project: each broken one is paused naming its file, and the healthy one's jobs go out as
+    /// they would alone (the broken ones are looked at again every 5 s, not at every claim).
+    @Test func manyBrokenProjectsLeaveAHealthyOneItsPace() throws {
+        let m = try ManyProjects(count: 101)
+        defer { m.close() }
+        for index in 2...101 {
+            try FileManager.default.removeItem(atPath: m.keyPath(index))
+            try m.enqueue(3, project: index)
+        }
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: m.stack.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        #expect(try waitUntil(timeout: 60) {
+            try m.stack.count("SELECT count(*) FROM herald.projects WHERE paused_reason LIKE 'credentials: %does not exist%'") == 100
+        }, "\(pool.output.suffix(2000))")
+        // The healthy project's one-time codes, one at a time, each delivered before the next.
+        var waits: [Double] = []
+        for n in 1...20 {
+            try m.stack.connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'p1-code-' || $1::text), project => 'p1')", [.int(n)])
+            let enqueued = Date()
+            #expect(waitUntil(timeout: 10) { m.delivered(1) == n })
+            waits.append(Date().timeIntervalSince(enqueued) * 1000)
+        }
+        waits.sort()
+        print("one healthy project beside 100 broken ones: codes delivered in p50 \(Int(waits[waits.count / 2])) ms, max \(Int(waits.last!)) ms")
+        #expect(waits[waits.count / 2] < 500, "\(waits)")
+        #expect(m.forbidden == 0 && m.stack.emulator.deliveredMessages().count == 20)
+        let reasons = try m.stack.connection.query("SELECT paused_reason FROM herald.projects WHERE name = 'p57'")[0, 0] ?? ""
+        #expect(reasons.contains(m.keyPath(57)), "\(reasons)")
+    }
+
+    @Test func aProjectAddedWhileThePoolRunsIsWorkedWithinSeconds() throws {
+        let m = try ManyProjects(count: 2)
+        defer { m.close() }
+        try m.stack.connection.query("DELETE FROM herald.projects WHERE name = 'p2'")
+        var environment = m.stack.environment
+        environment["HERALD_REGISTRY_POLL_SECONDS"] = "1"
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        try m.enqueue(5, project: 1)
+        #expect(waitUntil(timeout: 60) { m.delivered(1) == 5 }, "\(pool.output)")
+        try m.stack.connection.query("INSERT INTO herald.projects (name, fcm_project_id, credentials) VALUES ('p2', 'herald-project-2', $1)",
+                                     [.text(m.keyPath(2))])
+        try m.enqueue(5, project: 2)
+        #expect(waitUntil(timeout: 10) { m.delivered(2) == 5 }, "\(pool.output)")
+        #expect(m.forbidden == 0 && m.misplaced().isEmpty)
+
+        // p1 leaves the registry: the worker lets it go within a reading, and keeps p2.
+        #expect(waitUntil(timeout: 10) { (try? m.stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'")) == 0 })
+        try m.stack.connection.query("SELECT herald.remove_project('p1')")
+        #expect(waitUntil(timeout: 10) { pool.output.contains("project p1 left the registry") }, "\(pool.output)")
+        try m.enqueue(5, project: 2)
+        #expect(waitUntil(timeout: 10) { m.delivered(2) == 10 }, "\(pool.output)")
+        #expect(pool.isRunning)
+    }
+
+    static func rss(_ pids: [Int32]) -> Int {
+        pids.reduce(0) { total, pid in
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                  let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return total }
+            return total + (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+        }
+    }
+    static func children(of pid: Int32) -> [Int32] {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8) else { return [] }
+        return text.split(separator: " ").compactMap { Int32($0) }
+    }
+
+    /// The issue's shape, from outside: a thousand registered projects with 20 jobs each,
+    /// `--processes 2`: at most 3 processes (the supervisor and 2 workers), their RSS in all,
+    /// their PostgreSQL connections, and every message with its own project's token.
+    @Test func aThousandProjectsInTwoWorkerProcesses() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let folder = NSTemporaryDirectory() + "herald-scale-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let projects = try stack.emulator.writeServiceAccounts(count: 1000, folder: folder)
+        try stack.connection.query("""
+            INSERT INTO herald.projects (name, fcm_project_id, credentials)
+            SELECT 'p' || i, f, $1::text || '/' || f || '.json' FROM unnest($2::text[]) WITH ORDINALITY AS t(f, i)
+            """, [.text(folder), .textArray(projects)])
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('token', 'p' || i || '-' || g, 'data', jsonb_build_object('k', 'v')), 'p' || i
+            FROM generate_series(1, 1000) i, generate_series(1, 20) g
+            """)
+        let pool = try HeraldProcess(["work", "--processes", "2", "--poll-interval", "0.2", "--admin-address", "off"], environment: stack.environment)
+        let started = Date()
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        var peak = 0, processes = 0, connections = 0
+        var done = false
+        while Date().timeIntervalSince(started) < 120 {
+            let supervisor = pool.process.processIdentifier
+            let workers = Self.children(of: supervisor)
+            processes = max(processes, 1 + workers.count)
+            peak = max(peak, Self.rss([supervisor] + workers))
+            connections = max(connections, (try? stack.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'herald work'")) ?? 0)
+            if stack.emulator.deliveredMessages().count >= 20_000 { done = true; break }
+            Thread.sleep(forTimeInterval: 0.25)
+        }
+        let took = Date().timeIntervalSince(started)
+        let forbidden = stack.emulator.statistics["by_status"]?["403"]?.intValue ?? 0
+        let misplaced = stack.emulator.deliveredMessages().filter { m in
+            guard let t = m.token, let d = t.firstIndex(of: "-") else { return true }
+            return m.projectID != "herald-project-" + t[..<d].dropFirst()
+        }.count
+        print("1000 projects x 20 jobs, --processes 2: delivered \(stack.emulator.deliveredMessages().count) in \(String(format: "%.1f", took)) s (done \(done)); processes at most \(processes); RSS peak \(peak / 1_048_576) MiB; 'herald work' connections at most \(connections); 403 \(forbidden); misplaced \(misplaced)")
+        #expect(done, "all 20,000 delivered within 120 s")
+        #expect(processes <= 3)
+        #expect(peak <= 256 * 1_048_576, "RSS \(peak / 1_048_576) MiB")
+        #expect(connections <= 2 * 3)
+        #expect(forbidden == 0 && misplaced == 0)
+    }
+}

@@ -10,7 +10,7 @@ enum BenchCommand {
     static let options: [Option] = [
         Option(name: "jobs", value: "N", help: "Jobs of the throughput phase, and again of the PostgreSQL-ceiling phase.", defaultText: "200000"),
         Option(name: "processes", value: "N", help: "Worker processes; also the ceiling phase's threads (one connection each).", defaultText: "one per core"),
-        Option(name: "concurrency", value: "N", help: "FCM requests in flight per worker process; jobs are claimed min(N, 256) per statement.", defaultText: "256"),
+        Option(name: "concurrency", value: "N", help: "FCM requests in flight per worker process at most (herald work --concurrency); jobs are claimed min(N, 256) per statement.", defaultText: "1024"),
         Option(name: "rate", value: "N", help: "Offered load of the latency phase, in jobs per second (enqueued every 10 ms).", defaultText: "2000"),
         Option(name: "latency-seconds", value: "S", help: "How long the latency phase offers that load (after a 1 s warm-up).", defaultText: "10"),
         Option(name: "fcm-latency-ms", value: "N", help: "The bench's own emulator answers every send N ms late, as FCM does from afar (FCM answers in tens of ms; 0: at once). Worker CPU per message at a paced --rate against a late FCM is what production costs.", defaultText: "0"),
@@ -85,7 +85,7 @@ enum BenchCommand {
         let settings = try BenchSettings(
             jobs: parsed.int("jobs", default: 200_000, minimum: 1),
             processes: parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1),
-            concurrency: parsed.int("concurrency", default: 256, minimum: 1),
+            concurrency: parsed.int("concurrency", default: WorkerConfiguration.defaultConcurrency, minimum: 1),
             rate: parsed.int("rate", default: 2000, minimum: 1),
             latencySeconds: parsed.seconds("latency-seconds", default: 10),
             jsonPath: parsed.string("json"),

@@ -12,7 +12,7 @@ enum WorkCommand {
         Option(name: "processes", env: "HERALD_PROCESSES", value: "N", help: "Worker processes in all; each carries every project the pool works (HERALD_WORKERS_PER_PROJECT=1: N for each project).", defaultText: "one per core"),
         Option(name: "concurrency", env: "HERALD_CONCURRENCY", value: "N",
                help: "Requests in flight per process at most: a ceiling. The window follows FCM's answer times between 16 and N: it starts at 256, grows while answers stay quick and steady, shrinks when they slow down.",
-               defaultText: "256"),
+               defaultText: "1024"),
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
@@ -71,7 +71,7 @@ enum WorkCommand {
             guard !project.isEmpty else { throw UsageError("herald work: --project needs a registry name (herald projects list)") }
             c.project = project
         }
-        c.concurrency = try parsed.int("concurrency", default: 256, minimum: 1)
+        c.concurrency = try parsed.int("concurrency", default: WorkerConfiguration.defaultConcurrency, minimum: 1)
         c.adaptiveConcurrency = !parsed.has("fixed-concurrency")
         c.leaseSeconds = try parsed.seconds("lease", default: 60)
         if c.leaseSeconds <= 0 { throw UsageError("herald work: --lease must be more than 0 seconds") }

@@ -31,8 +31,10 @@ public struct WorkerConfiguration: Sendable {
     public var caFile: String? = nil
     /// Queues to work; empty means every queue.
     public var queues: [String] = []
-    /// Requests in flight per process at most (the adaptive window's ceiling; it starts at 256).
-    public var concurrency: Int = 256
+    /// Requests in flight per process at most: the adaptive window's ceiling, a memory bound (it
+    /// starts at 256 and grows only while FCM answers steadily; docs/fcm-limits.md).
+    public var concurrency: Int = WorkerConfiguration.defaultConcurrency
+    public static let defaultConcurrency = 1024
     /// Seconds a claimed job is held before another worker may take it back.
     public var leaseSeconds: Double = 60
     /// Jobs claimed per statement (0: derived from concurrency).

@@ -75,10 +75,10 @@ import TestSupport
     @Test func aNumberOutOfRangeIsShownHowToGiveIt() throws {
         let flag = try HeraldProcess.run(["work", "--concurrency", "0"], environment: [:], timeout: 30)
         #expect(flag.status == 2)
-        #expect(flag.output.contains("give e.g. --concurrency 256"), "\(flag.output)")
+        #expect(flag.output.contains("give e.g. --concurrency 1024"), "\(flag.output)")
         let env = try HeraldProcess.run(["work"], environment: ["HERALD_CONCURRENCY": "0"], timeout: 30)
         #expect(env.status == 2)
-        #expect(env.output.contains("give e.g. HERALD_CONCURRENCY=256"), "\(env.output)")
+        #expect(env.output.contains("give e.g. HERALD_CONCURRENCY=1024"), "\(env.output)")
     }
 
     @Test func migrateAndGroupsHelpSayWhatTheyDoWithoutDATABASE_URL() throws {

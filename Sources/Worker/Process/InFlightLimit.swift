@@ -14,11 +14,11 @@
 /// beyond the base, the window grows by its square root each span; past that it shrinks in
 /// proportion, at most by half a span. It starts at `start` (256, the window that served a
 /// prompt FCM before) and grows from there while answers stay steady, up to `ceiling`
-/// (`--concurrency`, 256 by default, so the growth is the operator's choice until it is measured
-/// on a quiet machine; docs/fcm-limits.md): at FCM's real latency (tens of milliseconds, 100 ms
-/// slowed) a rate of 10,000 a second needs 1,000 in flight (Little's law: rate times latency),
-/// more than a fixed 256 per process carried. The claims' rate bounds what is actually in flight
-/// (rate times latency), so a window grown past it costs nothing.
+/// (`--concurrency`, 1,024 by default, a memory bound an operator may lower; docs/fcm-limits.md):
+/// at FCM's real latency (tens of milliseconds, 100 ms slowed) a rate of 10,000 a second needs
+/// 1,000 in flight (Little's law: rate times latency), more than a fixed 256 per process carried.
+/// The claims' rate bounds what is actually in flight (rate times latency), so a window grown
+/// past it costs nothing.
 struct InFlightLimit: Sendable {
     let floor: Int
     let ceiling: Int

@@ -26,7 +26,7 @@ struct SenderMachine {
         var policy = RetryPolicy()
         /// Processes of the pool (what one process sees accepted is scaled by it).
         var poolProcesses = 1
-        var concurrency = 256
+        var concurrency = WorkerConfiguration.defaultConcurrency
         var minConcurrency = 16
         /// Adapt the window to FCM's answer times; false: always `concurrency`.
         var adaptive = true

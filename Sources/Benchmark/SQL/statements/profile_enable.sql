@@ -1,2 +1,2 @@
 -- --profile: the statistics of the private cluster (pg_stat_statements is preloaded there).
-CREATE EXTENSION IF NOT EXISTS pg_stat_statements
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public

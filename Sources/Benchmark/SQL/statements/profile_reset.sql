@@ -1,2 +1,2 @@
 -- --profile: forgets what pg_stat_statements counted so far, before a phase.
-SELECT pg_stat_statements_reset()
+SELECT public.pg_stat_statements_reset()

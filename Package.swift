@@ -34,8 +34,9 @@ let package = Package(
         .target(name: "HTTPServer", dependencies: ["CNGHTTP2", "CHTTPParser", "COpenSSL", "CEpoll"]),
         .target(name: "FCM", dependencies: ["JSON", "Crypto", "HTTPClient"],
                 exclude: ["Rules"], plugins: [.plugin(name: "EmbedMessageRules")]),
-        // APNs's wire: provider tokens, requests from messages, Apple's answers as actions (pure; no database)
-        .target(name: "APNs", dependencies: ["Crypto", "JSON", "HTTPClient"]),
+        // APNs's wire: provider tokens, requests from messages, Apple's answers as actions (pure; no database);
+        // FCM for the APNs rule file (push types, topic suffixes, headers) the requests are made by
+        .target(name: "APNs", dependencies: ["Crypto", "JSON", "HTTPClient", "FCM"]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Lifecycle"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         // Prometheus text format, and the shared-memory counters a pool's workers write (counted

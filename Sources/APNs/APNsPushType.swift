@@ -1,47 +1,71 @@
-/// The values of `apns-push-type` Herald sends, with what Apple ties to each: the suffix the
+import FCM
+
+/// A value of `apns-push-type` Herald sends, with what Apple ties to it: the suffix the
 /// `apns-topic` must carry (Apple's "Sending notification requests to APNs"), the priority Herald
 /// uses when the message sets none, the priorities Apple accepts, and the payload limit.
 ///
-/// `mdm` is left out: it needs a certificate connection, and Herald connects with tokens.
-/// `fileprovider` and `pushtotalk` are left out until their topic suffixes are checked against
-/// Apple's page.
-public enum APNsPushType: String, Sendable, Equatable, CaseIterable {
-    case alert
-    case background
-    case location
-    case voip
-    case complication
-    case liveactivity
-
+/// Every one of them comes from the APNs rule file (Sources/FCM/Rules/apns-rules.json,
+/// `push_types`), the same list herald.validate_apns_message admits at enqueue, so a job that
+/// passed validation is one this type can send. The rule file's `push_types_not_sent` says why
+/// the rest of Apple's push types are not sent yet.
+public struct APNsPushType: Sendable, Hashable, CustomStringConvertible {
+    /// The header's value, e.g. `liveactivity`.
+    public let rawValue: String
     /// What follows the app's bundle ID in `apns-topic`.
-    public var topicSuffix: String {
-        switch self {
-        case .alert, .background: return ""
-        case .location: return ".location-query"
-        case .voip: return ".voip"
-        case .complication: return ".complication"
-        case .liveactivity: return ".push-type.liveactivity"
-        }
+    public let topicSuffix: String
+    /// The priority sent when the message sets none.
+    public let defaultPriority: Int
+    /// Priorities Apple takes for this push type.
+    public let priorities: [Int]
+    /// Largest payload in bytes.
+    public let payloadLimit: Int
+
+    /// The push type named `rawValue`, when Herald sends it.
+    public init?(rawValue: String) {
+        guard let found = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = found
     }
+
+    init(_ rule: APNsMessageRules.PushType, priorities all: [String]) {
+        rawValue = rule.name
+        topicSuffix = rule.topicSuffix
+        // The rule file's priorities are whole numbers (APNsWireTests checks them).
+        defaultPriority = Int(rule.defaultPriority) ?? 10
+        priorities = (rule.priorities ?? all).compactMap { Int($0) }
+        payloadLimit = rule.maxPayloadBytes
+    }
+
+    /// Every push type Herald sends, in the rule file's order.
+    public static let allCases: [APNsPushType] = APNsMessageRules.standard.pushTypes.map {
+        APNsPushType($0, priorities: APNsMessageRules.standard.priorities)
+    }
+
+    /// The rule file's push type `name`, for the ones Herald's own code names.
+    private static func named(_ name: String) -> APNsPushType {
+        guard let found = APNsPushType(rawValue: name) else {
+            fatalError("the APNs rule file does not list push type \(name)")
+        }
+        return found
+    }
+
+    /// The push type of a message that names none (the rule file's `default_push_type`).
+    public static let standardDefault = named(APNsMessageRules.standard.defaultPushType)
+
+    public static let alert = named("alert")
+    public static let background = named("background")
+    public static let location = named("location")
+    public static let voip = named("voip")
+    public static let complication = named("complication")
+    public static let liveactivity = named("liveactivity")
+
+    public var description: String { rawValue }
 
     /// `apns-topic` for an app whose bundle ID is `bundleID`.
     public func topic(bundleID: String) -> String { bundleID + topicSuffix }
 
-    /// Apple: background pushes always at 5 (10 is an error); the rest at 10 unless the sender
-    /// says otherwise.
-    public var defaultPriority: Int { self == .background ? 5 : 10 }
+    /// Whether Apple takes `priority` for this push type (a background push at 10 is refused).
+    public func allows(priority: Int) -> Bool { priorities.contains(priority) }
 
-    /// Priorities Apple takes for this push type: 10 (now), 5 (as power allows), 1 (power first);
-    /// a background push at 10 is refused.
-    public func allows(priority: Int) -> Bool {
-        switch priority {
-        case 1, 5: return true
-        case 10: return self != .background
-        default: return false
-        }
-    }
-
-    /// Largest payload in bytes: 5,120 for VoIP, 4,096 for the rest (Apple's "Generating a remote
-    /// notification").
-    public var payloadLimit: Int { self == .voip ? 5120 : 4096 }
+    public static func == (a: APNsPushType, b: APNsPushType) -> Bool { a.rawValue == b.rawValue }
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
 }

@@ -1,3 +1,4 @@
+import FCM
 import JSON
 
 /// Why a message cannot become an APNs request, naming the field and what to do.
@@ -28,18 +29,22 @@ public struct APNsHeader: Sendable, Equatable {
 /// Made from a message `{"apns_token": HEX, "apns": {"headers": {...}, "payload": {...}}}`, the
 /// app's bundle ID, the job's ID and its time to live:
 /// - `:path` `/3/device/<token>` (the token's hex digits, lowercased);
-/// - `apns-push-type` as the message says, else `alert` (the `default_push_type` of the APNs rule
-///   file the message was validated against, Sources/FCM/Rules/apns-rules.json);
+/// - `apns-push-type` as the message says, else the `default_push_type` of the APNs rule file the
+///   message was validated against (Sources/FCM/Rules/apns-rules.json), `alert`;
 /// - `apns-topic` the bundle ID with the suffix the push type needs (`APNsPushType.topicSuffix`);
-///   a message that names another topic is refused;
-/// - `apns-priority` as the message says (1, 5 or 10, as the push type allows), else 5 for
-///   background and 10 for the rest;
+///   a message may not set it;
+/// - `apns-priority` as the message says (as the push type allows), else the push type's default
+///   (5 for background, 10 for the rest);
 /// - `apns-expiration` now plus the job's TTL (0 when the TTL is 0: deliver now or never); without
 ///   a TTL the message's own value, if any;
 /// - `apns-id` the message's (a canonical UUID) or one made from the job's ID, so every retry of
 ///   a job carries the same;
 /// - `apns-collapse-id` as the message says (at most 64 bytes);
 /// - the body: the payload, serialized.
+///
+/// The headers a message may set, the push types and the bounds of the header values are the rule
+/// file's, and a refusal says what herald.validate_apns_message says at enqueue, so a message
+/// refused here was refused there.
 public struct APNsRequest: Sendable, Equatable {
     /// The device token, lowercase hex.
     public var deviceToken: String
@@ -69,9 +74,9 @@ public struct APNsRequest: Sendable, Equatable {
         ["authorization: bearer " + providerToken, "content-type: application/json"] + headers.map { "\($0.name): \($0.value)" }
     }
 
-    /// The headers a message may set in `apns.headers`; the rest are Herald's (`apns-topic`
-    /// only when it is the one Herald would set).
-    public static let senderHeaders: Set<String> = ["apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id", "apns-topic"]
+    /// The headers a message may set in `apns.headers` (the rule file's `headers`); the rest are
+    /// Herald's.
+    public static let senderHeaders: [String] = APNsMessageRules.standard.headers.map(\.name)
 
     /// - Parameters:
     ///   - message: the job's message.
@@ -99,40 +104,40 @@ public struct APNsRequest: Sendable, Equatable {
             guard let object = headers.objectValue else {
                 throw APNsRequestError(field: "apns.headers", message: "must be an object of header names and values")
             }
-            for member in object {
-                let name = member.key.lowercased()
-                let field = "apns.headers." + member.key
-                guard APNsRequest.senderHeaders.contains(name) else {
-                    throw APNsRequestError(field: field, message: "is not a header Herald sends to APNs; use apns-push-type, apns-priority, apns-expiration, apns-collapse-id or apns-id")
+            let rules = APNsMessageRules.standard
+            for member in object.sorted(by: { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }) {
+                let name = member.key
+                let field = "apns.headers" + APNsMessageRules.member(name)
+                if member.value.isNull { continue }
+                guard let text = member.value.stringValue else {
+                    throw APNsRequestError(field: field, message: rules.headerReason(name, nil)
+                                           ?? "expected a string, got \(member.value.typeName)")
                 }
-                switch member.value {
-                case .string(let text): given[name] = text
-                case .number(let text): given[name] = text
-                default: throw APNsRequestError(field: field, message: "must be a string or a number")
+                if let reason = rules.headerReason(name, text) {
+                    throw APNsRequestError(field: field, message: reason)
                 }
+                given[name] = text
             }
         }
 
         if let text = given["apns-push-type"] {
             guard let type = APNsPushType(rawValue: text) else {
                 throw APNsRequestError(field: "apns.headers.apns-push-type",
-                                       message: "'\(text)' is not a push type Herald sends; use one of \(APNsPushType.allCases.map(\.rawValue).joined(separator: ", "))")
+                                       message: APNsMessageRules.standard.pushTypeReason(text) ?? "not a push type Herald sends")
             }
             pushType = type
         } else {
-            pushType = .alert
+            pushType = .standardDefault
         }
         topic = pushType.topic(bundleID: bundleID)
-        if let text = given["apns-topic"], text != topic {
-            throw APNsRequestError(field: "apns.headers.apns-topic",
-                                   message: "is set by Herald from the app's bundle ID and the push type (here \(topic)); leave it out")
-        }
         if let text = given["apns-priority"] {
+            let rules = APNsMessageRules.standard
+            let typeName = pushType.rawValue
+            if let reason = rules.priorityReason(text, pushType: rules.pushTypes.first { $0.name == typeName }) {
+                throw APNsRequestError(field: "apns.headers.apns-priority", message: reason)
+            }
             guard let value = Int(text), pushType.allows(priority: value) else {
-                throw APNsRequestError(field: "apns.headers.apns-priority",
-                                       message: pushType == .background
-                                           ? "must be 5 or 1 for a background push (Apple refuses 10), not '\(text)'"
-                                           : "must be 10, 5 or 1, not '\(text)'")
+                throw APNsRequestError(field: "apns.headers.apns-priority", message: "\(text) is not a priority push type \(pushType.rawValue) takes")
             }
             priority = value
         } else {
@@ -149,18 +154,16 @@ public struct APNsRequest: Sendable, Equatable {
         if let ttlSeconds {
             expiration = ttlSeconds <= 0 ? 0 : now + ttlSeconds
         } else if let text = given["apns-expiration"] {
-            guard let value = Int64(text), value >= 0 else {
-                throw APNsRequestError(field: "apns.headers.apns-expiration", message: "must be seconds since 1970 (0: deliver now or never), not '\(text)'")
+            // Whole seconds in at most the rule file's digits (headerReason above), so it fits.
+            guard let value = Int64(text) else {
+                throw APNsRequestError(field: "apns.headers.apns-expiration", message: "expected whole seconds since 1970, got '\(text)'")
             }
             expiration = value
         } else {
             expiration = nil
         }
         if let text = given["apns-collapse-id"] {
-            guard !text.isEmpty, text.utf8.count <= 64 else {
-                throw APNsRequestError(field: "apns.headers.apns-collapse-id", message: "must be 1 to 64 bytes, not \(text.utf8.count)")
-            }
-            collapseID = text
+            collapseID = text  // within the rule file's bytes (headerReason above)
         } else {
             collapseID = nil
         }

@@ -17,7 +17,10 @@ public struct APNsIssue: Sendable, Equatable, CustomStringConvertible {
 /// loaded by `herald migrate` into herald.apns_rules, where herald.validate_apns_message and the
 /// trigger jobs_apns (which refuses such a job at INSERT) read the same values, so a job refused
 /// here was refused there, with the same words. A worker calls `validate` on a claimed job and
-/// dead-letters one with issues without a request (rows can be older than the rules).
+/// dead-letters one with issues without a request (rows can be older than the rules). The APNs
+/// module's `APNsPushType` and `APNsRequest` take their push types, topic suffixes, priorities,
+/// limits and headers from here too (`headerReason`, `pushTypeReason`, `priorityReason`), so what
+/// the sender builds is what was admitted.
 public struct APNsMessageRules: Sendable {
     /// The rule file as JSON text.
     public static let json: String = EmbeddedAPNsRules.text
@@ -35,11 +38,32 @@ public struct APNsMessageRules: Sendable {
 
     public struct PushType: Sendable, Equatable {
         public var name: String
+        /// What follows the app's bundle ID in `apns-topic` for this push type.
+        public var topicSuffix: String
+        /// The apns-priority sent when the message sets none.
+        public var defaultPriority: String
         public var maxPayloadBytes: Int
         /// The apns-priority values this push type takes; nil: any of `priorities`.
         public var priorities: [String]?
         /// Members of `aps` this push type needs.
         public var apsRequired: [String]
+    }
+
+    /// A push type Apple has that Herald does not send yet, and why.
+    public struct NotSent: Sendable, Equatable {
+        public var name: String
+        public var why: String
+    }
+
+    /// A header a message may set in `apns.headers`, and the bounds of its value.
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        /// `uuid` (8-4-4-4-12 hex digits), `digits` (0-9 only) or nil (any text).
+        public var format: String?
+        public var minBytes: Int?
+        public var maxBytes: Int?
+        /// Key of the reason given when the value is out of bounds.
+        public var message: String?
     }
 
     struct APSField: Sendable {
@@ -57,6 +81,8 @@ public struct APNsMessageRules: Sendable {
     public let priorityHeader: String
     public let priorities: [String]
     public let pushTypes: [PushType]
+    public let notSent: [NotSent]
+    public let headers: [Header]
     let apsFields: [APSField]
     let valueMaxCharacters: Int
     let messages: [String: String]
@@ -100,13 +126,44 @@ public struct APNsMessageRules: Sendable {
             guard let object = entry.objectValue, let max = object["max_payload_bytes"]?.intValue else {
                 throw fail("a push type needs name and max_payload_bytes")
             }
+            let defaultPriority = try string(object["default_priority"], "push_types.default_priority")
+            guard priorities.contains(defaultPriority) else { throw fail("a push type's default_priority is not in priorities") }
             pushTypes.append(PushType(
-                name: try string(object["name"], "push_types.name"), maxPayloadBytes: max,
+                name: try string(object["name"], "push_types.name"),
+                topicSuffix: try string(object["topic_suffix"], "push_types.topic_suffix"),
+                defaultPriority: defaultPriority, maxPayloadBytes: max,
                 priorities: object["priorities"] == nil ? nil : try strings(object["priorities"], "push_types.priorities"),
                 apsRequired: object["aps_required"] == nil ? [] : try strings(object["aps_required"], "push_types.aps_required")))
         }
         self.pushTypes = pushTypes
         guard pushTypes.contains(where: { $0.name == defaultType }) else { throw fail("default_push_type is not in push_types") }
+        guard let notSentList = top["push_types_not_sent"]?.arrayValue else { throw fail("push_types_not_sent is not a list") }
+        var notSent: [NotSent] = []
+        for entry in notSentList {
+            guard let object = entry.objectValue else { throw fail("an entry of push_types_not_sent is not an object") }
+            notSent.append(NotSent(name: try string(object["name"], "push_types_not_sent.name"),
+                                   why: try string(object["why"], "push_types_not_sent.why")))
+        }
+        self.notSent = notSent
+        guard let headerList = top["headers"]?.arrayValue else { throw fail("headers is not a list") }
+        var headers: [Header] = []
+        for entry in headerList {
+            guard let object = entry.objectValue else { throw fail("an entry of headers is not an object") }
+            let format = object["format"] == nil ? nil : try string(object["format"], "headers.format")
+            guard format == nil || format == "uuid" || format == "digits" else { throw fail("header format \(format ?? "") is neither uuid nor digits") }
+            let header = Header(name: try string(object["name"], "headers.name"), format: format,
+                                minBytes: object["min_bytes"]?.intValue, maxBytes: object["max_bytes"]?.intValue,
+                                message: object["message"] == nil ? nil : try string(object["message"], "headers.message"))
+            guard header.message != nil || (format == nil && header.minBytes == nil && header.maxBytes == nil) else {
+                throw fail("header \(header.name) is bounded but names no message")
+            }
+            headers.append(header)
+        }
+        self.headers = headers
+        let typeHeader = pushTypeHeader, priorityName = priorityHeader
+        guard headers.contains(where: { $0.name == typeHeader }), headers.contains(where: { $0.name == priorityName }) else {
+            throw fail("headers must list push_type_header and priority_header")
+        }
         guard let fields = top["aps_fields"]?.arrayValue else { throw fail("aps_fields is not a list") }
         var apsFields: [APSField] = []
         for entry in fields {
@@ -179,7 +236,14 @@ public struct APNsMessageRules: Sendable {
         if let headers = present(apns, "headers") {
             if let headerObject = headers.objectValue {
                 for key in headerObject.keys.sorted(by: Self.byteOrder) {
-                    if let value = headerObject[key], !value.isNull, value.stringValue == nil {
+                    guard let value = headerObject[key], !value.isNull else { continue }
+                    if let text = value.stringValue {
+                        if let reason = headerReason(key, text) {
+                            issues.append(APNsIssue(field: "message.apns.headers" + Self.member(key), reason: reason))
+                        }
+                    } else if let reason = headerReason(key, nil) {
+                        issues.append(APNsIssue(field: "message.apns.headers" + Self.member(key), reason: reason))
+                    } else {
                         add("message.apns.headers" + Self.member(key), "header.type", ["type": value.typeName])
                     }
                 }
@@ -188,19 +252,13 @@ public struct APNsMessageRules: Sendable {
                     if let name = value.stringValue {
                         pushType = pushTypes.first { $0.name == name }
                         if pushType == nil {
-                            add("message.apns.headers.\(pushTypeHeader)", "push_type.unknown",
-                                ["value": render(name), "allowed": pushTypes.map(\.name).joined(separator: ", ")])
+                            issues.append(APNsIssue(field: "message.apns.headers.\(pushTypeHeader)", reason: pushTypeReason(name) ?? ""))
                         }
                     }
                 }
-                if let value = present(headers, priorityHeader), let priority = value.stringValue {
-                    if !priorities.contains(priority) {
-                        add("message.apns.headers.\(priorityHeader)", "priority.unknown",
-                            ["value": render(priority), "allowed": priorities.joined(separator: ", ")])
-                    } else if let pushType, let allowed = pushType.priorities, !allowed.contains(priority) {
-                        add("message.apns.headers.\(priorityHeader)", "priority.push_type",
-                            ["value": render(priority), "push_type": pushType.name, "allowed": allowed.joined(separator: ", ")])
-                    }
+                if let value = present(headers, priorityHeader), let priority = value.stringValue,
+                   let reason = priorityReason(priority, pushType: pushType) {
+                    issues.append(APNsIssue(field: "message.apns.headers.\(priorityHeader)", reason: reason))
                 }
             } else {
                 add("message.apns.headers", "object.type", ["type": headers.typeName])
@@ -250,6 +308,61 @@ public struct APNsMessageRules: Sendable {
         return issues
     }
 
+    /// Why the message may not set header `name` to `value` (nil: only whether the name is one a
+    /// message sets), or nil when it may. The push type and priority are judged apart
+    /// (`pushTypeReason`, `validate`).
+    public func headerReason(_ name: String, _ value: String?) -> String? {
+        guard let header = headers.first(where: { $0.name == name }) else {
+            return fill("header.unknown", ["headers": headers.map(\.name).joined(separator: ", ")])
+        }
+        guard let value, let message = header.message else { return nil }
+        let bytes = value.utf8
+        var fits = true
+        if let min = header.minBytes, bytes.count < min { fits = false }
+        if let max = header.maxBytes, bytes.count > max { fits = false }
+        if header.format == "digits", !bytes.allSatisfy({ $0 >= 48 && $0 <= 57 }) { fits = false }
+        if header.format == "uuid", !Self.isUUID(value) { fits = false }
+        guard !fits else { return nil }
+        return fill(message, ["value": render(value), "size": String(bytes.count),
+                              "min": header.minBytes.map(String.init) ?? "", "max": header.maxBytes.map(String.init) ?? ""])
+    }
+
+    /// Why a message may not be sent as push type `name`, or nil when Herald sends it.
+    public func pushTypeReason(_ name: String) -> String? {
+        guard !pushTypes.contains(where: { $0.name == name }) else { return nil }
+        let allowed = pushTypes.map(\.name).joined(separator: ", ")
+        if let later = notSent.first(where: { $0.name == name }) {
+            return fill("push_type.not_sent", ["value": render(name), "why": later.why, "allowed": allowed])
+        }
+        return fill("push_type.unknown", ["value": render(name), "allowed": allowed])
+    }
+
+    /// Why a message of `pushType` (nil: one not known) may not be sent at `priority`, or nil
+    /// when it may.
+    public func priorityReason(_ priority: String, pushType: PushType?) -> String? {
+        if !priorities.contains(priority) {
+            return fill("priority.unknown", ["value": render(priority), "allowed": priorities.joined(separator: ", ")])
+        }
+        if let pushType, let allowed = pushType.priorities, !allowed.contains(priority) {
+            return fill("priority.push_type", ["value": render(priority), "push_type": pushType.name, "allowed": allowed.joined(separator: ", ")])
+        }
+        return nil
+    }
+
+    /// 8-4-4-4-12 hex digits, as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    static func isUUID(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 36 else { return false }
+        for (index, byte) in bytes.enumerated() {
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                guard byte == 45 else { return false }
+            } else if !((byte >= 48 && byte <= 57) || (byte >= 65 && byte <= 70) || (byte >= 97 && byte <= 102)) {
+                return false
+            }
+        }
+        return true
+    }
+
     /// Bytes of `value` as compact JSON, as the sender writes it (`JSONValue.serialized`).
     public static func payloadBytes(_ value: JSONValue) -> Int {
         var out: [UInt8] = []
@@ -275,7 +388,7 @@ public struct APNsMessageRules: Sendable {
 
     /// `.name` for a plain member name; `["name"]` (JSON-quoted) for any other, so a field path
     /// never looks like a deeper one.
-    static func member(_ key: String) -> String {
+    public static func member(_ key: String) -> String {
         let plain = !key.isEmpty && key.utf8.allSatisfy {
             ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95 || $0 == 45
         }

@@ -318,7 +318,19 @@ import TestSupport
         (#"{"apns_token": "\#(token)"}"#, "message.apns: required: an object with payload (and headers)"),
         (#"{"apns_token": "\#(token)", "apns": {"payload": {"aps": {}}, "fcm_options": {}}}"#, "message.apns.fcm_options: not a field of an APNs message's apns block; give headers, payload"),
         (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-expiration": 0}, "payload": {"aps": {}}}}"#, "message.apns.headers.apns-expiration: expected a string, got number"),
-        (alert(pushType: "banner"), #"message.apns.headers.apns-push-type: "banner" is not a push type APNs knows; give one of alert, background, location, voip"#),
+        (alert(pushType: "banner"), #"message.apns.headers.apns-push-type: "banner" is not a push type Herald knows; give one of alert, background, location, voip, complication, liveactivity"#),
+        (alert(pushType: "mdm"), #"message.apns.headers.apns-push-type: Herald does not send push type "mdm" yet: it needs certificate-based authentication, and Herald connects with provider tokens; give one of alert, background"#),
+        (alert(pushType: "fileprovider"), #"message.apns.headers.apns-push-type: Herald does not send push type "fileprovider" yet: its apns-topic suffix is not yet checked"#),
+        (alert(pushType: "pushtotalk"), #"message.apns.headers.apns-push-type: Herald does not send push type "pushtotalk" yet: its apns-topic suffix is not yet checked"#),
+        (#"{"apns_token": "\#(token)", "apns": {"headers": {"x-custom": "1"}, "payload": {"aps": {}}}}"#,
+         "message.apns.headers.x-custom: not a header a message sets (Herald sets apns-topic and the rest); give apns-push-type, apns-priority, apns-expiration, apns-collapse-id, apns-id"),
+        (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-topic": "com.example.shop"}, "payload": {"aps": {}}}}"#, "message.apns.headers.apns-topic: not a header a message sets"),
+        (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-id": "job-7"}, "payload": {"aps": {}}}}"#,
+         #"message.apns.headers.apns-id: expected a UUID such as 123e4567-e89b-12d3-a456-426614174000, or leave it out; got "job-7""#),
+        (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-expiration": "-1"}, "payload": {"aps": {}}}}"#,
+         #"message.apns.headers.apns-expiration: expected whole seconds since 1970 (0: deliver now or never), 1 to 18 digits; got "-1""#),
+        (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-collapse-id": "\#(String(repeating: "é", count: 33))"}, "payload": {"aps": {}}}}"#,
+         "message.apns.headers.apns-collapse-id: must be 1 to 64 bytes; got 66"),
         (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-priority": "7"}, "payload": {"aps": {}}}}"#, #"message.apns.headers.apns-priority: "7" is not one of 1, 5, 10"#),
         (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-push-type": "background", "apns-priority": "10"}, "payload": {"aps": {"content-available": 1}}}}"#,
          #"message.apns.headers.apns-priority: "10" is not allowed for push type background; give one of 1, 5"#),
@@ -357,6 +369,8 @@ import TestSupport
             Self.alert(pushType: "liveactivity", aps: #"{"event": "update", "timestamp": 1700000000, "content-state": {"eta": 5}}"#),
             #"{"apns_token": "\#(String(repeating: "AB", count: 50))", "apns": {"payload": {"aps": {"badge": 1}}}}"#,
             #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-push-type": "background", "apns-priority": "5"}, "payload": {"aps": {"content-available": 1}}}}"#,
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-id": "123E4567-E89B-12D3-A456-426614174000", "apns-expiration": "\#(String(repeating: "9", count: 18))", "apns-collapse-id": "\#(String(repeating: "é", count: 32))", "apns-priority": "1"}, "payload": {"aps": {}}}}"#,
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-expiration": "0", "apns-collapse-id": "c"}, "payload": {"aps": {}}}}"#,
         ]
         for name in APNsMessageRules.standard.pushTypes.map(\.name) where name != "liveactivity" {
             accepted.append(Self.alert(pushType: name))
@@ -388,6 +402,11 @@ import TestSupport
             Self.alert(aps: #"{"alert": "é\n\"\\\t\u0008\u000c\u0001 \#(String(repeating: "y", count: 4060))", "list": [1, [2, []], {}], "n": {"a": {"b": null}}}"#),
             Self.alert(pushType: "voip", aps: #"{"alert": {"title": "\#(String(repeating: "€", count: 1700))", "loc-args": ["a", "b"]}}"#),
             Self.alert(pushType: "background", aps: #"{"content-available": 1, "\u0008key\u000c": "\#(String(repeating: "z", count: 4080))"}"#),
+            // Headers: unknown names (one null, not judged), bounds, and push types not sent yet.
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"x-custom": 1, "apns-topic": "a.b", "z": null, "apns-id": "\#(long)", "apns-expiration": "12a", "apns-collapse-id": "", "apns-push-type": "mdm"}, "payload": {"aps": {}}}}"#,
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-expiration": "\#(String(repeating: "1", count: 19))", "apns-collapse-id": "\#(String(repeating: "é", count: 33))", "apns-push-type": "fileprovider", "apns-priority": "7"}, "payload": {"aps": {}}}}"#,
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-id": "123e4567-e89b-12d3-a456-42661417400g", "apns-push-type": "widgets"}, "payload": {"aps": {}}}}"#,
+            #"{"apns_token": "\#(Self.token)", "apns": {"headers": {"apns-id": "123E4567-E89B-12D3-A456-426614174000", "apns-expiration": "0", "apns-collapse-id": "\#(String(repeating: "é", count: 32))", "apns-push-type": "background", "apns-priority": "1"}, "payload": {"aps": {"content-available": 1}}}}"#,
         ]
         var refused = 0
         for text in cases {
@@ -397,8 +416,9 @@ import TestSupport
             let sql = (0..<rows.rowCount).map { rows[$0, 0] ?? "" }
             #expect(swift == sql, "\(text.prefix(120)):\nswift \(swift)\nsql   \(sql)")
         }
-        // Two cases may be sent (the first, and the Live Activity start); every other is refused.
-        #expect(refused == cases.count - 2)
+        // Three cases may be sent (the first, the Live Activity start, the background push with
+        // every header at its bounds); every other is refused.
+        #expect(refused == cases.count - 3)
         // The rules the database holds are the binary's, loaded by herald migrate.
         let stored = try JSONValue.parse(try #require(try c.query("SELECT definition::text FROM herald.apns_rules")[0, 0]))
         #expect(stored == (try JSONValue.parse(APNsMessageRules.json)))

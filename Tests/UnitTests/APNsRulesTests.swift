@@ -43,6 +43,12 @@ import Testing
         #expect(refusal(#"{"format": 2}"#).contains("format 2, this build understands 1"))
         var broken = APNsMessageRules.json.replacingOccurrences(of: #""default_push_type": "alert""#, with: #""default_push_type": "banner""#)
         #expect(refusal(broken).contains("default_push_type is not in push_types"))
+        broken = APNsMessageRules.json.replacingOccurrences(of: #", "message": "header.apns_id""#, with: "")
+        #expect(refusal(broken).contains("header apns-id is bounded but names no message"))
+        broken = APNsMessageRules.json.replacingOccurrences(of: #""default_priority": "5""#, with: #""default_priority": "7""#)
+        #expect(refusal(broken).contains("default_priority is not in priorities"))
+        broken = APNsMessageRules.json.replacingOccurrences(of: #"{"name": "apns-priority"},"#, with: "")
+        #expect(refusal(broken).contains("headers must list push_type_header and priority_header"))
         broken = APNsMessageRules.json.replacingOccurrences(of: #""type": "integer""#, with: #""type": "number""#)
         #expect(refusal(broken).contains("aps field type number is neither string nor integer"))
     }

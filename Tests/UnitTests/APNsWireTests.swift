@@ -1,5 +1,6 @@
 import Crypto
 import Dispatch
+import FCM
 import HTTPClient
 import JSON
 import Synchronization
@@ -167,12 +168,13 @@ final class TestClock: Sendable {
         #expect(try request(message(["apns-push-type": "background"], payload: ["aps": ["content-available": 1]])).priority == 5)
         #expect(try request(message(["apns-push-type": "liveactivity"])).priority == 10)
         #expect(try request(message(["apns-push-type": "alert", "apns-priority": "5"])).priority == 5)
-        #expect(try request(message(["apns-push-type": "alert", "apns-priority": 1])).priority == 1)
+        #expect(try request(message(["apns-push-type": "alert", "apns-priority": "1"])).priority == 1)
         // No push type: alert, as the rule file's default_push_type says (a silent payload too).
         let untyped = try request(message(payload: ["aps": ["content-available": 1], "sync": true]))
         #expect(untyped.pushType == .alert && untyped.priority == 10)
-        for (headers, fragment) in [(["apns-push-type": "background", "apns-priority": "10"] as JSONValue, "Apple refuses 10"),
-                                    (["apns-priority": "7"], "must be 10, 5 or 1")] {
+        for (headers, fragment) in [(["apns-push-type": "background", "apns-priority": "10"] as JSONValue,
+                                     #""10" is not allowed for push type background; give one of 1, 5"#),
+                                    (["apns-priority": "7"], #""7" is not one of 1, 5, 10"#)] {
             #expect(throws: APNsRequestError.self) { try request(message(headers)) }
             do { _ = try request(message(headers)) } catch {
                 #expect(error.field == "apns.headers.apns-priority")
@@ -201,8 +203,8 @@ final class TestClock: Sendable {
         #expect(try request(message(), ttl: 3600).expiration == 1_800_003_600)
         #expect(try request(message(), ttl: 0).expiration == 0)
         // Without a TTL, the sender's own value; with one, the job's deadline wins.
-        #expect(try request(message(["apns-expiration": 1_800_000_100])).expiration == 1_800_000_100)
-        #expect(try request(message(["apns-expiration": 1_800_000_100]), ttl: 60).expiration == 1_800_000_060)
+        #expect(try request(message(["apns-expiration": "1800000100"])).expiration == 1_800_000_100)
+        #expect(try request(message(["apns-expiration": "1800000100"]), ttl: 60).expiration == 1_800_000_060)
     }
 
     @Test func badInputNamesTheField() throws {
@@ -212,12 +214,18 @@ final class TestClock: Sendable {
             (message(token: "abc"), "apns_token", "even number"),
             (["apns_token": .string(Self.token)], "apns", "apns object"),
             (message(payload: "text"), "apns.payload", "JSON object"),
-            (message(["apns-push-type": "mdm"]), "apns.headers.apns-push-type", "alert, background"),
-            (message(["apns-topic": "com.other.app"]), "apns.headers.apns-topic", "com.example.shop"),
+            (message(["apns-push-type": "mdm"]), "apns.headers.apns-push-type", "Herald does not send push type \"mdm\" yet: it needs certificate-based"),
+            (message(["apns-push-type": "fileprovider"]), "apns.headers.apns-push-type", "Herald does not send push type \"fileprovider\" yet"),
+            (message(["apns-push-type": "banner"]), "apns.headers.apns-push-type", "not a push type Herald knows; give one of alert, background"),
+            (message(["apns-push-type": "voip", "apns-topic": "com.example.shop.voip"]), "apns.headers.apns-topic", "not a header a message sets"),
             (message(["apns-id": "job-7"]), "apns.headers.apns-id", "UUID"),
-            (message(["apns-collapse-id": .string(String(repeating: "c", count: 65))]), "apns.headers.apns-collapse-id", "64"),
+            (message(["apns-collapse-id": .string(String(repeating: "c", count: 65))]), "apns.headers.apns-collapse-id", "must be 1 to 64 bytes; got 65"),
+            (message(["apns-collapse-id": ""]), "apns.headers.apns-collapse-id", "must be 1 to 64 bytes; got 0"),
             (message(["apns-expiration": "soon"]), "apns.headers.apns-expiration", "seconds since 1970"),
-            (message(["x-custom": "1"]), "apns.headers.x-custom", "not a header Herald sends"),
+            (message(["apns-expiration": "-1"]), "apns.headers.apns-expiration", "seconds since 1970"),
+            (message(["apns-expiration": 1_800_000_100]), "apns.headers.apns-expiration", "expected a string, got number"),
+            (message(["x-custom": "1"]), "apns.headers.x-custom", "not a header a message sets"),
+            (message(["APNS-PRIORITY": "5"]), "apns.headers.APNS-PRIORITY", "give apns-push-type, apns-priority, apns-expiration, apns-collapse-id, apns-id"),
         ]
         for (input, field, fragment) in cases {
             do {
@@ -228,8 +236,60 @@ final class TestClock: Sendable {
                 #expect(error.message.contains(fragment), "\(error)")
             }
         }
-        // The topic Herald would set anyway is accepted.
-        #expect(throws: Never.self) { try request(message(["apns-push-type": "voip", "apns-topic": "com.example.shop.voip"])) }
+    }
+
+    /// What the sender refuses is what the rules refuse at enqueue, in the same words: for each
+    /// header case, APNsRequest's refusal is the rules' issue for that field, and a message the
+    /// rules take (every push type Herald sends, every header at its bounds) makes a request.
+    @Test func theSenderRefusesWhatTheRulesRefuseInTheirWords() throws {
+        let rules = APNsMessageRules.standard
+        let refused: [JSONValue] = [
+            ["apns-push-type": "mdm"], ["apns-push-type": "pushtotalk"], ["apns-push-type": "widgets"],
+            ["apns-topic": "com.example.shop"], ["x-custom": "1"], ["apns-id": "123e4567e89b12d3a456426614174000"],
+            ["apns-expiration": "1800000000.5"], ["apns-expiration": .string(String(repeating: "9", count: 19))],
+            ["apns-collapse-id": .string(String(repeating: "é", count: 33))],
+            ["apns-push-type": "background", "apns-priority": "10"], ["apns-priority": "high"],
+        ]
+        for headers in refused {
+            let input = message(headers, payload: ["aps": ["content-available": 1]])
+            let issues = rules.validate(input)
+            let issue = try #require(issues.first, "\(headers.serialized): the rules take it")
+            do {
+                _ = try request(input)
+                Issue.record("\(headers.serialized): the sender takes what the rules refuse")
+            } catch {
+                #expect("message." + error.field == issue.field, "\(error)")
+                #expect(error.message == issue.reason, "\(error) | \(issue)")
+            }
+        }
+        var taken: [JSONValue] = [[
+            "apns-push-type": "alert", "apns-priority": "1", "apns-expiration": .string(String(repeating: "9", count: 18)),
+            "apns-collapse-id": .string(String(repeating: "é", count: 32)), "apns-id": "123E4567-E89B-12D3-A456-426614174000",
+        ]]
+        for type in APNsPushType.allCases where type != .liveactivity { taken.append(["apns-push-type": .string(type.rawValue)]) }
+        for headers in taken {
+            let input = message(headers, payload: ["aps": ["content-available": 1]])
+            #expect(rules.validate(input).isEmpty, "\(headers.serialized)")
+            #expect(throws: Never.self) { try request(input) }
+        }
+    }
+
+    /// APNsPushType is the rule file's list: every push type the rules admit is one the sender
+    /// sends, with the rule file's suffix, priorities and limit, and none the rules refuse.
+    @Test func pushTypesAreTheRuleFiles() throws {
+        let rules = APNsMessageRules.standard
+        #expect(APNsPushType.allCases.map(\.rawValue) == rules.pushTypes.map(\.name))
+        for rule in rules.pushTypes {
+            let type = try #require(APNsPushType(rawValue: rule.name))
+            #expect(type.topicSuffix == rule.topicSuffix)
+            #expect(type.payloadLimit == rule.maxPayloadBytes)
+            #expect(String(type.defaultPriority) == rule.defaultPriority)
+            #expect(type.priorities.map(String.init) == (rule.priorities ?? rules.priorities), "\(rule.name): priorities must be whole numbers")
+            #expect(type.allows(priority: type.defaultPriority))
+        }
+        for later in rules.notSent { #expect(APNsPushType(rawValue: later.name) == nil) }
+        #expect(APNsPushType.standardDefault.rawValue == rules.defaultPushType)
+        #expect(APNsRequest.senderHeaders == ["apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "apns-id"])
     }
 }
 

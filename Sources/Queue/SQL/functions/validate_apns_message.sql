@@ -90,19 +90,25 @@ BEGIN
     IF headers IS NOT NULL AND jsonb_typeof(headers) <> 'object' THEN
         issues := issues || ('message.apns.headers: ' || herald._mv_fill(texts ->> 'object.type', jsonb_build_object('type', jsonb_typeof(headers))));
     ELSIF headers IS NOT NULL THEN
-        IF jsonb_path_exists(headers, '$.* ? (@.type() != "string" && @.type() != "null")') THEN
-            FOR k, v IN SELECT e.key, e.value FROM jsonb_each(headers) AS e
-                        WHERE jsonb_typeof(e.value) NOT IN ('string', 'null') ORDER BY e.key COLLATE "C" LOOP
-                issues := issues || ('message.apns.headers' || herald._apns_member(k) || ': '
-                                     || herald._mv_fill(texts ->> 'header.type', jsonb_build_object('type', jsonb_typeof(v))));
+        -- Only a message naming a header the rules do not list, or one the rules bound, or giving
+        -- a value that is not a string, has its headers judged one by one.
+        IF (headers - ARRAY(SELECT h ->> 'name' FROM jsonb_array_elements(def -> 'headers') AS h)) <> '{}'::jsonb
+           OR headers ?| ARRAY(SELECT h ->> 'name' FROM jsonb_array_elements(def -> 'headers') AS h WHERE h ? 'message')
+           OR jsonb_path_exists(headers, '$.* ? (@.type() != "string" && @.type() != "null")') THEN
+            FOR k, s IN SELECT e.key, herald._apns_header_reason(def, e.key, e.value) FROM jsonb_each(headers) AS e
+                        WHERE jsonb_typeof(e.value) <> 'null' ORDER BY e.key COLLATE "C" LOOP
+                CONTINUE WHEN s IS NULL;
+                issues := issues || ('message.apns.headers' || herald._apns_member(k) || ': ' || s);
             END LOOP;
         END IF;
         v := nullif(headers -> (def ->> 'push_type_header'), 'null'::jsonb);
         IF v IS NOT NULL THEN
             push_name := CASE WHEN jsonb_typeof(v) = 'string' THEN v #>> '{}' END;
             IF push_name IS NOT NULL AND NOT types ? push_name THEN
-                issues := issues || ('message.apns.headers.' || (def ->> 'push_type_header') || ': ' || herald._mv_fill(texts ->> 'push_type.unknown',
-                    jsonb_build_object('value', herald._apns_render(push_name, vmax),
+                s := (SELECT n ->> 'why' FROM jsonb_array_elements(def -> 'push_types_not_sent') AS n WHERE n ->> 'name' = push_name);
+                issues := issues || ('message.apns.headers.' || (def ->> 'push_type_header') || ': ' || herald._mv_fill(
+                    texts ->> CASE WHEN s IS NULL THEN 'push_type.unknown' ELSE 'push_type.not_sent' END,
+                    jsonb_build_object('value', herald._apns_render(push_name, vmax), 'why', coalesce(s, ''),
                                        'allowed', (SELECT string_agg(t.e ->> 'name', ', ' ORDER BY o)
                                                    FROM jsonb_array_elements(def -> 'push_types') WITH ORDINALITY AS t(e, o)))));
             END IF;

@@ -48,56 +48,25 @@ enum APNsCommand {
         or leave it out when one app is registered.
         """)
 
-    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
-
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "apns", arguments: arguments, options: options, positional: true)
-        guard let action = parsed.positional.first, actions.contains(action) else {
-            throw UsageError("herald apns: give an action: add APP, list, show APP, test APP, pause APP, resume APP or remove APP; see herald apns --help")
-        }
-        let rest = Array(parsed.positional.dropFirst())
-        let only: [String: String] = ["key-file": "add", "key-id": "add", "team-id": "add", "topic": "add", "sandbox": "add",
-                                      "max-rate": "add", "reason": "pause"]
-        for (flag, owner) in only.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
-            throw UsageError("herald apns \(action): --\(flag) applies to \(owner) only")
-        }
-        if parsed.has("json") && !["list", "show"].contains(action) {
-            throw UsageError("herald apns \(action): --json applies to list and show only")
-        }
-        if action == "list" {
-            guard rest.isEmpty else { throw UsageError("herald apns list: takes no name") }
-            let apps = try APNsApps.list(try operationsDatabase(parsed))
-            if parsed.has("json") {
-                print(JSONValue.array(apps.map(\.json)).serialized)
-            } else {
-                printList(apps)
-            }
-            return 0
-        }
-        guard rest.count == 1 else {
-            throw UsageError("herald apns \(action): give one app name\(action == "add" ? "" : " (herald apns list shows them)")")
-        }
-        let name = rest[0]
-        do {
-            switch action {
-            case "add": return try add(parsed, name: name)
-            case "show": return try show(parsed, name: name)
-            case "test": return try test(parsed, name: name)
-            case "pause":
-                let changed = try APNsApps.pause(try operationsDatabase(parsed), name: name, reason: parsed.string("reason"), source: shellSource())
-                print(changed ? "paused APNs app \(name)" : "APNs app \(name) was paused already\(parsed.string("reason") == nil ? "" : "; its reason is now the one given")")
-            case "resume":
-                let changed = try APNsApps.resume(try operationsDatabase(parsed), name: name, source: shellSource())
-                print(changed ? "resumed APNs app \(name)" : "APNs app \(name) was not paused; nothing to resume")
-            default:
-                try APNsApps.remove(try operationsDatabase(parsed), name: name, source: shellSource())
-                print("removed APNs app \(name) from the registry (its key was left where it is)")
-            }
-        } catch let error as AdminError {
-            let hint = error.kind == .notFound ? "; herald apns list shows the registered apps" : ""
-            throw UsageError("herald apns \(action): \(error.description)\(hint)")
-        }
-        return 0
+        return try RegistryActions(
+            command: "apns", noun: "APNs app", shortNoun: "app", placeholder: "APP",
+            actionOnlyFlags: ["key-file": "add", "key-id": "add", "team-id": "add", "topic": "add", "sandbox": "add",
+                              "max-rate": "add", "reason": "pause"],
+            list: { parsed in
+                let apps = try APNsApps.list(try operationsDatabase(parsed))
+                if parsed.has("json") {
+                    print(JSONValue.array(apps.map(\.json)).serialized)
+                } else {
+                    printList(apps)
+                }
+            },
+            add: { try add($0, name: $1) }, show: { try show($0, name: $1) }, test: { try test($0, name: $1) },
+            pause: { try APNsApps.pause($0, name: $1, reason: $2, source: $3) },
+            resume: { try APNsApps.resume($0, name: $1, source: $2) },
+            remove: { try APNsApps.remove($0, name: $1, source: $2) }
+        ).run(parsed)
     }
 
     static func add(_ parsed: ParsedOptions, name: String) throws -> Int32 {

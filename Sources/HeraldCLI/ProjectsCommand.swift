@@ -51,55 +51,23 @@ enum ProjectsCommand {
         started with herald work --project NAME works that project alone.
         """)
 
-    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
-
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "projects", arguments: arguments, options: options, positional: true)
-        guard let action = parsed.positional.first, actions.contains(action) else {
-            throw UsageError("herald projects: give an action: add NAME, list, show NAME, test NAME, pause NAME, resume NAME or remove NAME; see herald projects --help")
-        }
-        let rest = Array(parsed.positional.dropFirst())
-        let only: [String: String] = ["credentials": "add", "max-rate": "add", "reason": "pause"]
-        for (flag, owner) in only.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
-            throw UsageError("herald projects \(action): --\(flag) applies to \(owner) only")
-        }
-        if parsed.has("json") && !["list", "show"].contains(action) {
-            throw UsageError("herald projects \(action): --json applies to list and show only")
-        }
-        if action == "list" {
-            guard rest.isEmpty else { throw UsageError("herald projects list: takes no name") }
-            let projects = try ProjectRegistry.list(try operationsDatabase(parsed))
-            if parsed.has("json") {
-                print(JSONValue.array(projects.map(\.json)).serialized)
-            } else {
-                printList(projects)
-            }
-            return 0
-        }
-        guard rest.count == 1 else {
-            throw UsageError("herald projects \(action): give one project name\(action == "add" ? "" : " (herald projects list shows them)")")
-        }
-        let name = rest[0]
-        do {
-            switch action {
-            case "add": return try add(parsed, name: name)
-            case "show": return try show(parsed, name: name)
-            case "test": return try test(parsed, name: name)
-            case "pause":
-                let changed = try ProjectRegistry.pause(try operationsDatabase(parsed), name: name, reason: parsed.string("reason"), source: shellSource())
-                print(changed ? "paused project \(name)" : "project \(name) was paused already\(parsed.string("reason") == nil ? "" : "; its reason is now the one given")")
-            case "resume":
-                let changed = try ProjectRegistry.resume(try operationsDatabase(parsed), name: name, source: shellSource())
-                print(changed ? "resumed project \(name)" : "project \(name) was not paused; nothing to resume")
-            default:
-                try ProjectRegistry.remove(try operationsDatabase(parsed), name: name, source: shellSource())
-                print("removed project \(name) from the registry (its key was left where it is)")
-            }
-        } catch let error as AdminError {
-            let hint = error.kind == .notFound ? "; herald projects list shows the registered projects" : ""
-            throw UsageError("herald projects \(action): \(error.description)\(hint)")
-        }
-        return 0
+        return try RegistryActions(
+            command: "projects", noun: "project", shortNoun: "project", placeholder: "NAME", actionOnlyFlags: ["credentials": "add", "max-rate": "add", "reason": "pause"],
+            list: { parsed in
+                let projects = try ProjectRegistry.list(try operationsDatabase(parsed))
+                if parsed.has("json") {
+                    print(JSONValue.array(projects.map(\.json)).serialized)
+                } else {
+                    printList(projects)
+                }
+            },
+            add: { try add($0, name: $1) }, show: { try show($0, name: $1) }, test: { try test($0, name: $1) },
+            pause: { try ProjectRegistry.pause($0, name: $1, reason: $2, source: $3) },
+            resume: { try ProjectRegistry.resume($0, name: $1, source: $2) },
+            remove: { try ProjectRegistry.remove($0, name: $1, source: $2) }
+        ).run(parsed)
     }
 
     static func add(_ parsed: ParsedOptions, name: String) throws -> Int32 {

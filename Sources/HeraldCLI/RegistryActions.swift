@@ -1,0 +1,73 @@
+import CommandOptions
+import Postgres
+import Queue
+
+/// What `herald projects` and `herald apns` share: the seven actions on one kind of entry of the
+/// registry (herald.projects), the checks of their arguments, and the words pause, resume and
+/// remove print. Each command gives its words and what differs between the kinds (add, show,
+/// test, list, and the registry calls).
+struct RegistryActions {
+    /// The command word: `projects` or `apns`.
+    var command: String
+    /// What an entry is called in what is printed: `project`, `APNs app`.
+    var noun: String
+    /// The short name of an entry: `project`, `app` ("give one app name").
+    var shortNoun: String
+    /// The placeholder of the usage: `NAME`, `APP`.
+    var placeholder: String
+    /// Flags that belong to one action only, and that action.
+    var actionOnlyFlags: [String: String]
+    var list: (ParsedOptions) throws -> Void
+    var add: (ParsedOptions, String) throws -> Int32
+    var show: (ParsedOptions, String) throws -> Int32
+    var test: (ParsedOptions, String) throws -> Int32
+    var pause: (PGConnection, _ name: String, _ reason: String?, _ source: String) throws -> Bool
+    var resume: (PGConnection, _ name: String, _ source: String) throws -> Bool
+    var remove: (PGConnection, _ name: String, _ source: String) throws -> Void
+
+    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
+
+    func run(_ parsed: ParsedOptions) throws -> Int32 {
+        guard let action = parsed.positional.first, Self.actions.contains(action) else {
+            let p = placeholder
+            throw UsageError("herald \(command): give an action: add \(p), list, show \(p), test \(p), pause \(p), resume \(p) or remove \(p); see herald \(command) --help")
+        }
+        let rest = Array(parsed.positional.dropFirst())
+        for (flag, owner) in actionOnlyFlags.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
+            throw UsageError("herald \(command) \(action): --\(flag) applies to \(owner) only")
+        }
+        if parsed.has("json") && !["list", "show"].contains(action) {
+            throw UsageError("herald \(command) \(action): --json applies to list and show only")
+        }
+        if action == "list" {
+            guard rest.isEmpty else { throw UsageError("herald \(command) list: takes no name") }
+            try list(parsed)
+            return 0
+        }
+        guard rest.count == 1 else {
+            throw UsageError("herald \(command) \(action): give one \(shortNoun) name\(action == "add" ? "" : " (herald \(command) list shows them)")")
+        }
+        let name = rest[0]
+        do {
+            switch action {
+            case "add": return try add(parsed, name)
+            case "show": return try show(parsed, name)
+            case "test": return try test(parsed, name)
+            case "pause":
+                let reason = parsed.string("reason")
+                let changed = try pause(try operationsDatabase(parsed), name, reason, shellSource())
+                print(changed ? "paused \(noun) \(name)" : "\(noun) \(name) was paused already\(reason == nil ? "" : "; its reason is now the one given")")
+            case "resume":
+                let changed = try resume(try operationsDatabase(parsed), name, shellSource())
+                print(changed ? "resumed \(noun) \(name)" : "\(noun) \(name) was not paused; nothing to resume")
+            default:
+                try remove(try operationsDatabase(parsed), name, shellSource())
+                print("removed \(noun) \(name) from the registry (its key was left where it is)")
+            }
+        } catch let error as AdminError {
+            let hint = error.kind == .notFound ? "; herald \(command) list shows the registered \(shortNoun)s" : ""
+            throw UsageError("herald \(command) \(action): \(error.description)\(hint)")
+        }
+        return 0
+    }
+}

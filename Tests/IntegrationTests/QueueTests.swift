@@ -240,6 +240,54 @@ import TestSupport
         }
     }
 
+    /// A quota pause of one project spreads that project's held retries over the window after it;
+    /// the retries of every other project (and of the jobs of no project) keep their due times.
+    @Test func aPauseSpreadsOnlyThePausedProjectsHeldRetries() throws {
+        try withDatabase { c, _ in
+            try c.query("""
+                INSERT INTO herald.projects (name, fcm_project_id, credentials)
+                VALUES ('a', 'fcm-a', '/keys/a.json'), ('b', 'fcm-b', '/keys/b.json')
+                """)
+            // Per project (and none): 5 retries due a minute ago and 1 job never tried.
+            try c.query("""
+                INSERT INTO herald.jobs (message, project, state, run_at, attempts)
+                SELECT jsonb_build_object('token', coalesce(p, 'none') || '-' || g, 'data', jsonb_build_object('k', 'v')), p,
+                       'scheduled', now() - interval '1 minute', CASE WHEN g <= 5 THEN 1 ELSE 0 END
+                FROM unnest(ARRAY['a', 'b', NULL]) AS p, generate_series(1, 6) AS g
+                """)
+            func dueTimes() throws -> [String: Double] {
+                let rows = try c.query("SELECT message->>'token', extract(epoch FROM run_at)::float8 FROM herald.jobs")
+                return Dictionary(uniqueKeysWithValues: (0..<rows.rowCount).map { (rows[$0, 0]!, rows.double($0, 1)!) })
+            }
+            func moved(_ before: [String: Double], _ after: [String: Double]) -> Set<String> {
+                Set(before.keys.filter { before[$0] != after[$0] })
+            }
+            let rates = JobStore(connection: c, workerID: "a", fcmProject: "fcm-a").fcmProjectRates
+            let until = try c.query("SELECT extract(epoch FROM now())::float8 + 60").double(0, 0)!
+            let before = try dueTimes()
+
+            #expect(try rates.spreadHeldRetries(project: "a", fcmProject: "fcm-a", until: until, window: 10) == 5)
+            let afterA = try dueTimes()
+            #expect(moved(before, afterA) == Set((1...5).map { "a-\($0)" }), "only project a's retries move")
+            for n in 1...5 {
+                let due = afterA["a-\(n)"]!
+                #expect(due >= until - 0.001 && due <= until + 10.001, "a-\(n) comes back within the window after the pause: \(due - until)")
+            }
+
+            // The jobs of no project (the pool's key, an FCM project no registry entry has).
+            #expect(try rates.spreadHeldRetries(project: nil, fcmProject: "pool-fcm", until: until, window: 10) == 5)
+            let afterNone = try dueTimes()
+            #expect(moved(afterA, afterNone) == Set((1...5).map { "none-\($0)" }), "the jobs of no project alone")
+
+            // The pool's key of the FCM project of b: its hold stops b's claims too, so b's retries
+            // are spread with them.
+            try c.query("UPDATE herald.jobs SET run_at = now() - interval '1 minute' WHERE project IS NULL")
+            let beforeShared = try dueTimes()
+            #expect(try rates.spreadHeldRetries(project: nil, fcmProject: "fcm-b", until: until, window: 10) == 10)
+            #expect(moved(beforeShared, try dueTimes()) == Set((1...5).flatMap { ["none-\($0)", "b-\($0)"] }))
+        }
+    }
+
     /// In a backlog the project's bucket is spent before the claim, in a statement of its own;
     /// outside one, within the claim. Either way what a claim was granted and could not use goes
     /// back for the other workers, and no claim takes more than the bucket holds.

@@ -105,6 +105,50 @@ import TestSupport
         #expect(m.forbidden == 0 && m.misplaced().isEmpty)
     }
 
+    /// A quota pause of one project (a 429 with Retry-After: 2 to p1) spreads p1's held retries
+    /// over the window after it; p2's and those of no project keep their due times. The held
+    /// retries wait in a queue the pool does not work, so none is claimed while it runs.
+    @Test func aProjectsPauseSpreadsItsOwnHeldRetriesAndNoOneElses() throws {
+        let m = try ManyProjects(count: 2)
+        defer { m.close() }
+        let c = m.stack.connection
+        // Per project (and none): 5 retries due a minute ago, tried once.
+        try c.query("""
+            INSERT INTO herald.jobs (queue, message, project, state, run_at, attempts)
+            SELECT 'held', jsonb_build_object('token', coalesce(p, 'none') || '-held-' || g, 'data', jsonb_build_object('k', 'v')), p,
+                   'scheduled', now() - interval '1 minute', 1
+            FROM unnest(ARRAY['p1', 'p2', NULL]) AS p, generate_series(1, 5) AS g
+            """)
+        func dueTimes() throws -> [String: Double] {
+            let rows = try c.query("SELECT message->>'token', extract(epoch FROM run_at)::float8 FROM herald.jobs WHERE queue = 'held'")
+            return Dictionary(uniqueKeysWithValues: (0..<rows.rowCount).map { (rows[$0, 0]!, rows.double($0, 1)!) })
+        }
+        let before = try dueTimes()
+        // p1's quota answer, and calm jobs of p2 sent beside it.
+        try c.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('token', 'fail-quota-2-p1', 'data', jsonb_build_object('k', 'v')), 'p1'
+            UNION ALL
+            SELECT jsonb_build_object('token', 'p2-' || g, 'data', jsonb_build_object('k', 'v')), 'p2' FROM generate_series(1, 10) g
+            """)
+        let started = try c.query("SELECT extract(epoch FROM now())::float8").double(0, 0)!
+        let run = try m.stack.work(["--drain", "--processes", "1", "--poll-interval", "0.2", "--queue", "default"], timeout: 120)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(m.delivered(1) == 1 && m.delivered(2) == 10, "\(run.output)")
+        #expect(run.output.contains("project p1: 5 held retries spread"), "\(run.output)")
+        let after = try dueTimes()
+        for n in 1...5 {
+            // Moved past the pause (at least 2 s after the run started), within its window.
+            let due = after["p1-held-\(n)"]!
+            #expect(due >= started + 2 && due <= started + 60, "p1-held-\(n) due \(due - started) s after the run started")
+            #expect(after["p2-held-\(n)"] == before["p2-held-\(n)"], "p2's retry \(n) moved")
+            #expect(after["none-held-\(n)"] == before["none-held-\(n)"], "the retry \(n) of no project moved")
+        }
+        // None of them was claimed (the pool promotes those due, which keeps their times).
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'held' AND (state NOT IN ('scheduled', 'available') OR attempts <> 1)") == 0)
+        #expect(!m.stack.emulator.deliveredMessages().contains { $0.token?.contains("-held-") == true })
+    }
+
     @Test func aBrokenKeyPausesItsProjectAloneAndAFixedOneResumesWithoutARestart() throws {
         let m = try ManyProjects(count: 3)
         defer { m.close() }

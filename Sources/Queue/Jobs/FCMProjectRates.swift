@@ -17,11 +17,16 @@ public final class FCMProjectRates: @unchecked Sendable {
         try connection.query(SQL.holdFcmProject, [.text(fcmProject), .double(seconds), .text(OutcomeRecorder.clean(reason))])
     }
 
-    /// Spreads the retries due before an FCM project's hold ends (`until`, seconds since 1970)
-    /// over the `window` seconds after it (at most `limit` jobs). Returns how many moved.
+    /// Spreads the retries of the paused project due before its hold ends (`until`, seconds
+    /// since 1970) over the `window` seconds after it (at most `limit` jobs). `project`: whose
+    /// jobs (a registry name; nil: the jobs of no project); `fcmProject`: the FCM project held,
+    /// whose registry entry's jobs the hold stops too. Other projects' retries keep their times.
+    /// Returns how many moved.
     @discardableResult
-    public func spreadHeldRetries(until: Double, window: Double, limit: Int = 50_000) throws(PostgresError) -> Int {
-        try connection.query(SQL.spreadHeldRetries, [.double(until), .double(max(0, window)), .int(limit)]).affectedRows
+    public func spreadHeldRetries(project: String?, fcmProject: String?, until: Double, window: Double,
+                                  limit: Int = 50_000) throws(PostgresError) -> Int {
+        try connection.query(SQL.spreadHeldRetries, [.double(until), .double(max(0, window)), .int(limit),
+                                                     project.map { .text($0) }, fcmProject.map { .text($0) }]).affectedRows
     }
 
     /// The shared adapted-rate state of `fcmProject` (nil members: never lowered) and until when

@@ -149,7 +149,8 @@ final class StoreLoop: @unchecked Sendable {
                     try store.fcmProjectRates.hold(fcmProject, seconds: until - now, reason: "\(machine.projectPauseReason) answered to \(store.workerID)")
                     // What was held comes back over the jitter window after the pause, not at once.
                     let window = max(1, (until - now) * configuration.retryPolicy.jitter)
-                    let spread = try store.fcmProjectRates.spreadHeldRetries(until: until, window: window)
+                    let spread = try store.fcmProjectRates.spreadHeldRetries(project: store.claimer.project, fcmProject: fcmProject,
+                                                                             until: until, window: window)
                     if spread > 0 { log.info("\(spread) held retries spread over \(String(format: "%.1f", window)) s after the pause") }
                 }
                 machine.projectPausePublished(until: until)

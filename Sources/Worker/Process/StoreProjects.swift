@@ -361,6 +361,11 @@ final class StoreProjects {
             guard until > lane.published + 0.02, until > now else { return }
             try rates.hold(fcmProject, seconds: until - now, reason: "\(reason) answered to \(workerID)")
             lane.published = until
+            // This project's held retries come back over the jitter window after its pause, not
+            // at once; the other projects' keep their times.
+            let window = max(1, (until - now) * configuration.retryPolicy.jitter)
+            let spread = try rates.spreadHeldRetries(project: project, fcmProject: fcmProject, until: until, window: window)
+            if spread > 0 { log.info("\(ProjectKeys.label(project)): \(spread) held retries spread over \(String(format: "%.1f", window)) s after its pause") }
         case .projectQuota(let accepted, let proven, let stated):
             guard lane.adaptive.ceiling > 0 else { return }
             let state = try rates.state(fcmProject).rate

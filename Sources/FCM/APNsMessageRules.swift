@@ -410,30 +410,7 @@ public struct APNsMessageRules: Sendable {
         return Self.quote(String(cut)) + "…"
     }
 
-    /// JSON string literal with the escapes PostgreSQL's jsonb writes (\b, \f, \n, \r, \t,
-    /// \u00XX for other control characters), so both sides show a value alike.
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    static func quote(_ text: String) -> String { JSONBText.quote(text) }
 
     /// The reason `key` of the rule file's messages, its placeholders filled in one pass (as
     /// the FCM rules' templates are, and herald._mv_fill in SQL).

@@ -158,9 +158,10 @@ final class Sender: @unchecked Sendable {
             case .tell(let event):
                 if case .window = event, shared { continue }  // the window is the process's
                 outbox.put(shared ? .forProject(project, event) : event)
-                // herald_quota_paused: the jobs of no project's pause, in a worker carrying many too.
+                // herald_quota_paused: a carried project's in its row; the slot's own is the jobs of
+                // no project's pause (or, in a worker of one project, that project's).
                 if case .projectPaused(let until, _) = event {
-                    if !shared || project == nil { metrics.fcmProjectPausedUntil(until) } else if let project { metrics.fcmProjectPausedUntil(until, project: project) }
+                    if let project = rowProject(project) { metrics.fcmProjectPausedUntil(until, project: project) } else { metrics.fcmProjectPausedUntil(until) }
                 }
             case .warning(let text): log.warning(prefix + text)
             case .info(let text): log.info(prefix + text)

@@ -212,6 +212,7 @@ public final class SlotRegion: @unchecked Sendable {
         words[start + ProjectWord.version].store(version + 2, ordering: .releasing)
     }
 
+    func projectState(row: Int) -> ProjectRow { ProjectRow(rawValue: load(projectRowStart(row) + ProjectWord.state)) ?? .empty }
     func setProjectState(row: Int, _ state: ProjectRow) { store(projectRowStart(row) + ProjectWord.state, state.rawValue) }
 
     /// Project row `row` as one consistent reading: nil when empty, or when its writer kept

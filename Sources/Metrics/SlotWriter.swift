@@ -18,6 +18,9 @@ public final class SlotWriter: @unchecked Sendable {
         /// projects, oldest drop first: the ones a new project takes when no row is empty.
         var projects: [String: Int] = [:]
         var droppedRows: [Int] = []
+        /// The project looked up last and its row (forgotten when any project is dropped):
+        /// answers come in runs of one project's jobs.
+        var lastProject: (name: String, row: Int)? = nil
     }
     private let labels: Mutex<Labels>
     /// The project row that collects the projects beyond the table.
@@ -112,6 +115,7 @@ public final class SlotWriter: @unchecked Sendable {
         labels.withLock { labels in
             guard let row = labels.projects[name], row != overflowRow, !labels.droppedRows.contains(row) else { return }
             region.setProjectState(row: row, .dropped)
+            labels.lastProject = nil
             region.store(region.projectRowStart(row) + SlotRegion.ProjectWord.pausedUntilMilliseconds, 0)
             labels.droppedRows.append(row)
         }
@@ -125,9 +129,12 @@ public final class SlotWriter: @unchecked Sendable {
         labels.withLock { labels in
             let overflow = overflowRow
             var row: Int
-            if let known = labels.projects[name] {
+            if let last = labels.lastProject, last.name == name {
+                row = last.row
+            } else if let known = labels.projects[name] {
                 row = known
-                if let position = labels.droppedRows.firstIndex(of: row) {
+                // Taken up again before its row went to another project: it goes on in its row.
+                if row != overflow, region.projectState(row: row) == .dropped, let position = labels.droppedRows.firstIndex(of: row) {
                     labels.droppedRows.remove(at: position)
                     region.setProjectState(row: row, .live)
                 }
@@ -148,6 +155,7 @@ public final class SlotWriter: @unchecked Sendable {
                     labels.projects[SlotRegion.overflowLabel] = overflow
                 }
             }
+            labels.lastProject = (name, row)
             if gauge && row == overflow { return }
             body(region.projectRowStart(row))
         }

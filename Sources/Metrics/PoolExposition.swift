@@ -32,10 +32,28 @@ public struct ProjectReading: Sendable {
     public var project: String?
     public var totals: SlotSnapshot
     public var quotaPaused: Bool
+    /// A project of workers carrying many (a row of their slots): it has the series of
+    /// answers, quota answers, snoozes, rate and pause only, the rest of its workers' series
+    /// are under the jobs of no project's group.
+    public var carried = false
+    /// Its rate is shown (not for the overflow row, which stands for many projects).
+    public var showsRate = true
     public init(project: String?, totals: SlotSnapshot, quotaPaused: Bool) {
         self.project = project
         self.totals = totals
         self.quotaPaused = quotaPaused
+    }
+
+    /// A project of workers carrying many, from its rows summed over the slots.
+    public init(carried project: String, _ counts: SlotSnapshot.ProjectCounts, now: Double) {
+        var totals = SlotSnapshot()
+        totals.requestsByCode = counts.requestsByCode
+        totals.quotaByLimit = counts.quotaByLimit
+        totals.snoozed = counts.snoozed
+        totals.projectRate = counts.rate
+        self.init(project: project, totals: totals, quotaPaused: counts.pausedUntil > now)
+        carried = true
+        showsRate = project != SlotRegion.overflowLabel
     }
 }
 
@@ -49,12 +67,14 @@ public enum PoolExposition {
         // exactly the series it always did, and a sum over `project` is the pool's total.
         let groups = reading.projects.isEmpty
             ? [ProjectReading(project: nil, totals: reading.totals, quotaPaused: reading.quotaPaused)] : reading.projects
+        // The projects of workers carrying many have some series only (`ProjectReading.carried`).
+        let full = groups.filter { !$0.carried }
         func labels(_ group: ProjectReading, _ base: [(String, String)] = []) -> [(String, String)] {
             group.project.map { base + [("project", $0)] } ?? base
         }
 
         out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue, outcome and registry project (none: the jobs of no project).")
-        for group in groups {
+        for group in full {
             for queue in group.totals.queues.keys.sorted() {
                 let counts = group.totals.queues[queue]!
                 for outcome in MessageOutcome.allCases {
@@ -72,13 +92,13 @@ public enum PoolExposition {
         }
 
         out.family("herald_fcm_request_duration_seconds", .histogram, help: "Time from handing a request to the HTTP/2 client to its answer.")
-        for group in groups {
+        for group in full {
             out.histogram("herald_fcm_request_duration_seconds", labels: labels(group), bounds: SlotRegion.durationBounds,
                           counts: group.totals.durationCounts, sum: group.totals.durationSumSeconds)
         }
 
         out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to FCM's 200 for it, by queue.")
-        for group in groups {
+        for group in full {
             for queue in group.totals.queues.keys.sorted() {
                 let counts = group.totals.queues[queue]!
                 out.histogram("herald_delivery_latency_seconds", labels: labels(group, [("queue", queue)]), bounds: SlotRegion.latencyBounds,
@@ -87,17 +107,17 @@ public enum PoolExposition {
         }
 
         out.family("herald_in_flight", .gauge, help: "FCM requests sent and not yet answered, over the pool's worker processes.")
-        for group in groups { out.sample("herald_in_flight", labels: labels(group), Int(group.totals.inFlight)) }
+        for group in full { out.sample("herald_in_flight", labels: labels(group), Int(group.totals.inFlight)) }
 
         out.family("herald_in_flight_limit", .gauge,
                    help: "Requests the pool's senders keep in flight at most now: it follows FCM's answer times, between 16 and --concurrency per process.")
-        for group in groups { out.sample("herald_in_flight_limit", labels: labels(group), Int(group.totals.window)) }
+        for group in full { out.sample("herald_in_flight_limit", labels: labels(group), Int(group.totals.window)) }
 
         out.family("herald_worker_processes", .gauge, help: "Worker processes running under this supervisor.")
         out.sample("herald_worker_processes", reading.workerProcesses)
 
         out.family("herald_quota_paused", .gauge, help: "1 while a worker of this pool holds back new sends after FCM's QUOTA_EXCEEDED.")
-        for group in groups { out.sample("herald_quota_paused", labels: labels(group), group.quotaPaused ? 1 : 0) }
+        for group in groups where group.showsRate { out.sample("herald_quota_paused", labels: labels(group), group.quotaPaused ? 1 : 0) }
 
         out.family("herald_fcm_quota_exceeded_total", .counter,
                    help: "FCM's QUOTA_EXCEEDED answers by the limit they were taken for: a device's, a topic's or the project's.")
@@ -113,14 +133,14 @@ public enum PoolExposition {
 
         out.family("herald_project_rate_per_second", .gauge,
                    help: "The FCM project's adapted send rate in force (at most herald work --max-rate; lowered on a project quota answer, raised again while FCM accepts).")
-        for group in groups { out.sample("herald_project_rate_per_second", labels: labels(group), group.totals.projectRate) }
+        for group in groups where group.showsRate { out.sample("herald_project_rate_per_second", labels: labels(group), group.totals.projectRate) }
 
         out.family("herald_access_token_refreshes_total", .counter, help: "OAuth2 access tokens fetched from the token endpoint.")
-        for group in groups { out.sample("herald_access_token_refreshes_total", labels: labels(group), group.totals.tokenFetches) }
+        for group in full { out.sample("herald_access_token_refreshes_total", labels: labels(group), group.totals.tokenFetches) }
 
         out.family("herald_stale_outcomes_total", .counter,
                    help: "Outcomes PostgreSQL did not apply because the job's lease had run out and another worker held it (herald_messages_total counts them too).")
-        for group in groups { out.sample("herald_stale_outcomes_total", labels: labels(group), group.totals.staleOutcomes) }
+        for group in full { out.sample("herald_stale_outcomes_total", labels: labels(group), group.totals.staleOutcomes) }
 
         out.family("herald_log_lines_dropped_total", .counter,
                    help: "Log lines the supervisor and its workers could not write because stderr was closed (a log reader that went away); the pool works on.")

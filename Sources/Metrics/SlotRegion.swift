@@ -28,7 +28,8 @@ extension MessageOutcome {
 ///
 /// Layout: 64-bit words, each used as an `Atomic<UInt64>`. A few header words, the FCM request
 /// duration histogram, then two label tables (FCM codes; queues with their outcome counters and
-/// delivery-latency histogram). A label's name is written before the table's count is raised
+/// delivery-latency histogram), then the table of projects a worker carrying many keeps apart
+/// (see `projectCapacity`). A label's name is written before the table's count is raised
 /// (a releasing store), so a reader that loads the count (acquiring) sees whole names. Label
 /// names are registered only by the process that writes the slot.
 public final class SlotRegion: @unchecked Sendable {
@@ -42,8 +43,13 @@ public final class SlotRegion: @unchecked Sendable {
     /// prefix and a hash (still distinct, still stable across restarts).
     public static let nameBytes = 120
     public static let overflowLabel = "(other)"
+    /// Projects a worker carrying many keeps apart in its slot, each a row of its answers by
+    /// code, quota answers, snoozes, rate and pause; the last row collects the projects beyond
+    /// that under `project="(other)"`, so a sum over `project` is still the pool's total. 256
+    /// rows of 56 words are 112 KiB, beside the 44 KiB of the rest of a slot.
+    public static let projectCapacity = 256
 
-    static let magic: UInt64 = 0x3244_4c41_5245_4831  // "1HERALD2", with the layout's version
+    static let magic: UInt64 = 0x3344_4c41_5245_4831  // "1HERALD3", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, projectPausedUntilMilliseconds, tokenRefreshes,
              staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
@@ -62,7 +68,29 @@ public final class SlotRegion: @unchecked Sendable {
     static let queuesStart = codesStart + codeCapacity * codeWords
     static let outcomeCount = MessageOutcome.allCases.count
     static let queueWords = nameWords + outcomeCount + latencyBounds.count + 2
-    public static let totalWords = queuesStart + queueCapacity * queueWords
+    static let projectsStart = queuesStart + queueCapacity * queueWords
+    /// A project row: a version (odd while the writer renames the row, so a reader retries), its
+    /// state (`ProjectRow`), its name, its answers by the index of their code in the codes table,
+    /// its quota answers by limit, snoozes, its rate (thousandths) and pause (milliseconds).
+    enum ProjectWord {
+        static let version = 0, state = 1, name = 2
+        static let codes = name + SlotRegion.nameWords
+        static let quota = codes + SlotRegion.codeCapacity
+        static let snoozed = quota + SlotRegion.quotaLimits.count
+        static let rateMilli = snoozed + 1
+        static let pausedUntilMilliseconds = rateMilli + 1
+        static let count = pausedUntilMilliseconds + 1
+    }
+    /// A project row's state word.
+    enum ProjectRow: UInt64 {
+        case empty = 0
+        /// The worker carries the project.
+        case live = 1
+        /// The worker dropped the project: its counts stay shown until the row is needed for
+        /// another project (then they move to the overflow row).
+        case dropped = 2
+    }
+    public static let totalWords = projectsStart + projectCapacity * ProjectWord.count
     public static let byteCount = totalWords * 8
 
     public let fileDescriptor: Int32
@@ -159,6 +187,48 @@ public final class SlotRegion: @unchecked Sendable {
     func publish(_ table: Table, index: Int, name: String) {
         writeName(name, at: entryStart(table, index))
         words[table.countWord].store(UInt64(index + 1), ordering: .releasing)
+    }
+
+    func projectRowStart(_ row: Int) -> Int { Self.projectsStart + row * ProjectWord.count }
+
+    /// Names (and so publishes) project row `row` (the caller holds the writer's lock). A row
+    /// that held another project is first emptied into the overflow row, with its version odd
+    /// meanwhile so a reader that sees the renaming reads the row again.
+    func publishProject(row: Int, name: String, overflow overflowRow: Int) {
+        let start = projectRowStart(row)
+        let version = words[start + ProjectWord.version].load(ordering: .relaxed)
+        words[start + ProjectWord.version].store(version + 1, ordering: .releasing)
+        if load(start + ProjectWord.state) != ProjectRow.empty.rawValue, row != overflowRow {
+            let overflow = projectRowStart(overflowRow)
+            for word in ProjectWord.codes..<ProjectWord.rateMilli {
+                let count = load(start + word)
+                if count > 0 { add(overflow + word, count) }
+                store(start + word, 0)
+            }
+        }
+        for word in ProjectWord.rateMilli..<ProjectWord.count { store(start + word, 0) }
+        writeName(name, at: start + ProjectWord.name)
+        store(start + ProjectWord.state, ProjectRow.live.rawValue)
+        words[start + ProjectWord.version].store(version + 2, ordering: .releasing)
+    }
+
+    func projectState(row: Int) -> ProjectRow { ProjectRow(rawValue: load(projectRowStart(row) + ProjectWord.state)) ?? .empty }
+    func setProjectState(row: Int, _ state: ProjectRow) { store(projectRowStart(row) + ProjectWord.state, state.rawValue) }
+
+    /// Project row `row` as one consistent reading: nil when empty, or when its writer kept
+    /// renaming it (it is then read at the next scrape).
+    func readProject(row: Int) -> (name: String, state: ProjectRow, words: [UInt64])? {
+        let start = projectRowStart(row)
+        for _ in 0..<4 {
+            let before = words[start + ProjectWord.version].load(ordering: .acquiring)
+            if before % 2 == 1 { continue }
+            let state = ProjectRow(rawValue: load(start + ProjectWord.state)) ?? .empty
+            if state == .empty { return nil }
+            let name = readName(at: start + ProjectWord.name)
+            let counts = (ProjectWord.codes..<ProjectWord.count).map { load(start + $0) }
+            if words[start + ProjectWord.version].load(ordering: .acquiring) == before { return (name, state, counts) }
+        }
+        return nil
     }
 
     private func writeName(_ name: String, at start: Int) {

@@ -13,6 +13,20 @@ public struct SlotSnapshot: Sendable, Equatable {
         public subscript(outcome: MessageOutcome) -> UInt64 { outcomes[outcome.index] }
     }
 
+    /// One project's counts in a worker carrying many projects (its row of the slot).
+    public struct ProjectCounts: Sendable, Equatable {
+        public var requestsByCode: [String: UInt64] = [:]
+        public var quotaByLimit: [String: UInt64] = [:]
+        public var snoozed: UInt64 = 0
+        /// The adapted rate in force (the lowest over the slots that carry the project).
+        public var rate: Double = 0
+        /// Seconds since 1970 until which the project sends nothing new (the latest over the slots).
+        public var pausedUntil: Double = 0
+        public init() {}
+
+        public var requests: UInt64 { requestsByCode.values.reduce(0, +) }
+    }
+
     public var pid: Int32 = 0
     public var databaseConnected = false
     public var tokenHeld = false
@@ -32,6 +46,9 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var durationSumSeconds: Double = 0
     public var requestsByCode: [String: UInt64] = [:]
     public var queues: [String: QueueCounts] = [:]
+    /// The projects of a worker carrying many, by name (`SlotRegion.overflowLabel` for those
+    /// beyond its table); their counts are part of the totals above too.
+    public var projects: [String: ProjectCounts] = [:]
 
     public init() {}
 
@@ -39,6 +56,22 @@ public struct SlotSnapshot: Sendable, Equatable {
     /// apart may differ by what was added in between).
     public init(_ region: SlotRegion) {
         typealias H = SlotRegion.Header
+        // The project rows first, then the totals: a row's counts are added after the slot's,
+        // so the totals read after them are never less than the rows' sum.
+        let codeNames = region.names(.codes)
+        typealias W = SlotRegion.ProjectWord
+        for row in 0..<SlotRegion.projectCapacity {
+            guard let found = region.readProject(row: row) else { continue }
+            var counts = ProjectCounts()
+            for (index, code) in codeNames.enumerated() where found.words[index] > 0 {
+                counts.requestsByCode[code, default: 0] += found.words[index]
+            }
+            for (position, limit) in SlotRegion.quotaLimits.enumerated() { counts.quotaByLimit[limit.label] = found.words[W.quota - W.codes + position] }
+            counts.snoozed = found.words[W.snoozed - W.codes]
+            counts.rate = Double(found.words[W.rateMilli - W.codes]) / 1000
+            counts.pausedUntil = Double(found.words[W.pausedUntilMilliseconds - W.codes]) / 1000
+            projects[found.name, default: ProjectCounts()].add(counts)
+        }
         pid = Int32(truncatingIfNeeded: region.load(H.pid.rawValue))
         databaseConnected = region.load(H.databaseConnected.rawValue) != 0
         tokenHeld = region.load(H.tokenHeld.rawValue) != 0
@@ -81,6 +114,7 @@ public struct SlotSnapshot: Sendable, Equatable {
         durationSumSeconds += other.durationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }
         for (name, counts) in other.queues { queues[name, default: QueueCounts()].add(counts) }
+        for (name, counts) in other.projects { projects[name, default: ProjectCounts()].add(counts) }
     }
 
     /// Total FCM requests answered (or given up on without an answer).
@@ -95,5 +129,15 @@ extension SlotSnapshot.QueueCounts {
         for index in 0..<outcomes.count { outcomes[index] += other.outcomes[index] }
         for index in 0..<latencyCounts.count { latencyCounts[index] += other.latencyCounts[index] }
         latencySumSeconds += other.latencySumSeconds
+    }
+}
+
+extension SlotSnapshot.ProjectCounts {
+    public mutating func add(_ other: SlotSnapshot.ProjectCounts) {
+        for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }
+        for (limit, count) in other.quotaByLimit { quotaByLimit[limit, default: 0] += count }
+        snoozed += other.snoozed
+        if other.rate > 0 { rate = rate > 0 ? min(rate, other.rate) : other.rate }
+        pausedUntil = max(pausedUntil, other.pausedUntil)
     }
 }

@@ -14,8 +14,17 @@ public final class SlotWriter: @unchecked Sendable {
         /// costs less than hashing one.
         var lastQueue: (name: String, index: Int)? = nil
         var lastCode: (name: String, index: Int)? = nil
+        /// Project rows by name (a worker carrying many projects), and the rows of dropped
+        /// projects, oldest drop first: the ones a new project takes when no row is empty.
+        var projects: [String: Int] = [:]
+        var droppedRows: [Int] = []
+        /// The project looked up last and its row (forgotten when any project is dropped):
+        /// answers come in runs of one project's jobs.
+        var lastProject: (name: String, row: Int)? = nil
     }
     private let labels: Mutex<Labels>
+    /// The project row that collects the projects beyond the table.
+    private let overflowRow: Int
     /// Token fetches of the slot's earlier processes.
     private let tokenFetchBase: UInt64
     /// Log lines dropped by the slot's earlier processes.
@@ -23,11 +32,19 @@ public final class SlotWriter: @unchecked Sendable {
 
     /// Takes over the slot: earlier workers' label tables are read back, so the new process
     /// keeps adding to the same entries; `pid` marks the slot as this process's.
-    public init(region: SlotRegion, pid: Int32 = getpid()) {
+    /// `projectRows`: the rows of the projects table this writer uses, the last for the
+    /// overflow (all of them but in tests, which make the table small to reach its end).
+    public init(region: SlotRegion, pid: Int32 = getpid(), projectRows: Int = SlotRegion.projectCapacity) {
         self.region = region
+        overflowRow = max(1, min(projectRows, SlotRegion.projectCapacity)) - 1
         var known = Labels()
         for (index, name) in region.names(.queues).enumerated() { known.queues[name] = index }
         for (index, name) in region.names(.codes).enumerated() { known.codes[name] = index }
+        for row in 0...overflowRow {
+            guard let found = region.readProject(row: row) else { continue }
+            known.projects[found.name] = row
+            if found.state == .dropped { known.droppedRows.append(row) }
+        }
         labels = Mutex(known)
         tokenFetchBase = region.load(SlotRegion.Header.tokenRefreshes.rawValue)
         logDropBase = region.load(SlotRegion.Header.logWritesDropped.rawValue)
@@ -43,9 +60,13 @@ public final class SlotWriter: @unchecked Sendable {
     }
 
     /// One FCM request was answered (`code` `OK`, an FCM error code, or `TRANSPORT`) after `seconds`.
-    public func answered(code: String, seconds: Double) {
-        region.add(region.entryStart(.codes, index(ofCode: code)) + SlotRegion.nameWords, 1)
+    /// With `project` (a worker carrying many projects), counted in its project row as well.
+    public func answered(code: String, seconds: Double, project: String? = nil) {
+        let code = index(ofCode: code)
+        region.add(region.entryStart(.codes, code) + SlotRegion.nameWords, 1)
         Self.observe(seconds, bounds: SlotRegion.durationBounds, in: region, at: SlotRegion.durationStart)
+        // After the slot's count: a reader reads the rows first, so a row never shows more than the total.
+        if let project { inProjectRow(project) { region.add($0 + SlotRegion.ProjectWord.codes + code, 1) } }
     }
 
     /// FCM's 200 for a job of `queue` came `seconds` after the job was due.
@@ -60,13 +81,85 @@ public final class SlotWriter: @unchecked Sendable {
     }
 
     /// A quota answer taken for `limit` (`device`, `topic` or `project`).
-    public func quotaExceeded(_ limit: String) {
-        guard let word = SlotRegion.quotaLimits.first(where: { $0.label == limit })?.word else { return }
-        region.add(word, 1)
+    public func quotaExceeded(_ limit: String, project: String? = nil) {
+        guard let position = SlotRegion.quotaLimits.firstIndex(where: { $0.label == limit }) else { return }
+        region.add(SlotRegion.quotaLimits[position].word, 1)
+        if let project { inProjectRow(project) { region.add($0 + SlotRegion.ProjectWord.quota + position, 1) } }
     }
 
     /// A job snoozed after a quota answer, or held back while its target backs off.
-    public func snoozed() { region.add(SlotRegion.Header.snoozed.rawValue, 1) }
+    public func snoozed(project: String? = nil) {
+        region.add(SlotRegion.Header.snoozed.rawValue, 1)
+        if let project { inProjectRow(project) { region.add($0 + SlotRegion.ProjectWord.snoozed, 1) } }
+    }
+
+    // MARK: projects of a worker carrying many
+
+    /// `project`'s adapted rate in force, in its row (the overflow row keeps no gauges: it
+    /// stands for many projects).
+    public func setProjectRate(_ perSecond: Double, project: String) {
+        inProjectRow(project, gauge: true) { region.store($0 + SlotRegion.ProjectWord.rateMilli, UInt64(max(0, min(perSecond, 1e12)) * 1000)) }
+    }
+
+    /// Seconds since 1970 until which `project` sends nothing new, in its row.
+    public func setProjectPausedUntil(_ seconds: Double, project: String) {
+        inProjectRow(project, gauge: true) { region.store($0 + SlotRegion.ProjectWord.pausedUntilMilliseconds, UInt64(max(0, seconds * 1000))) }
+    }
+
+    /// The worker dropped `project` (idle, or gone from the registry): its row keeps its counts,
+    /// shown as before, until a project new to the slot needs a row and none is empty; then the
+    /// counts of the project dropped longest ago move to the overflow row. Taken up again before
+    /// that, the project goes on in its row.
+    public func projectDropped(_ project: String) {
+        let name = SlotRegion.shortened(project)
+        labels.withLock { labels in
+            guard let row = labels.projects[name], row != overflowRow, !labels.droppedRows.contains(row) else { return }
+            region.setProjectState(row: row, .dropped)
+            labels.lastProject = nil
+            region.store(region.projectRowStart(row) + SlotRegion.ProjectWord.pausedUntilMilliseconds, 0)
+            labels.droppedRows.append(row)
+        }
+    }
+
+    /// Runs `body` with the start of `project`'s row, taking a row for it first when it has
+    /// none (an empty one, else a dropped project's, else the overflow row). Under the lock, so
+    /// a row is never renamed between finding it and adding to it.
+    private func inProjectRow(_ project: String, gauge: Bool = false, _ body: (Int) -> Void) {
+        let name = SlotRegion.shortened(project)
+        labels.withLock { labels in
+            let overflow = overflowRow
+            var row: Int
+            if let last = labels.lastProject, last.name == name {
+                row = last.row
+            } else if let known = labels.projects[name] {
+                row = known
+                // Taken up again before its row went to another project: it goes on in its row.
+                if row != overflow, region.projectState(row: row) == .dropped, let position = labels.droppedRows.firstIndex(of: row) {
+                    labels.droppedRows.remove(at: position)
+                    region.setProjectState(row: row, .live)
+                }
+            } else if case let named = labels.projects.count - (labels.projects[SlotRegion.overflowLabel] == nil ? 0 : 1), named < overflow {
+                // Rows 0..<overflow are taken in order and never emptied, so the count of named rows is the next empty one.
+                row = named
+                region.publishProject(row: row, name: name, overflow: overflow)
+                labels.projects[name] = row
+            } else if !labels.droppedRows.isEmpty {
+                row = labels.droppedRows.removeFirst()
+                if let old = labels.projects.first(where: { $0.value == row })?.key { labels.projects[old] = nil }
+                region.publishProject(row: row, name: name, overflow: overflow)
+                labels.projects[name] = row
+            } else {
+                row = overflow
+                if labels.projects[SlotRegion.overflowLabel] == nil {
+                    region.publishProject(row: overflow, name: SlotRegion.overflowLabel, overflow: overflow)
+                    labels.projects[SlotRegion.overflowLabel] = overflow
+                }
+            }
+            labels.lastProject = (name, row)
+            if gauge && row == overflow { return }
+            body(region.projectRowStart(row))
+        }
+    }
 
     /// Log lines this process dropped because its stderr was closed; call with the process's
     /// own total, the slot's earlier processes' drops are kept.

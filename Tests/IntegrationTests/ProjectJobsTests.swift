@@ -99,8 +99,9 @@ import TestSupport
         try p.enqueue(80, prefix: "b-", project: "beta")
         try p.enqueue(3, prefix: "fail-invalid-b", project: "beta")
         try p.enqueue(50, prefix: "n-", project: nil)
-        // Series labelled by project come from workers of one project each: the old shape, on
-        // request (a worker carrying several projects counts them all under its own slot).
+        // Workers of one project each, the old shape on request: every series of a worker is
+        // labelled with its project (a worker carrying many labels its answers, quota answers,
+        // snoozes, rate and pause only: SharedWorkerTests).
         let pool = try RunningPool(p.stack, arguments: ["--processes", "1", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"],
                                    environment: ["HERALD_WORKERS_PER_PROJECT": "1"])
         defer { _ = pool.stop() }

@@ -149,6 +149,67 @@ import TestSupport
         #expect(!m.stack.emulator.deliveredMessages().contains { $0.token?.contains("-held-") == true })
     }
 
+    /// A pool of workers carrying every project: each project's answers show under its own
+    /// `project` label, the jobs of no project's without one, and the sums are what FCM received.
+    @Test func eachCarriedProjectsAnswersShowUnderItsOwnLabelAndSumToThePoolsTotal() throws {
+        let m = try ManyProjects(count: 3)
+        defer { m.close() }
+        try m.enqueue(30, project: 1)
+        try m.enqueue(20, project: 2)
+        try m.enqueue(10, project: 3)
+        try m.enqueue(15, project: nil)
+        // Faults: p2's 3 refused for good (400 INVALID_ARGUMENT), p3's 2 answered 503 once, then
+        // delivered, p1's 1 answered 429 once, then delivered.
+        func faults(_ token: String, _ n: Int, project: String) throws {
+            try m.stack.connection.query("""
+                INSERT INTO herald.jobs (message, project)
+                SELECT jsonb_build_object('token', $1::text || '-' || g), $2 FROM generate_series(1, $3::int) AS g
+                """, [.text(token), .text(project), .int(n)])
+        }
+        try faults("fail-invalid-p2", 3, project: "p2")
+        try faults("fail-unavailable-1-p3", 2, project: "p3")
+        try faults("fail-quota-1-p1", 1, project: "p1")
+        let pool = try RunningPool(m.stack, arguments: ["--processes", "2", "--poll-interval", "0.2", "--admin-address", "127.0.0.1:0"])
+        defer { _ = pool.stop() }
+        #expect(waitUntil(timeout: 120) {
+            (try? m.stack.count("SELECT count(*) FROM herald.jobs WHERE state NOT IN ('completed', 'discarded')")) == 0
+        }, "\(pool.process.output)")
+        #expect(pool.process.output.contains("each carrying every registered project"), "\(pool.process.output)")
+        let received = { m.stack.emulator.statistics["requests"]?.intValue ?? -1 }
+        // Counted right after each answer: wait until the page has every request FCM received.
+        #expect(waitUntil(timeout: 10) { (try? pool.metrics().sum("herald_fcm_requests_total")) == received() })
+        let page = try pool.metrics()
+        func of(_ project: String?, _ name: String, _ labels: [String: String] = [:]) -> Int {
+            ProjectJobsTests.sum(page, project: project, name, labels)
+        }
+        #expect(m.delivered(1) == 31 && m.delivered(2) == 20 && m.delivered(3) == 12)
+        let ofNoProject = m.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count
+        #expect(ofNoProject == 15)
+        // What FCM received for each project: its deliveries and its refusals.
+        #expect(of("p1", "herald_fcm_requests_total") == 32 && of("p1", "herald_fcm_requests_total", ["code": "OK"]) == m.delivered(1))
+        #expect(of("p1", "herald_fcm_requests_total", ["code": "QUOTA_EXCEEDED"]) == 1)
+        #expect(of("p1", "herald_fcm_quota_exceeded_total") == 1 && of(nil, "herald_fcm_quota_exceeded_total") == 0, "p1's quota answer is p1's")
+        #expect(of("p2", "herald_fcm_requests_total") == 23 && of("p2", "herald_fcm_requests_total", ["code": "OK"]) == m.delivered(2))
+        #expect(of("p2", "herald_fcm_requests_total", ["code": "INVALID_ARGUMENT"]) == 3)
+        #expect(of("p3", "herald_fcm_requests_total") == 14 && of("p3", "herald_fcm_requests_total", ["code": "OK"]) == m.delivered(3))
+        #expect(of("p3", "herald_fcm_requests_total", ["code": "UNAVAILABLE"]) == 2)
+        #expect(of(nil, "herald_fcm_requests_total") == ofNoProject && of(nil, "herald_fcm_requests_total", ["code": "OK"]) == ofNoProject,
+                "the jobs of no project stay unlabelled")
+        #expect(!page.text.contains("code=\"INVALID_ARGUMENT\",project=\"p1\"") && !page.text.contains("code=\"UNAVAILABLE\",project=\"p2\""),
+                "a project shows only its own answers")
+        // The sum over project is the pool's total, what FCM received: 32 + 23 + 14 + 15.
+        #expect(page.sum("herald_fcm_requests_total") == received() && received() == 84)
+        #expect(page.sum("herald_fcm_quota_exceeded_total") == 1)
+        #expect(page.sum("herald_fcm_requests_total", ["code": "OK"]) == m.stack.emulator.deliveredMessages().count)
+        #expect(page.sum("herald_messages_total", ["outcome": "completed"]) == m.stack.emulator.deliveredMessages().count)
+        for name in ["p2", "p3"] {
+            #expect(page.text.contains("herald_quota_paused{project=\"\(name)\"} 0\n"), "\(name)")
+            #expect(page.text.contains("herald_fcm_quota_exceeded_total{limit=\"project\",project=\"\(name)\"} 0\n"), "\(name)")
+        }
+        let lint = try promtool(["check", "metrics"], input: page.text)
+        #expect(lint.status == 0, "promtool check metrics: \(lint.output)")
+    }
+
     @Test func aBrokenKeyPausesItsProjectAloneAndAFixedOneResumesWithoutARestart() throws {
         let m = try ManyProjects(count: 3)
         defer { m.close() }

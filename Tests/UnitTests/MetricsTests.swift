@@ -232,6 +232,115 @@ import Testing
         #expect(!plain.metricsText().contains("project=") && plain.metricsText().contains("herald_messages_total{queue=\"default\",outcome=\"completed\"} 1\n"))
     }
 
+    /// The sample of `series` on a /metrics page (nil: no such line).
+    static func value(_ text: String, _ series: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1))
+        }
+        return nil
+    }
+
+    @Test func workersCarryingManyProjectsShowEachProjectUnderItsLabelAndTheSumsStayThePools() throws {
+        // The default shape: two workers, each carrying every project (slots of no project).
+        let monitor = try PoolMonitor(processes: 2)
+        let first = SlotWriter(region: monitor.regions[0], pid: 1), second = SlotWriter(region: monitor.regions[1], pid: 2)
+        for _ in 0..<4 { first.answered(code: "OK", seconds: 0.01, project: "alpha") }
+        for _ in 0..<3 { second.answered(code: "OK", seconds: 0.01, project: "alpha") }
+        second.answered(code: "INVALID_ARGUMENT", seconds: 0.01, project: "alpha")
+        for _ in 0..<5 { first.answered(code: "OK", seconds: 0.01, project: "beta") }
+        second.answered(code: "QUOTA_EXCEEDED", seconds: 0.01, project: "beta")
+        second.quotaExceeded("project", project: "beta")
+        second.snoozed(project: "beta")
+        second.setProjectPausedUntil(1_000, project: "beta")
+        first.setProjectRate(400, project: "alpha")
+        second.setProjectRate(250, project: "alpha")
+        // The jobs of no project: counted as before, without a label.
+        first.answered(code: "OK", seconds: 0.01)
+        first.answered(code: "OK", seconds: 0.01)
+        first.recorded(queue: "default", outcome: .completed, count: 14)
+        first.setInFlight(3)
+        let text = monitor.metricsText(now: 999)
+        func value(_ series: String) -> Double? { Self.value(text, series) }
+        #expect(value("herald_fcm_requests_total{code=\"OK\",project=\"alpha\"}") == 7, "alpha's answers summed over both workers")
+        #expect(value("herald_fcm_requests_total{code=\"INVALID_ARGUMENT\",project=\"alpha\"}") == 1)
+        #expect(value("herald_fcm_requests_total{code=\"OK\",project=\"beta\"}") == 5)
+        #expect(value("herald_fcm_requests_total{code=\"QUOTA_EXCEEDED\",project=\"beta\"}") == 1)
+        #expect(value("herald_fcm_requests_total{code=\"OK\"}") == 2, "the jobs of no project stay unlabelled")
+        #expect(value("herald_fcm_requests_total{code=\"QUOTA_EXCEEDED\"}") == 0)
+        // A sum over project is the pool's total, as the totals read from the slots.
+        let totals = monitor.totals()
+        let page = text.split(separator: "\n").filter { $0.hasPrefix("herald_fcm_requests_total{") }
+            .reduce(0.0) { $0 + Double($1.split(separator: " ").last!)! }
+        #expect(UInt64(page) == totals.requests && totals.requests == 16)
+        #expect(value("herald_fcm_quota_exceeded_total{limit=\"project\",project=\"beta\"}") == 1)
+        #expect(value("herald_fcm_quota_exceeded_total{limit=\"project\"}") == 0)
+        #expect(value("herald_jobs_snoozed_total{project=\"beta\"}") == 1 && value("herald_jobs_snoozed_total") == 0)
+        #expect(value("herald_quota_paused{project=\"beta\"}") == 1 && value("herald_quota_paused{project=\"alpha\"}") == 0)
+        #expect(value("herald_quota_paused") == 0, "beta's pause is beta's alone")
+        #expect(value("herald_project_rate_per_second{project=\"alpha\"}") == 250, "a project's rate is its slowest worker's")
+        // Series of the worker as a whole stay unlabelled, once.
+        #expect(value("herald_in_flight") == 3 && !text.contains("herald_in_flight{project="))
+        #expect(value("herald_messages_total{queue=\"default\",outcome=\"completed\"}") == 14 && !text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project="))
+        #expect(!text.contains("herald_fcm_request_duration_seconds_count{project="))
+        #expect(monitor.metricsText(now: 1_001).contains("herald_quota_paused{project=\"beta\"} 0\n"), "the pause ends")
+    }
+
+    @Test func projectsBeyondTheTableGoToTheOverflowRowAndADroppedProjectsRowIsReused() throws {
+        let monitor = try PoolMonitor(processes: 1)
+        // Three rows: two projects by name, the third for the rest.
+        let writer = SlotWriter(region: monitor.regions[0], pid: 1, projectRows: 3)
+        writer.answered(code: "OK", seconds: 0.01, project: "alpha")
+        writer.answered(code: "OK", seconds: 0.01, project: "beta")
+        writer.answered(code: "OK", seconds: 0.01, project: "beta")
+        writer.answered(code: "UNAVAILABLE", seconds: 0.01, project: "gamma")
+        writer.answered(code: "OK", seconds: 0.01, project: "delta")
+        writer.setProjectRate(50, project: "delta")
+        var snapshot = SlotSnapshot(monitor.regions[0])
+        #expect(snapshot.projects["alpha"]?.requests == 1 && snapshot.projects["beta"]?.requests == 2)
+        #expect(snapshot.projects["gamma"] == nil && snapshot.projects["delta"] == nil)
+        #expect(snapshot.projects[SlotRegion.overflowLabel]?.requestsByCode == ["UNAVAILABLE": 1, "OK": 1])
+        #expect(snapshot.projects.values.reduce(0) { $0 + $1.requests } == snapshot.requests, "nothing is lost past the table's end")
+        var text = monitor.metricsText()
+        #expect(text.contains("herald_fcm_requests_total{code=\"OK\",project=\"(other)\"} 1\n"))
+        #expect(!text.contains("herald_project_rate_per_second{project=\"(other)\"}"), "the overflow row stands for many projects: no rate")
+
+        // alpha dropped: its counts stay shown until a new project needs its row.
+        writer.projectDropped("alpha")
+        #expect(SlotSnapshot(monitor.regions[0]).projects["alpha"]?.requests == 1)
+        // beta dropped and taken up again goes on in its row.
+        writer.projectDropped("beta")
+        writer.answered(code: "OK", seconds: 0.01, project: "beta")
+        // epsilon takes the row of alpha (dropped longest ago); alpha's count moves to the overflow row.
+        writer.answered(code: "OK", seconds: 0.01, project: "epsilon")
+        snapshot = SlotSnapshot(monitor.regions[0])
+        #expect(snapshot.projects["alpha"] == nil && snapshot.projects["epsilon"]?.requests == 1)
+        #expect(snapshot.projects["beta"]?.requests == 3)
+        #expect(snapshot.projects[SlotRegion.overflowLabel]?.requestsByCode == ["UNAVAILABLE": 1, "OK": 2])
+        #expect(snapshot.projects.values.reduce(0) { $0 + $1.requests } == snapshot.requests && snapshot.requests == 7)
+
+        // A new worker of the slot reads the rows back and adds to them.
+        let next = SlotWriter(region: monitor.regions[0], pid: 2, projectRows: 3)
+        next.answered(code: "OK", seconds: 0.01, project: "epsilon")
+        next.answered(code: "OK", seconds: 0.01, project: "zeta")
+        snapshot = SlotSnapshot(monitor.regions[0])
+        #expect(snapshot.projects["epsilon"]?.requests == 2 && snapshot.projects["zeta"] == nil)
+        #expect(snapshot.projects[SlotRegion.overflowLabel]?.requests == 4)
+        text = monitor.metricsText()
+        #expect(text.contains("herald_fcm_requests_total{code=\"OK\",project=\"epsilon\"} 2\n"))
+        #expect(text.contains("herald_fcm_requests_total{code=\"OK\"} 0\n"), "every answer was a project's")
+    }
+
+    @Test func theFullProjectTableKeeps255ProjectsApart() throws {
+        let region = try SlotRegion.create()
+        let writer = SlotWriter(region: region, pid: 1)
+        for index in 0..<300 { writer.answered(code: "OK", seconds: 0.01, project: "project-\(index)") }
+        let snapshot = SlotSnapshot(region)
+        #expect(snapshot.projects.count == SlotRegion.projectCapacity)
+        #expect(snapshot.projects["project-254"]?.requests == 1 && snapshot.projects["project-255"] == nil)
+        #expect(snapshot.projects[SlotRegion.overflowLabel]?.requests == UInt64(300 - (SlotRegion.projectCapacity - 1)))
+        #expect(SlotRegion.byteCount < 200 * 1024, "a slot stays small: \(SlotRegion.byteCount) bytes")
+    }
+
     @Test func adminAddressesAreParsed() {
         #expect(AdminServer.parseAddress("127.0.0.1:9464")! == ("127.0.0.1", 9464))
         #expect(AdminServer.parseAddress("0.0.0.0:0")! == ("0.0.0.0", 0))

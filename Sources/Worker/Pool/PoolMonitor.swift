@@ -128,6 +128,28 @@ public final class PoolMonitor: @unchecked Sendable {
             }
             reading.projects = order.map { ProjectReading(project: $0, totals: byProject[$0]!.totals, quotaPaused: byProject[$0]!.paused) }
         }
+        // The projects carried by workers of many: their rows summed by name over the slots,
+        // taken out of the unlabelled group's answers, quota answers and snoozes so that a sum
+        // over `project` is still the pool's total.
+        var carried: [String: SlotSnapshot.ProjectCounts] = [:]
+        for (slot, snapshot) in snapshots.enumerated() where slotProjects[slot] == nil {
+            for (name, counts) in snapshot.projects { carried[name, default: SlotSnapshot.ProjectCounts()].add(counts) }
+        }
+        if !carried.isEmpty {
+            if reading.projects.isEmpty { reading.projects = [ProjectReading(project: nil, totals: totals, quotaPaused: reading.quotaPaused)] }
+            if let unlabelled = reading.projects.firstIndex(where: { $0.project == nil }) {
+                var rest = reading.projects[unlabelled].totals
+                for counts in carried.values {
+                    for (code, count) in counts.requestsByCode { rest.requestsByCode[code] = (rest.requestsByCode[code] ?? 0) - min(count, rest.requestsByCode[code] ?? 0) }
+                    for (limit, count) in counts.quotaByLimit { rest.quotaByLimit[limit] = (rest.quotaByLimit[limit] ?? 0) - min(count, rest.quotaByLimit[limit] ?? 0) }
+                    rest.snoozed -= min(counts.snoozed, rest.snoozed)
+                }
+                reading.projects[unlabelled].totals = rest
+            }
+            // By name, the overflow row last.
+            let names = carried.keys.filter { $0 != SlotRegion.overflowLabel }.sorted() + (carried[SlotRegion.overflowLabel] == nil ? [] : [SlotRegion.overflowLabel])
+            reading.projects += names.map { ProjectReading(carried: $0, carried[$0]!, now: now) }
+        }
         return PoolExposition.render(reading)
     }
 

@@ -158,13 +158,16 @@ final class Sender: @unchecked Sendable {
             case .tell(let event):
                 if case .window = event, shared { continue }  // the window is the process's
                 outbox.put(shared ? .forProject(project, event) : event)
-                // herald_quota_paused: the jobs of no project's pause, in a worker carrying many too.
-                if case .projectPaused(let until, _) = event, !shared || project == nil { metrics.fcmProjectPausedUntil(until) }
+                // herald_quota_paused: a carried project's in its row; the slot's own is the jobs of
+                // no project's pause (or, in a worker of one project, that project's).
+                if case .projectPaused(let until, _) = event {
+                    if let project = rowProject(project) { metrics.fcmProjectPausedUntil(until, project: project) } else { metrics.fcmProjectPausedUntil(until) }
+                }
             case .warning(let text): log.warning(prefix + text)
             case .info(let text): log.info(prefix + text)
             case .debug(let text, let job, let code): log.debug(text, ["job_id": .int(job), "code": .string(code)])
-            case .quotaAnswer(let limit): metrics.quotaExceeded(limit)
-            case .snoozed: metrics.snoozed()
+            case .quotaAnswer(let limit): metrics.quotaExceeded(limit, project: rowProject(project))
+            case .snoozed: metrics.snoozed(project: rowProject(project))
             case .window(let size): metrics.window(size)
             }
         }
@@ -221,7 +224,7 @@ final class Sender: @unchecked Sendable {
             if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
                 if !inFlight.isEmpty {
                     log.warning("shutdown timeout: \(inFlight.count) requests got no answer; they will be retried")
-                    for entry in inFlight.values { metrics.answered(code: "TRANSPORT", seconds: now - entry.sentAt) }
+                    for entry in inFlight.values { metrics.answered(code: "TRANSPORT", seconds: now - entry.sentAt, project: rowProject(entry.job.project)) }
                     outbox.put(.outcomes(inFlight.values.map {
                         $0.job.outcome(.retry(error: "shutdown: no answer within the shutdown timeout", delay: 0))
                     }))
@@ -409,7 +412,7 @@ final class Sender: @unchecked Sendable {
                 // A 2xx answer keeps no text, so there is nothing to redact.
                 classification = SendClassification(response: response, now: now,
                                                     redacting: (200..<300).contains(response.status) ? [] : Self.secrets(of: entry))
-                metrics.answered(code: Self.metricCode(classification), seconds: answered - entry.sentAt)
+                metrics.answered(code: Self.metricCode(classification), seconds: answered - entry.sentAt, project: rowProject(project))
                 if case .delivered = classification { metrics.delivered(entry.job, now: answered) }
                 if classification.isQuota {
                     stated = Self.statedQuota(response, now: now)
@@ -420,7 +423,7 @@ final class Sender: @unchecked Sendable {
                 }
             case .failure(let error):
                 classification = SendClassification(transport: TransportFailure(error), redacting: Self.secrets(of: entry))
-                metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: answered - entry.sentAt)
+                metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: answered - entry.sentAt, project: rowProject(project))
             }
             let verdict = lanes[project]!.machine.answered(SenderMachine.Answer(job: entry.job, preparation: entry.preparation, reauthenticated: entry.reauthenticated,
                                                                 sentAt: entry.sentAt, classification: classification, failure: failure,
@@ -449,6 +452,10 @@ final class Sender: @unchecked Sendable {
         for project in touched { applyEffects(project) }
         hand(outcomes)
     }
+
+    /// The project whose row of the slot counts for `project`'s jobs: a registry project of a
+    /// worker carrying many; none in a worker of one project (its whole slot is the project's).
+    private func rowProject(_ project: String?) -> String? { shared ? project : nil }
 
     /// The project's limit a quota answer states (ErrorInfo), read from its body.
     static func statedQuota(_ response: HTTPResponse, now: Date) -> ProjectQuotaStatement? {

@@ -181,7 +181,7 @@ final class StoreProjects {
                 lane.rateReadAt = now
             }
             lane.target.fcmProjectRate = lane.adaptive.rate(lane.rateState, now: now, started: lane.startedAt)
-            if project == nil { metrics?.fcmProjectRate(lane.target.fcmProjectRate) }
+            if let project { metrics?.fcmProjectRate(lane.target.fcmProjectRate, project: project) } else { metrics?.fcmProjectRate(lane.target.fcmProjectRate) }
         }
         let claim = try store.claimer.claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &lane.target)
         lane.lastClaim = now
@@ -289,6 +289,8 @@ final class StoreProjects {
     private func drop(_ project: String?) {
         lanes[project] = nil
         if project != nil || unaddressed == nil { ring.remove(project) }
+        // Its row of the slot keeps its counts until another project needs the row.
+        if let project { metrics?.projectDropped(project) }
     }
 
     // MARK: Upkeep

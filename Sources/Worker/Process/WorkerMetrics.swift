@@ -74,7 +74,9 @@ public final class WorkerMetrics: @unchecked Sendable {
 
     /// FCM answered a request (`code`: `OK`, FCM's error code, `UNAUTHENTICATED`, or `TRANSPORT`
     /// when no answer came) `seconds` after it was handed to the HTTP client.
-    func answered(code: String, seconds: Double) { slot?.answered(code: code, seconds: seconds) }
+    /// `project`: a registry project of a worker carrying many (its row in the slot); nil for
+    /// the jobs of no project, and in a worker of one project (its slot is labelled as a whole).
+    func answered(code: String, seconds: Double, project: String? = nil) { slot?.answered(code: code, seconds: seconds, project: project) }
 
     /// FCM's 200 for `job`, at `now` (seconds since 1970).
     func delivered(_ job: ClaimedJob, now: Double) {
@@ -88,11 +90,20 @@ public final class WorkerMetrics: @unchecked Sendable {
     func logWritesDropped(_ count: Int) { slot?.setLogWritesDropped(count) }
     func fcmProjectPausedUntil(_ seconds: Double) { slot?.setProjectPausedUntil(seconds) }
     /// A quota answer, by the limit it was taken for (herald_fcm_quota_exceeded_total).
-    func quotaExceeded(_ limit: QuotaLimit) { slot?.quotaExceeded(limit.rawValue) }
+    func quotaExceeded(_ limit: QuotaLimit, project: String? = nil) { slot?.quotaExceeded(limit.rawValue, project: project) }
     /// A job snoozed by a quota answer or its target's hold (herald_jobs_snoozed_total).
-    func snoozed() { slot?.snoozed() }
+    func snoozed(project: String? = nil) { slot?.snoozed(project: project) }
     /// The sender's window of requests in flight (herald_in_flight_limit).
     func window(_ size: Int) { slot?.setWindow(size) }
     /// The FCM project's adapted rate in force (herald_project_rate_per_second, a name dashboards use).
     func fcmProjectRate(_ perSecond: Double) { slot?.setProjectRate(perSecond) }
+
+    // MARK: the projects of a worker carrying many (either thread)
+
+    /// A carried project's adapted rate in force (herald_project_rate_per_second{project}).
+    func fcmProjectRate(_ perSecond: Double, project: String) { slot?.setProjectRate(perSecond, project: project) }
+    /// Until when a carried project sends nothing new (herald_quota_paused{project}).
+    func fcmProjectPausedUntil(_ seconds: Double, project: String) { slot?.setProjectPausedUntil(seconds, project: project) }
+    /// The worker dropped a carried project; its row may be given to another later.
+    func projectDropped(_ project: String) { slot?.projectDropped(project) }
 }

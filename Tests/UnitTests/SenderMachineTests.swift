@@ -304,6 +304,29 @@ extension SenderMachineTests {
         #expect(limit.window < 512, "still \(limit.window) after a second of answers three times slower")
     }
 
+    @Test func farFromFCMTheWindowAllowsHalfTheBaseOfQueueing() {
+        // FCM 100 ms away: answers 48 ms over the quickest (more than 35 ms, less than half of
+        // 100 ms) are its own spread, not a queue, so the window keeps growing; near FCM the
+        // same 70 ms over a 10 ms base is a queue, and a 100 ms FCM answering in 200 ms is too.
+        var far = InFlightLimit(floor: 16, ceiling: 1024, start: 256)
+        var near = InFlightLimit(floor: 16, ceiling: 1024, start: 256)
+        var now = 0.0
+        while now < 2 {
+            now += 0.001
+            far.answered(after: Int(now * 1000) % 10 == 0 ? 0.1 : 0.148, now: now)
+            near.answered(after: Int(now * 1000) % 10 == 0 ? 0.01 : 0.08, now: now)
+        }
+        #expect(far.window > 512, "a 100 ms FCM answering in 148 ms: window \(far.window)")
+        #expect(near.window < 256, "a 10 ms FCM answering in 80 ms is queueing: window \(near.window)")
+        var slowing = InFlightLimit(floor: 16, ceiling: 1024, start: 512)
+        now = 0
+        while now < 1 {
+            now += 0.001
+            slowing.answered(after: Int(now * 1000) % 10 == 0 ? 0.1 : 0.2, now: now)
+        }
+        #expect(slowing.window < 256, "a 100 ms FCM answering in 200 ms: window \(slowing.window)")
+    }
+
     @Test func theMachineStartsTheWindowAt256UnderTheCeiling() {
         let machine = SenderMachine(settings: SenderMachine.Settings(concurrency: 1024), project: "p")
         #expect(machine.window == 256)

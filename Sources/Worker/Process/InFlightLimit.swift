@@ -8,10 +8,10 @@
 /// what an answer costs with nothing queued). Every `span` (100 ms, and at least 8 answers),
 /// with `average` the mean answer time of the span:
 ///
-///     limit = limit * clamp((base + slack) / average, 0.5, 1) + sqrt(limit)
+///     limit = limit * clamp(max(base + slack, base * tolerance) / average, 0.5, 1) + sqrt(limit)
 ///
-/// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms)
-/// beyond the base, the window grows by its square root each span; past that it shrinks in
+/// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms), or
+/// half the base when that is more (an FCM 100 ms away: 50 ms), beyond the base, the window grows by its square root each span; past that it shrinks in
 /// proportion, at most by half a span. It starts at `start` (256, the window that served a
 /// prompt FCM before) and grows from there while answers stay steady, up to `ceiling`
 /// (`--concurrency`, 1,024 by default, a memory bound an operator may lower; docs/fcm-limits.md):
@@ -24,6 +24,10 @@ struct InFlightLimit: Sendable {
     let ceiling: Int
     /// Answer time allowed above the base before the window shrinks, in seconds.
     var slack = 0.035
+    /// The share of the base allowed as queueing when it is more than `slack`: far from FCM, the
+    /// answers' own spread (and Herald's turn on the cores at a rate that needs a large window)
+    /// exceeds a fixed 35 ms without FCM queueing anything.
+    var tolerance = 1.5
     var span = 0.1
     private(set) var limit: Double
     private var spanStart: Double? = nil
@@ -62,7 +66,7 @@ struct InFlightLimit: Sendable {
         spanSum = 0
         spanCount = 0
         let before = window
-        let gradient = min(1, max(0.5, (base + slack) / max(average, 1e-6)))
+        let gradient = min(1, max(0.5, max(base + slack, base * tolerance) / max(average, 1e-6)))
         limit = min(Double(ceiling), max(Double(floor), limit * gradient + limit.squareRoot()))
         return window != before
     }

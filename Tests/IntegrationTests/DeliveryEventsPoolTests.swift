@@ -23,7 +23,10 @@ import TestSupport
             """)
 
         // The consumer: remembers the last id, asks for what came after.
-        let stop = UnsafeSendableBox(false)
+        // Set once the pool has drained: the last event id there is; the consumer stops once it
+        // has read up to it (a call may return nothing for a while when a transaction is open:
+        // events_since waits for it up to 2 s, and a loaded machine keeps claims open that long).
+        let stop = UnsafeSendableBox<Int?>(nil)
         let seen = UnsafeSendableBox<[(id: Int, kind: String, job: Int)]>([])
         let consumerFailure = UnsafeSendableBox<String?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -34,13 +37,13 @@ import TestSupport
                 let reader = try PGConnection(url: url)
                 var last = 0
                 while true {
-                    let finishing = stop.value
+                    let target = stop.value
                     let rows = try reader.query("SELECT id, kind, job_id FROM herald.events_since($1, 300)", [.int(last)])
                     for row in 0..<rows.rowCount {
                         seen.mutate { $0.append((rows.int(row, 0)!, rows[row, 1]!, rows.int(row, 2)!)) }
                         last = rows.int(row, 0)!
                     }
-                    if finishing && rows.rowCount == 0 { return }
+                    if let target, rows.rowCount == 0, last >= target { return }
                     if rows.rowCount == 0 { Thread.sleep(forTimeInterval: 0.02) }
                 }
             } catch {
@@ -67,7 +70,8 @@ import TestSupport
             (try? stack.count("SELECT count(*) FROM herald.jobs WHERE state IN ('available', 'scheduled', 'running')")) == 0
         }, "\(pool.output)")
         #expect(pool.output.contains("was killed by signal 9"))
-        stop.mutate { $0 = true }
+        let lastEvent = try stack.count("SELECT coalesce(max(id), 0) FROM herald.events")
+        stop.mutate { $0 = lastEvent }
         #expect(done.wait(timeout: .now() + 30) == .success)
         #expect(consumerFailure.value == nil, "\(consumerFailure.value ?? "")")
 

@@ -17,11 +17,15 @@ import TestSupport
     /// herald.touch_token registers one more device a campaign would reach), the legacy API last.
     /// With the number of ```sql blocks each holds, so a block lost in a move fails the test.
     static let documents: [(path: String, blocks: Int)] = [
-        ("README.md", 4), ("docs/campaigns.md", 5), ("docs/sql-api.md", 13), ("docs/legacy-api.md", 4),
-        ("docs/projects.md", 1),
+        ("README.md", 4), ("docs/campaigns.md", 5), ("docs/sql-api.md", 14), ("docs/legacy-api.md", 4),
+        ("docs/projects.md", 2),
     ]
     /// Pages whose ```sql blocks are sketches with placeholders (`'{"token": "..."}'`), not run.
     static let sketches: Set<String> = ["docs/audience.md"]
+    /// A block of a page that runs may be a sketch too: its placeholders are marked with `…` (an
+    /// APNs device token of 64 hex digits, an application's own table). It is counted, not run;
+    /// APNsRegistryTests runs the same calls with real values.
+    static func isSketch(_ block: String) -> Bool { block.contains("…") }
 
     /// The ```sql blocks of a Markdown text, in order.
     static func sqlBlocks<S: StringProtocol>(inMarkdown text: S) -> [String] {
@@ -58,8 +62,10 @@ import TestSupport
     }
 
     @Test func everySQLExampleRunsAndItsMessagesAreDelivered() throws {
-        let blocks = try Self.sqlBlocks()
-        #expect(blocks.count == Self.documents.reduce(0) { $0 + $1.blocks })
+        let all = try Self.sqlBlocks()
+        #expect(all.count == Self.documents.reduce(0) { $0 + $1.blocks })
+        let blocks = all.filter { !Self.isSketch($0) }
+        #expect(all.count - blocks.count == 1, "the one sketch is docs/sql-api.md's APNs messages")
         let stack = try WorkerStack()
         defer { stack.close() }
         let c = stack.connection

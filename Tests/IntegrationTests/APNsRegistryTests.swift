@@ -381,6 +381,19 @@ import TestSupport
         }
     }
 
+    /// A message a thousand times too large is refused by the door's byte count (SQLSTATE
+    /// 54000), as an FCM message is, not walked for the APNs rules first; nothing is stored.
+    @Test func aMessageFarOverTheDoorIsRefusedByItsSize() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try Self.addApp(c, "shop-ios")
+        let huge = Self.alert(aps: #"{"alert": "\#(String(repeating: "x", count: 4_000_000))"}"#)
+        let refused = Self.refusal { try c.query("SELECT herald.enqueue($1::jsonb)", [.text(huge)]) }
+        #expect(refused.contains("over the limit of 32768 bytes for a send job"), "\(refused.prefix(300))")
+        #expect(try c.query("SELECT count(*) FROM herald.jobs").int(0, 0) == 0)
+    }
+
     /// Swift's rules and herald.validate_apns_message give the same issues, in the same order
     /// and words, over a table of cases (several issues at once, escapes and multi-byte text in
     /// measured payloads, odd member names, values cut for display).

@@ -8,7 +8,7 @@ import Glibc
 extension HTTPClient {
     /// Adds one transfer to the multi handle; false when it failed at once (reported by the next poll).
     @discardableResult
-    func start(_ request: HTTPRequest, tag: UInt64, role: Role) -> Bool {
+    func start(_ request: HTTPRequest, tag: UInt64, role: Role, submitted: UInt64 = 0) -> Bool {
         let easy = idle.popLast() ?? EasyHandle()
         guard let easy else {
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
@@ -27,6 +27,11 @@ extension HTTPClient {
         }
         let transfer = Transfer(tag: tag, easy: easy)
         transfer.role = role
+        if case .stream = role {
+            // Kept to go back to its origin's queue if curl finds no open connection for it.
+            transfer.request = request
+            transfer.submitted = submitted
+        }
         if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true,
                                  pipewait: role.waitsForMultiplexing) {
             recycle(easy)
@@ -116,6 +121,7 @@ extension HTTPClient {
                 check(herald_easy_setopt_ptr(h, CURLOPT_SOCKOPTDATA, registry), "CURLOPT_SOCKOPTDATA")
                 check(herald_easy_setopt_closesocket(h, socketClosing), "CURLOPT_CLOSESOCKETFUNCTION")
                 check(herald_easy_setopt_ptr(h, CURLOPT_CLOSESOCKETDATA, registry), "CURLOPT_CLOSESOCKETDATA")
+                check(herald_easy_setopt_opensocket(h, socketOpening), "CURLOPT_OPENSOCKETFUNCTION")
             }
             switch method {
             case .get: set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
@@ -173,6 +179,7 @@ extension HTTPClient {
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         check(herald_easy_setopt_ptr(h, CURLOPT_WRITEDATA, context), "CURLOPT_WRITEDATA")
         check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
+        if multiplexed { check(herald_easy_setopt_ptr(h, CURLOPT_OPENSOCKETDATA, context), "CURLOPT_OPENSOCKETDATA") }
         easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed,
                                                             pipewait: pipewait) : nil
         return failure
@@ -346,6 +353,11 @@ final class Transfer {
     var headerLines: [UInt8] = []
     var body: [UInt8] = []
     var role: Role = .plain
+    /// A stream's request and when it was submitted, to queue it again (see `socketOpening`).
+    var request: HTTPRequest?
+    var submitted: UInt64 = 0
+    /// curl wanted a new connection for this stream and was refused one.
+    var newConnectionRefused = false
 
     init(tag: UInt64, easy: EasyHandle) {
         self.tag = tag
@@ -399,6 +411,30 @@ let receiveBody: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeM
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     if let data, length > 0 { transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
     return length
+}
+
+/// curl wants a new connection for a transfer. A stream of a cleartext origin may only go on an
+/// h2c connection known to be open: given a connection of its own, libcurl 7.88 would send it as
+/// HTTP/1.1 with an Upgrade (a stream asks for plain HTTP/2, see OriginAdmission.swift), and one
+/// HTTP/1.1 answer makes curl treat the whole host as unable to multiplex: every later stream
+/// then wanted a connection of its own, and those beyond the host's connection limit waited in
+/// curl's queue until their timeout. That is what happened when a connection went away under
+/// load (a GOAWAY, or a server ending a connection for the resets libcurl 7.88 sends after
+/// answers without a body): curl sends the streams the connection had not answered again by
+/// itself, on a new connection. So a stream is refused a socket and fails at once; the client
+/// puts it back in its origin's queue (`drive`), where it goes out as an opener or as a stream
+/// on a connection that is open. Every other transfer gets the socket it asks for.
+let socketOpening: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t = {
+    context, _, address in
+    guard let address else { return CURL_SOCKET_BAD }
+    if let context {
+        let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+        if case .stream = transfer.role {
+            transfer.newConnectionRefused = true
+            return CURL_SOCKET_BAD
+        }
+    }
+    return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
 }
 
 let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {

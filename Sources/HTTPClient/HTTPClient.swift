@@ -188,6 +188,12 @@ public final class HTTPClient: @unchecked Sendable {
             let code = herald_msg_result(message)
             curl_multi_remove_handle(multi, handle)
             guard let transfer = active.removeValue(forKey: HandleKey(handle)) else { continue }
+            if transfer.newConnectionRefused, code != CURLE_OK, case .stream(let origin) = transfer.role {
+                // Not sent on a connection of its own: back to its origin's queue (`socketOpening`).
+                requeue(transfer, origin: origin)
+                recycle(transfer.easy)
+                continue
+            }
             let result = transfer.result(code)
             finished.append(HTTPCompletion(tag: transfer.tag, result: result))
             settle(transfer, result, into: &finished)
@@ -195,6 +201,7 @@ public final class HTTPClient: @unchecked Sendable {
         }
         for origin in touched {
             origin.touched = false
+            origin.lostCounted = false
             admit(origin)
         }
         touched.removeAll(keepingCapacity: true)

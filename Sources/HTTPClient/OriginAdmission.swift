@@ -35,7 +35,7 @@ extension HTTPClient {
         while origin.head < origin.pending.count && origin.streams < origin.connections * streams {
             let next = origin.pending[origin.head]
             origin.head += 1
-            if start(next.request, tag: next.tag, role: .stream(origin)) { origin.streams += 1 }
+            if start(next.request, tag: next.tag, role: .stream(origin), submitted: next.submitted) { origin.streams += 1 }
         }
         let waiting = origin.pending.count - origin.head
         let wanted = min(max(1, configuration.maxConnections) - origin.connections, (waiting + streams - 1) / streams)
@@ -79,6 +79,29 @@ extension HTTPClient {
             if lost { origin.connections = max(0, origin.connections - 1) }
             touch(origin)
         }
+    }
+
+    /// A stream curl found no open connection for (`socketOpening` refused it a new one): one of
+    /// the connections counted is gone or going (a GOAWAY), so one fewer is counted, at most once
+    /// per pass (several streams of one lost connection come back together; a count still too
+    /// high is lowered by the next pass's refusals). The request goes back to the front of the
+    /// queue with its first submission time, so the request timeout still bounds its wait.
+    func requeue(_ transfer: Transfer, origin: Origin) {
+        origin.streams -= 1
+        if !origin.lostCounted {
+            origin.lostCounted = true
+            origin.connections = max(0, origin.connections - 1)
+        }
+        if let request = transfer.request {
+            let again = Pending(request: request, tag: transfer.tag, submitted: transfer.submitted)
+            if origin.head > 0 {
+                origin.head -= 1
+                origin.pending[origin.head] = again
+            } else {
+                origin.pending.insert(again, at: 0)
+            }
+        }
+        touch(origin)
     }
 
     func touch(_ origin: Origin) {
@@ -171,6 +194,8 @@ final class Origin {
     var head = 0
     /// Listed in the client's `touched`.
     var touched = false
+    /// A lost connection was counted in this pass (`requeue`).
+    var lostCounted = false
 
     init(key: String) { self.key = key }
 

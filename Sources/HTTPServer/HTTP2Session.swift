@@ -98,9 +98,14 @@ final class HTTP2Session {
     }
 
     func receive(_ bytes: UnsafeRawBufferPointer) {
-        guard let session, let base = bytes.baseAddress else { return }
-        let rc = nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), bytes.count)
-        if rc < 0 {
+        guard session != nil, !bytes.isEmpty else { return }
+        var failed = false
+        let lastStream = session.map { nghttp2_session_get_last_proc_stream_id($0) } ?? 0
+        resets.filter(bytes, isClosed: { id in id <= lastStream && self.streams[id] == nil }) { piece in
+            guard !failed, let session = self.session, let base = piece.baseAddress, !piece.isEmpty else { return }
+            if nghttp2_session_mem_recv(session, base.assumingMemoryBound(to: UInt8.self), piece.count) < 0 { failed = true }
+        }
+        if failed {
             // A protocol error: nghttp2 has queued a GOAWAY where it could; send it and close.
             pumpOutput()
             connection.closeAfterFlush = true
@@ -108,6 +113,9 @@ final class HTTP2Session {
         }
         pumpOutput()
     }
+
+    /// Resets of streams this side has closed already, kept from nghttp2 (see `ClosedStreamResets`).
+    private var resets = ClosedStreamResets()
 
     /// Moves nghttp2's pending frames into the connection's output, up to a bounded amount so a
     /// slow reader cannot make the buffer grow without end.
@@ -375,5 +383,88 @@ final class HTTP2Session {
             return 0
         }
         return callbacks!
+    }
+}
+
+
+/// Takes the RST_STREAM frames a client sends for streams this side has already answered and
+/// closed out of what nghttp2 reads. libcurl 7.88 resets every stream whose answer ended with its
+/// HEADERS frame (an answer without a body, as APNs's 200), after the answer; RFC 9113 has such
+/// a frame ignored, but nghttp2 (since its rapid-reset limit) counts every RST_STREAM and ends
+/// the connection with INTERNAL_ERROR once about a thousand came in a burst: a client sending
+/// APNs-like requests lost a connection every thousand requests, and the requests in flight on
+/// it were sent twice. A reset of a stream still open goes to nghttp2 as before.
+struct ClosedStreamResets {
+    /// Bytes of the client's connection preface still to come (passed through unread).
+    private var prefaceLeft = 24
+    /// A frame header split between reads.
+    private var header: [UInt8] = []
+    /// Bytes of the current frame's payload still to pass, or to drop.
+    private var passLeft = 0
+    private var dropLeft = 0
+
+    /// Hands `deliver` the runs of `bytes` nghttp2 is to read, in order.
+    mutating func filter(_ bytes: UnsafeRawBufferPointer, isClosed: (Int32) -> Bool, deliver: (UnsafeRawBufferPointer) -> Void) {
+        var index = 0
+        var runStart = 0
+        func flush(upTo end: Int) {
+            if end > runStart { deliver(UnsafeRawBufferPointer(rebasing: bytes[runStart..<end])) }
+        }
+        while index < bytes.count {
+            let left = bytes.count - index
+            if prefaceLeft > 0 {
+                let n = min(prefaceLeft, left)
+                prefaceLeft -= n
+                index += n
+            } else if passLeft > 0 {
+                let n = min(passLeft, left)
+                passLeft -= n
+                index += n
+            } else if dropLeft > 0 {
+                flush(upTo: index)
+                let n = min(dropLeft, left)
+                dropLeft -= n
+                index += n
+                runStart = index
+            } else if header.isEmpty && left >= 9 {
+                // A whole header in this read: judged in place.
+                let frame = UnsafeRawBufferPointer(rebasing: bytes[index..<index + 9])
+                if judge(frame, isClosed: isClosed) {
+                    flush(upTo: index)
+                    index += 9
+                    runStart = index
+                } else {
+                    index += 9
+                }
+            } else {
+                // A header split between reads: gathered, then passed on (or dropped) whole.
+                flush(upTo: index)
+                let n = min(9 - header.count, left)
+                header.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[index..<index + n]))
+                index += n
+                runStart = index
+                if header.count == 9 {
+                    let gathered = header
+                    header.removeAll(keepingCapacity: true)
+                    let dropped = gathered.withUnsafeBytes { judge($0, isClosed: isClosed) }
+                    if !dropped { gathered.withUnsafeBytes { deliver($0) } }
+                }
+            }
+        }
+        flush(upTo: bytes.count)
+    }
+
+    /// Reads a frame header; true when the frame is a reset of a closed stream (its payload is
+    /// then dropped), false when it goes to nghttp2 (its payload passed).
+    private mutating func judge(_ frame: UnsafeRawBufferPointer, isClosed: (Int32) -> Bool) -> Bool {
+        let length = Int(frame[0]) << 16 | Int(frame[1]) << 8 | Int(frame[2])
+        let type = frame[3]
+        let stream = Int32(bitPattern: (UInt32(frame[5]) << 24 | UInt32(frame[6]) << 16 | UInt32(frame[7]) << 8 | UInt32(frame[8])) & 0x7fff_ffff)
+        if type == 3 && length == 4 && stream > 0 && isClosed(stream) {
+            dropLeft = 4
+            return true
+        }
+        passLeft = length
+        return false
     }
 }

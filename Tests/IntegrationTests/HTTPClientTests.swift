@@ -258,6 +258,88 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
             #expect(String(decoding: response.body, as: UTF8.self) == expected)
         }
     }
+    /// Keeps `window` requests in flight on a cleartext origin until `total` were answered
+    /// (or `seconds` passed): the statuses seen and the first few failures.
+    static func keepWindow(_ client: HTTPClient, url: String, total: Int, window: Int, seconds: Double = 120) -> (answered: Int, ok: Int, failures: [String]) {
+        var submitted = 0
+        var answered = 0
+        var ok = 0
+        var failures: [String] = []
+        let deadline = Date().addingTimeInterval(seconds)
+        while answered < total && Date() < deadline {
+            while submitted < total && submitted - answered < window {
+                client.submit(HTTPRequest(url: url, headers: ["apns-push-type: alert"], body: Array(#"{"aps":{}}"#.utf8)), tag: UInt64(submitted))
+                submitted += 1
+            }
+            for completion in client.poll(timeoutMilliseconds: 100) {
+                answered += 1
+                switch completion.result {
+                case .success(let response) where response.status == 200 && response.body.isEmpty: ok += 1
+                case .success(let response): if failures.count < 5 { failures.append("tag \(completion.tag): status \(response.status)") }
+                case .failure(let error): if failures.count < 5 { failures.append("tag \(completion.tag): \(error)") }
+                }
+            }
+        }
+        return (answered, ok, failures)
+    }
+
+    /// A local h2c server answering 200 without a body, as APNs does.
+    static func bodilessServer(goawayAfterRequests: Int = 0) throws -> HTTPServer {
+        var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0, threads: 2)
+        configuration.goawayAfterRequests = goawayAfterRequests
+        let server = HTTPServer(configuration: configuration) { request in
+            HTTPServerResponse(status: request.path.hasPrefix("/3/device/") ? 200 : 404)
+        }
+        try server.start()
+        return server
+    }
+
+    /// Answers without a body (APNs's 200), about 200 requests kept in flight on a cleartext
+    /// origin: every request is answered once, over HTTP/2, on two connections. (It lost a
+    /// connection every thousand requests, and then fell back to HTTP/1.1 with timeouts: libcurl
+    /// 7.88 resets each stream answered by a HEADERS frame alone, and nghttp2 ends a connection
+    /// reset a thousand times in a burst; the server now ends such answers with an empty DATA frame.)
+    @Test func bodilessAnswersKeepAWindowFlowingOverFewH2cConnections() throws {
+        let server = try Self.bodilessServer()
+        defer { server.stop() }
+        var configuration = HTTPClientConfiguration()
+        // Long enough that a stall shows as a stall, not as a load-slowed run.
+        configuration.requestTimeoutMilliseconds = 20_000
+        let client = try HTTPClient(configuration: configuration)
+        let total = 4_000
+        let run = Self.keepWindow(client, url: "http://127.0.0.1:\(server.port)/3/device/" + String(repeating: "ab", count: 32),
+                                  total: total, window: 200)
+        #expect(run.answered == total && run.ok == total, "\(run.ok) of \(total) answered 200; first failures: \(run.failures)")
+        let statistics = server.statistics
+        #expect(statistics.http1Requests == 0, "\(statistics.http1Requests) requests over HTTP/1.1")
+        #expect(statistics.http2Requests == total, "each request reached the server once")
+        // 200 in flight need two connections at 100 streams each.
+        #expect(statistics.connectionsAccepted <= 3, "\(statistics.connectionsAccepted) connections")
+        #expect(statistics.goawaysSent == 0)
+    }
+
+    /// A server that ends each connection gracefully after 500 requests (GOAWAY), about 200
+    /// requests in flight: the streams curl sends again by itself never go out on a connection of
+    /// their own (where libcurl 7.88 sends them as HTTP/1.1 and then treats the host as unable to
+    /// multiplex: over a thousand HTTP/1.1 requests on as many connections, and a window of
+    /// requests waiting out their timeout in curl's queue). Each request is answered once, over
+    /// HTTP/2, on a connection per 500 requests and a few more.
+    @Test func aGoawayUnderLoadKeepsACleartextOriginOnHTTP2() throws {
+        let server = try Self.bodilessServer(goawayAfterRequests: 500)
+        defer { server.stop() }
+        var configuration = HTTPClientConfiguration()
+        configuration.requestTimeoutMilliseconds = 20_000
+        let client = try HTTPClient(configuration: configuration)
+        let total = 4_000
+        let run = Self.keepWindow(client, url: "http://127.0.0.1:\(server.port)/3/device/" + String(repeating: "cd", count: 32),
+                                  total: total, window: 200)
+        #expect(run.answered == total && run.ok == total, "\(run.ok) of \(total) answered 200; first failures: \(run.failures)")
+        let statistics = server.statistics
+        #expect(statistics.http1Requests == 0, "\(statistics.http1Requests) requests over HTTP/1.1")
+        #expect(statistics.http2Requests == total, "each request processed once")
+        #expect(statistics.goawaysSent >= total / 500 - 1)
+        #expect(statistics.connectionsAccepted <= total / 500 + 4, "\(statistics.connectionsAccepted) connections")
+    }
 }
 
 /// A value written by one thread and read by another after a semaphore.

@@ -42,7 +42,7 @@ let package = Package(
         // Prometheus text format, and the shared-memory counters a pool's workers write (counted
         // by Queue's `MessageOutcome`)
         .target(name: "Metrics", dependencies: ["Queue"]),
-        .target(name: "Worker", dependencies: ["Queue", "FCM", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
+        .target(name: "Worker", dependencies: ["Queue", "FCM", "APNs", "Crypto", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics", "Lifecycle"]),
         .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "APNs", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's phases, its own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue

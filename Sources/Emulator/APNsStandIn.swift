@@ -164,7 +164,8 @@ final class APNsStandIn: Sendable {
         let connectionKey = request.remoteAddress + " " + keyID
         let tooSoon = state.withLock { s -> Bool in
             if let previous = s.connectionTokens[connectionKey], previous.token != providerToken {
-                if issuedAt - previous.issuedAt < minimumRenewalGap { return true }
+                // Renewing a token that has expired is what Apple asks for, however soon.
+                if issuedAt - previous.issuedAt < minimumRenewalGap && seconds - previous.issuedAt <= maxTokenAge { return true }
             }
             s.connectionTokens[connectionKey] = (providerToken, issuedAt)
             return false

@@ -52,7 +52,7 @@ final class Backend: Sendable {
         self.configuration = configuration
         credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds, tokenBytes: configuration.tokenBytes)
         store = MessageStore(capacity: configuration.maxStoredMessages)
-        apns = APNsStandIn(capacity: configuration.maxStoredMessages)
+        apns = APNsStandIn(capacity: configuration.maxStoredMessages, maxTokenAge: configuration.apnsProviderTokenMaxAge)
         faults = Mutex(FaultState())
         let scenario = configuration.scenario
         var ranged = false

@@ -44,6 +44,9 @@ public struct EmulatorConfiguration: Sendable {
     /// The team ID of the APNs keys the emulator writes (`writeAPNsKey`) and loads from a folder
     /// (`trustAPNsKeys`). Default `HERALDTEAM`.
     public var apnsTeamID: String = "HERALDTEAM"
+    /// Seconds after its `iat` a provider token is answered 403 ExpiredProviderToken (Apple: an
+    /// hour); shorter in tests of the renewal.
+    public var apnsProviderTokenMaxAge: Int64 = 3600
 
     public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
         self.host = host

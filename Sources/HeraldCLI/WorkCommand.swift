@@ -39,6 +39,9 @@ enum WorkCommand {
         Option(name: "admin-address", env: "HERALD_ADMIN_ADDRESS", value: "HOST:PORT",
                help: "Serve /metrics (Prometheus), /healthz and /readyz for the whole pool here; off disables it.",
                defaultText: "127.0.0.1:9464"),
+        Option(name: "apns-url", env: "HERALD_APNS_URL", value: "URL",
+               help: "Send every APNs app's jobs here instead of Apple's production or sandbox endpoint (the emulator's, for tests).",
+               defaultText: "each app's: https://api.push.apple.com, or https://api.sandbox.push.apple.com with --sandbox"),
         Option(name: "iid-url", env: "HERALD_IID_URL", value: "URL",
                help: "Instance ID base URL for topic subscriptions (batchAdd / batchRemove); the in-process emulator's with --emulator.",
                defaultText: "https://iid.googleapis.com"),
@@ -65,6 +68,7 @@ enum WorkCommand {
         var c = WorkerConfiguration(databaseURL: databaseURL, credentialsPath: credentials)
         c.fcmBaseURL = fcmURL
         if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
+        if let url = try parsed.httpURL("apns-url") { c.apnsBaseURL = url }
         c.caFile = caFile
         c.queues = parsed.all("queue")
         if let project = parsed.string("project") {

@@ -6,6 +6,9 @@ public struct WorkerConfiguration: Sendable {
     public var databaseURL: String
     /// FCM's base URL (HERALD_FCM_URL), e.g. https://fcm.googleapis.com or the emulator's.
     public var fcmBaseURL: String = "https://fcm.googleapis.com"
+    /// Where every APNs app's requests go (HERALD_APNS_URL, `herald work --apns-url`), e.g. the
+    /// emulator's; nil: each app's own, Apple's production or sandbox endpoint.
+    public var apnsBaseURL: String? = nil
     /// Instance ID's base URL (HERALD_IID_URL) for topic subscriptions (batchAdd / batchRemove).
     public var iidBaseURL: String = "https://iid.googleapis.com"
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).

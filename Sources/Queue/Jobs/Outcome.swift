@@ -11,8 +11,10 @@ public enum OutcomeAction: Sendable, Equatable {
     case dead(reason: String)
     /// `discarded` with `reason` (e.g. its token was pruned before).
     case discarded(reason: String)
-    /// FCM said the token is gone: herald.prune_token, job `discarded`.
-    case pruned(token: String, reason: String)
+    /// FCM (or APNs) said the token is gone: herald.prune_token, job `discarded`.
+    /// `invalidSince` (seconds since 1970): APNs's timestamp of when the token stopped being
+    /// valid; a token registered again after it is not pruned (`OutcomeRecorder.record`).
+    case pruned(token: String, reason: String, invalidSince: Double? = nil)
     /// Put back unsent, the attempt not counted, due again after `delay` seconds.
     case released(delay: Double = 0)
     /// A quota answer (a device's, a topic's or the FCM project's limit): try again no sooner than
@@ -58,7 +60,7 @@ public enum OutcomeAction: Sendable, Equatable {
             field("err", error)
         case .dead(let reason), .discarded(let reason):
             field("err", reason)
-        case .pruned(let token, let reason):
+        case .pruned(let token, let reason, _):
             field("err", reason)
             field("token", token)
         case .released(let seconds):
@@ -137,6 +139,7 @@ public final class OutcomeRecorder: @unchecked Sendable {
     @discardableResult
     public func record(_ outcomes: [JobOutcome], log: (String) -> Void = { _ in }) throws(PostgresError) -> RecordSummary {
         guard !outcomes.isEmpty else { return RecordSummary() }
+        let outcomes = try keepingRegisteredAgain(outcomes)
         let rows = Self.recordRows(outcomes)
         var prunes: [JSONValue] = []
         var groups: [GroupChange] = []
@@ -144,7 +147,7 @@ public final class OutcomeRecorder: @unchecked Sendable {
             switch outcome.action {
             case .completed(_, let group?):
                 groups.append(group)
-            case .pruned(let token, let reason):
+            case .pruned(let token, let reason, _):
                 var hook = JSONObject()
                 hook["id"] = .number(String(outcome.id)); hook["token"] = .string(token); hook["err"] = .string(Self.clean(reason))
                 prunes.append(.object(hook))
@@ -181,6 +184,26 @@ public final class OutcomeRecorder: @unchecked Sendable {
             }
             for change in groups { try Self.apply(change, on: connection) }
             return summary
+        }
+    }
+
+    /// APNs's 410s carry when the token stopped being valid: a token registered again after that
+    /// (herald.device_tokens) is not pruned; its job is discarded saying so.
+    func keepingRegisteredAgain(_ outcomes: [JobOutcome]) throws(PostgresError) -> [JobOutcome] {
+        var asked: [JSONValue] = []
+        for outcome in outcomes {
+            guard case .pruned(let token, _, let since?) = outcome.action else { continue }
+            asked.append(["token": .string(token), "since": .number(String(since))])
+        }
+        guard !asked.isEmpty else { return outcomes }
+        let result = try connection.query(SQL.apnsTokensRegisteredAfter, [.text(JSONValue.array(asked).serialized)])
+        let again = Set((0..<result.rowCount).compactMap { result[$0, 0] })
+        guard !again.isEmpty else { return outcomes }
+        return outcomes.map { outcome in
+            guard case .pruned(let token, let reason, _?) = outcome.action, again.contains(token) else { return outcome }
+            var kept = outcome
+            kept.action = .discarded(reason: reason + "; the token is not pruned: it was registered again after APNs's timestamp")
+            return kept
         }
     }
 

@@ -40,6 +40,8 @@ final class ProjectKeys: @unchecked Sendable {
 /// project is idle, removed or its key breaks); the sender reads them for each job it sends.
 final class ProjectKeyRing: Sendable {
     private let keys = Mutex<[String?: ProjectKeys]>([:])
+    /// The APNs apps carried, beside the FCM projects.
+    let apns = APNsKeyRing()
     /// Tokens fetched by providers no longer held (a counter never goes down).
     private let retired = Atomic<Int>(0)
 

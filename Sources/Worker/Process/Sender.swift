@@ -73,6 +73,8 @@ final class Sender: @unchecked Sendable {
     static let idleLaneSeconds = 300.0
     private var lastPrune = 0.0
     private(set) var counters = Counters()
+    /// The APNs apps' part (APNsSender.swift): its own tags, lanes and answers.
+    let apns: APNsSender
 
     struct Counters { var sent = 0; var delivered = 0; var retried = 0; var failed = 0 }
 
@@ -89,6 +91,7 @@ final class Sender: @unchecked Sendable {
         self.log = log
         self.metrics = metrics
         rules = MessageValidator.rules.allowing(extraFields: configuration.extraMessageFields)
+        apns = APNsSender(configuration: configuration, client: client, ring: ring.apns, metrics: metrics, log: log, leases: leases)
         if shared && configuration.adaptiveConcurrency {
             windowLimit = InFlightLimit(floor: configuration.minConcurrency, ceiling: configuration.concurrency,
                                         start: SenderMachine.Settings().startWindow)
@@ -138,6 +141,16 @@ final class Sender: @unchecked Sendable {
         } else {
             outbox.put(.outcomes(outcomes))
         }
+    }
+
+    /// What the APNs part settled and asked for: the store thread's events first (an app's pause
+    /// before its jobs are put back).
+    private func hand(_ result: APNsSender.Result) {
+        for event in result.events { outbox.put(event) }
+        for (_, settled) in result.outcomes where !settled.isEmpty { outbox.put(.outcomes(settled)) }
+        counters.delivered += result.delivered
+        counters.retried += result.retried
+        counters.failed += result.failed
     }
 
     /// Outcomes gathered over several projects, handed by project.
@@ -196,8 +209,13 @@ final class Sender: @unchecked Sendable {
             } else {
                 var outcomes: [String?: [JobOutcome]] = [:]
                 var touched: Set<String?> = []
+                var apnsResult = APNsSender.Result()
                 for job in arrived {
                     let project = job.project
+                    if shared, apns.carries(project) {
+                        apns.arrive(job, now: now, into: &apnsResult)
+                        continue
+                    }
                     guard lane(project, now: now) else {
                         // Its project's keys are gone (dropped, removed, or the key broke after
                         // the claim): back unsent, the attempt not counted.
@@ -217,11 +235,14 @@ final class Sender: @unchecked Sendable {
                 if now - lastPrune >= 60 {
                     lastPrune = now
                     pruneLanes(now: now)
+                    apns.prune(now: now)
                 }
                 for project in touched { applyEffects(project) }
                 hand(outcomes)
+                hand(apnsResult)
             }
-            if let deadline = shutdownDeadline, inFlight.isEmpty || now >= deadline {
+            if let deadline = shutdownDeadline, (inFlight.isEmpty && apns.count == 0) || now >= deadline {
+                if apns.count > 0 { outbox.put(.outcomes(apns.abandon())) }
                 if !inFlight.isEmpty {
                     log.warning("shutdown timeout: \(inFlight.count) requests got no answer; they will be retried")
                     for entry in inFlight.values { metrics.answered(code: "TRANSPORT", seconds: now - entry.sentAt, project: rowProject(entry.job.project)) }
@@ -236,10 +257,20 @@ final class Sender: @unchecked Sendable {
             }
             if shutdownDeadline == nil {
                 for (project, lane) in lanes where lane.machine.probeDue(now: now) { sendProbe(project) }
+                apns.sendProbes(now: now)
             }
             let completions = client.poll(timeoutMilliseconds: 200, extraFileDescriptor: inbox.fileDescriptor)
-            if !completions.isEmpty { handle(completions) }
-            metrics.inFlight(inFlight.count)
+            if !completions.isEmpty {
+                if apns.count > 0 || completions.contains(where: { APNsSender.owns($0.tag) }) {
+                    var result = APNsSender.Result()
+                    apns.handle(completions.filter { APNsSender.owns($0.tag) }, into: &result)
+                    hand(result)
+                    handle(completions.filter { !APNsSender.owns($0.tag) })
+                } else {
+                    handle(completions)
+                }
+            }
+            metrics.inFlight(inFlight.count + apns.count)
             if now - lastTokenCount >= 1 {
                 lastTokenCount = now
                 metrics.tokenFetches(ring.renewals)
@@ -482,7 +513,7 @@ final class Sender: @unchecked Sendable {
         switch outcome.action {
         case .dead(let reason): log.info("dead-lettered: \(reason)", Self.fields(job, code: code, outcome: .dead))
         case .discarded(let reason): log.info("discarded: \(reason)", Self.fields(job, code: code, outcome: .discarded))
-        case .pruned(_, let reason): log.info("token pruned, job discarded: \(reason)", Self.fields(job, code: code, outcome: .pruned))
+        case .pruned(_, let reason, _): log.info("token pruned, job discarded: \(reason)", Self.fields(job, code: code, outcome: .pruned))
         default: break
         }
     }

@@ -93,6 +93,10 @@ final class StoreLoop: @unchecked Sendable {
             // One project's pause or quota answer: that project's alone.
             events.removeAll { event in
                 guard case .forProject(let project, let inner) = event else { return false }
+                if case .apnsAppRefused(let reason) = inner, let project {
+                    projects.apnsAppRefused(project, reason: reason, connection: connection, workerID: store.workerID)
+                    return true
+                }
                 do {
                     try projects.handle(project, inner, rates: store.fcmProjectRates, workerID: store.workerID, now: now)
                 } catch {

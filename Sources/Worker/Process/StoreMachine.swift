@@ -21,6 +21,9 @@ public enum SenderEvent: Sendable, Equatable {
     /// project alone (its registry name; nil: the jobs of no project). The store loop handles it
     /// per project (its claims, its FCM project's rate and pauses); the machine never sees it.
     indirect case forProject(String?, SenderEvent)
+    /// An APNs app's answer every job of it would meet (a 403 of its key, TopicDisallowed, a URL
+    /// that is not APNs's): pause the app with `reason` (only inside `forProject`).
+    case apnsAppRefused(reason: String)
 }
 
 /// The store thread's decisions, without I/O: a value that holds the loop's phase, its timers
@@ -259,7 +262,7 @@ struct StoreMachine: Sendable {
                 window = min(settings.concurrency, max(1, size))
             case .finished:
                 senderFinished = true
-            case .forProject:
+            case .forProject, .apnsAppRefused:
                 break  // the store loop's, per project
             }
         }

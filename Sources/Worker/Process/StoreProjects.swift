@@ -25,7 +25,10 @@ import Queue
 ///   project's backlog never holds another's jobs back beyond one share.
 final class StoreProjects {
     struct Lane {
-        var keys: ProjectKeys
+        /// An FCM project's keys (nil for an APNs app).
+        var keys: ProjectKeys?
+        /// An APNs app's keys (nil for an FCM project); StoreProjects+APNs.swift.
+        var apns: APNsAppKeys? = nil
         var target: Claimer.ClaimTarget
         var adaptive: AdaptiveRate
         var rateState = AdaptiveRate.State()
@@ -51,17 +54,19 @@ final class StoreProjects {
     let names: Set<String>?
     /// The pool's own key, for the jobs of no project (nil: they are not worked here).
     let unaddressed: ProjectKeys?
-    private(set) var lanes: [String?: Lane] = [:]
+    var lanes: [String?: Lane] = [:]
     /// One client for every project's token endpoint requests (made at the first).
     private var tokenClient: HTTPClient?
-    private(set) var broken: [String: Broken] = [:]
-    private var registry: [String: Project] = [:]
+    var broken: [String: Broken] = [:]
+    var registry: [String: Project] = [:]
+    /// The APNs apps of the registry, from the last reading (StoreProjects+APNs.swift).
+    var apnsRegistry: [String: APNsApp] = [:]
     /// Names with due jobs but no entry this worker can send for (removed, or an entry of another
     /// kind): not asked for again until the next reading of the registry.
-    private var unknown: Set<String> = []
+    var unknown: Set<String> = []
     private var registryReadAt = -Double.infinity
     /// The registry was read once: a name new to it since has joined.
-    private var registryRead = false
+    var registryRead = false
     private var keysCheckedAt = 0.0
     /// The last project a claim took jobs for: the next claim starts after it.
     private var lastServed: String? = nil
@@ -213,6 +218,7 @@ final class StoreProjects {
         }
         let name = project!
         if let known = broken[name], known.retryAt > now { return false }
+        if let app = try apnsEntry(name, connection: connection) { return takeUp(app, connection: connection, now: now) }
         guard let entry = try entry(name, connection: connection) else { return false }
         guard let keys = load(entry, connection: connection, now: now) else { return false }
         ring.put(keys)
@@ -230,6 +236,7 @@ final class StoreProjects {
     /// since (so it is worked at once, not at the next reading).
     private func entry(_ name: String, connection: PGConnection) throws -> Project? {
         if let known = registry[name] { return known }
+        if apnsRegistry[name] != nil { return nil }
         if unknown.contains(name) { return nil }
         let entry = try ProjectRegistry.entry(connection, name: name)
         if entry == nil { unknown.insert(name) }
@@ -240,7 +247,7 @@ final class StoreProjects {
         return entry
     }
 
-    private func joined(_ name: String) {
+    func joined(_ name: String) {
         log.info("project \(name) joined the registry: its jobs are claimed here from now on")
     }
 
@@ -273,7 +280,7 @@ final class StoreProjects {
 
     /// The key of `name` cannot be used: the project pauses (with `why`, which names the file or
     /// variable and never the key) until a look at it succeeds.
-    private func refuse(_ name: String, why: String, connection: PGConnection, now: Double) {
+    func refuse(_ name: String, why: String, connection: PGConnection, now: Double) {
         var reason = why
         if reason.hasPrefix("project \(name): ") { reason.removeFirst("project \(name): ".count) }
         if broken[name]?.reason != reason {
@@ -286,9 +293,10 @@ final class StoreProjects {
         drop(name)
     }
 
-    private func drop(_ project: String?) {
+    func drop(_ project: String?) {
         lanes[project] = nil
         if project != nil || unaddressed == nil { ring.remove(project) }
+        if let project { ring.apns.remove(project) }
         // Its row of the slot keeps its counts until another project needs the row.
         if let project { metrics?.projectDropped(project) }
     }
@@ -307,7 +315,13 @@ final class StoreProjects {
         registryReadAt = now
         var read: [String: Project] = [:]
         for project in try ProjectRegistry.list(connection) { read[project.name] = project }
-        for (name, _) in lanes.compactMap({ pair in pair.key.map { ($0, pair.value) } }) {
+        var apps: [String: APNsApp] = [:]
+        for app in try APNsApps.list(connection) { apps[app.name] = app }
+        for (name, lane) in lanes.compactMap({ pair in pair.key.map { ($0, pair.value) } }) {
+            if let keys = lane.apns {
+                reread(name, keys, entry: apps[name])
+                continue
+            }
             guard let entry = read[name] else {
                 log.info("project \(name) left the registry: its jobs are no longer claimed here")
                 drop(name)
@@ -317,12 +331,13 @@ final class StoreProjects {
                 drop(name)  // taken up again from the new entry at its next claim
             }
         }
-        for name in broken.keys where read[name] == nil { broken[name] = nil }
+        for name in broken.keys where read[name] == nil && apps[name] == nil { broken[name] = nil }
         if registryRead {
             for name in read.keys.sorted() where registry[name] == nil && (names?.contains(name) ?? true) { joined(name) }
         }
         registryRead = true
         registry = read
+        apnsRegistry = apps
         unknown.removeAll()
     }
 
@@ -331,9 +346,13 @@ final class StoreProjects {
     /// project.
     private func checkKeyFiles(_ connection: PGConnection, now: Double) {
         for (project, lane) in lanes {
-            guard let name = project, let path = lane.keys.keyPath else { continue }
+            if let name = project, let keys = lane.apns {
+                checkKeyFile(name, keys, connection: connection, now: now)
+                continue
+            }
+            guard let name = project, let path = lane.keys?.keyPath else { continue }
             let bytes = FileManager.default.contents(atPath: path)
-            if bytes == lane.keys.keyBytes { continue }
+            if bytes == lane.keys?.keyBytes { continue }
             guard let entry = registry[name] else { continue }
             guard let keys = load(entry, connection: connection, now: now) else { continue }  // load paused it, naming why
             log.info("project \(name): the key file \(path) changed (a new key of \(keys.account.clientEmail)); its jobs go out with it from now on")
@@ -355,6 +374,10 @@ final class StoreProjects {
     /// A project's pause or quota answer from the sender: its claims stop until the pause ends,
     /// and the pause (or the lowered rate) is shared with every worker of its FCM project.
     func handle(_ project: String?, _ event: SenderEvent, rates: FCMProjectRates, workerID: String, now: Double) throws {
+        if let project, lanes[project]?.apns != nil {
+            handleAPNs(project, event, now: now)
+            return
+        }
         guard var lane = lanes[project], let fcmProject = lane.target.fcmProject else { return }
         defer { lanes[project] = lane }
         switch event {
@@ -400,6 +423,9 @@ final class StoreProjects {
         var projects: [String?] = unaddressed == nil ? [] : [nil]
         for entry in try ProjectRegistry.list(connection) where (names?.contains(entry.name) ?? true) && entry.pausedReason == nil {
             projects.append(entry.name)
+        }
+        for app in try APNsApps.list(connection) where (names?.contains(app.name) ?? true) && app.pausedReason == nil {
+            projects.append(app.name)
         }
         var total = Claimer.PendingWork(due: false)
         let saved = claimer.project

@@ -1,0 +1,228 @@
+import APNs
+import Emulator
+import Foundation
+import JSON
+import Postgres
+import Testing
+import TestSupport
+
+/// A pool working APNs apps' jobs beside FCM jobs, measured at the emulator's APNs stand-in: what
+/// it received, with which headers and provider token, and what became of each job.
+@Suite(.serialized) struct APNsWorkerTests {
+    /// A worker stack with an APNs key written by the emulator and app `shop` registered for it.
+    struct Stand {
+        let stack: WorkerStack
+        let folder: String
+        let keyID: String
+        let teamID: String
+        let keyPath: String
+        /// A second emulator for APNs when a test needs its own settings (else the stack's).
+        let apns: EmulatorServer
+
+        init(apnsConfiguration: EmulatorConfiguration? = nil) throws {
+            stack = try WorkerStack()
+            folder = NSTemporaryDirectory() + "herald-apns-worker-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            if let apnsConfiguration {
+                apns = EmulatorServer(configuration: apnsConfiguration)
+                try apns.start()
+            } else {
+                apns = stack.emulator
+            }
+            let written = try apns.writeAPNsKey(folder: folder)
+            keyID = written.keyID
+            teamID = written.teamID
+            keyPath = written.path
+            try register("shop", keyFile: keyPath)
+        }
+
+        func register(_ name: String, keyFile: String, keyID: String? = nil) throws {
+            try stack.connection.query("SELECT herald.add_apns_app($1, $2, $3, $4, 'com.example.shop')",
+                                       [.text(name), .text(keyFile), .text(keyID ?? self.keyID), .text(teamID)])
+        }
+
+        var environment: [String: String] {
+            var environment = stack.environment
+            environment["HERALD_APNS_URL"] = apns.baseURL
+            return environment
+        }
+
+        func work(_ arguments: [String] = ["--drain", "--processes", "1", "--poll-interval", "0.2"]) throws -> (status: Int32?, output: String) {
+            try HeraldProcess.run(["work"] + arguments, environment: environment, timeout: 180)
+        }
+
+        /// Enqueues one APNs job of `app` for `token`; returns its id.
+        @discardableResult
+        func enqueue(_ token: String, pushType: String = "alert", payload: String = #"{"aps":{"alert":{"title":"Hi"}}}"#,
+                     app: String = "shop") throws -> Int {
+            let message = #"{"apns_token":"\#(token)","apns":{"headers":{"apns-push-type":"\#(pushType)"},"payload":\#(payload)}}"#
+            return try stack.connection.query("SELECT herald.enqueue($1::jsonb, apns_app => $2)", [.text(message), .text(app)]).int(0, 0) ?? -1
+        }
+
+        /// `n` alerts of app `shop` to tokens made from `prefix` (hex) and the row number.
+        func enqueueAlerts(_ n: Int, prefix: String) throws {
+            try stack.connection.query("""
+                INSERT INTO herald.jobs (message, project)
+                SELECT jsonb_build_object('apns_token', $1::text || lpad(to_hex(g), 64 - length($1::text), '0'),
+                                          'apns', jsonb_build_object('headers', jsonb_build_object('apns-push-type', 'alert'),
+                                                                     'payload', jsonb_build_object('aps', jsonb_build_object('alert', 'n' || g)))),
+                       'shop'
+                FROM generate_series(1, $2::int) AS g
+                """, [.text(prefix), .int(n)])
+        }
+
+        func close() {
+            if apns !== stack.emulator { apns.stop() }
+            stack.close()
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+    }
+
+    static func token(_ prefix: String, _ n: Int = 1) -> String {
+        let tail = String(n, radix: 16)
+        return prefix + String(repeating: "0", count: 64 - prefix.count - tail.count) + tail
+    }
+
+    @Test func onePoolDeliversAPNsAndFCMJobsEachOnceAndActsOnApplesAnswers() throws {
+        let s = try Stand()
+        defer { s.close() }
+        try s.enqueueAlerts(300, prefix: "ab")
+        try s.stack.enqueue(200, prefix: "fcm-")
+        let live = try s.enqueue(Self.token("cd"), pushType: "liveactivity",
+                                 payload: #"{"aps":{"event":"update","timestamp":1800000000,"content-state":{"score":2}}}"#)
+        let background = try s.enqueue(Self.token("ce"), pushType: "background", payload: #"{"aps":{"content-available":1}}"#)
+        let gone = Self.token("fa110410")
+        let goneAgain = Self.token("fa110410", 2)
+        let badToken = Self.token("fa110400")
+        let limited = Self.token("fa1104293")
+        let flaky = Self.token("fa1105032")
+        for token in [gone, goneAgain, badToken, limited, flaky] { try s.enqueue(token) }
+        // goneAgain was registered again after Apple's timestamp (its app reported it later).
+        try s.stack.connection.query("INSERT INTO herald.device_tokens (token, last_seen_at) VALUES ($1, now() + interval '10 minutes')",
+                                     [.text(goneAgain)])
+
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+
+        // Each APNs job reached the stand-in once, FCM's each reached FCM once.
+        let deliveries = s.apns.apnsDeliveries()
+        var byToken: [String: [APNsDelivery]] = [:]
+        for delivery in deliveries { byToken[delivery.deviceToken, default: []].append(delivery) }
+        #expect(byToken.count == 300 + 2 + 2, "\(byToken.count) tokens delivered")
+        #expect(byToken.values.allSatisfy { $0.count == 1 }, "a token delivered twice")
+        let fcm = s.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }
+        #expect(fcm.count == 200 && Set(fcm.compactMap(\.token)).count == 200)
+        #expect(!fcm.contains { $0.token?.hasPrefix("ab") == true }, "an APNs token went to FCM")
+
+        // One provider token for the key, made by the worker (the stand-in checked each
+        // signature, kid and iss, or it would not have delivered).
+        #expect(s.apns.apnsStatistics.providerTokensByKey[s.keyID] == 1, "\(s.apns.apnsStatistics.providerTokensByKey)")
+        #expect(deliveries.allSatisfy { $0.keyID == s.keyID && $0.teamID == s.teamID })
+
+        // Topic, push type and priority per push type; the apns-id is the job's own.
+        let alerts = deliveries.filter { $0.deviceToken.hasPrefix("ab") }
+        #expect(alerts.allSatisfy { $0.topic == "com.example.shop" && $0.pushType == "alert" && $0.priority == 10 })
+        let liveDelivery = try #require(byToken[Self.token("cd")]?.first)
+        #expect(liveDelivery.topic == "com.example.shop.push-type.liveactivity" && liveDelivery.pushType == "liveactivity" && liveDelivery.priority == 10)
+        #expect(liveDelivery.apnsID == APNsIdentifier.forJob(Int64(live)))
+        let backgroundDelivery = try #require(byToken[Self.token("ce")]?.first)
+        #expect(backgroundDelivery.topic == "com.example.shop" && backgroundDelivery.pushType == "background" && backgroundDelivery.priority == 5)
+        #expect(backgroundDelivery.apnsID == APNsIdentifier.forJob(Int64(background)))
+
+        // 410: pruned, unless registered again after Apple's timestamp.
+        #expect(try s.stack.count("SELECT count(*) FROM herald.pruned_tokens WHERE token = $1", [.text(gone)]) == 1)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.pruned_tokens WHERE token = $1", [.text(goneAgain)]) == 0)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.device_tokens WHERE token = $1", [.text(goneAgain)]) == 1)
+        let keptReason = try s.stack.connection.query("SELECT last_error FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(goneAgain)])[0, 0] ?? ""
+        #expect(keptReason.contains("registered again"), "\(keptReason)")
+
+        // BadDeviceToken: dead-lettered, the reason naming the other environment.
+        let dead = try s.stack.connection.query("SELECT reason FROM herald.dead_letters WHERE message->>'apns_token' = $1", [.text(badToken)])
+        #expect(dead.rowCount == 1 && (dead[0, 0] ?? "").contains("other environment"), "\(dead.rowCount > 0 ? dead[0, 0] ?? "" : "none")")
+
+        // TooManyRequests three times, then delivered once: the gaps between its attempts grow,
+        // and the attempts answered 429 were not counted against max_attempts.
+        #expect(byToken[limited]?.count == 1)
+        let times = try s.stack.connection.query("""
+            SELECT extract(epoch FROM (e->>'at')::timestamptz) FROM herald.jobs j, jsonb_array_elements(j.errors) e
+            WHERE j.message->>'apns_token' = $1 UNION ALL
+            SELECT extract(epoch FROM finished_at) FROM herald.jobs WHERE message->>'apns_token' = $1 ORDER BY 1
+            """, [.text(limited)])
+        let stamps = (0..<times.rowCount).compactMap { times.double($0, 0) }
+        #expect(stamps.count == 4, "\(stamps)")
+        if stamps.count == 4 {
+            let gaps = zip(stamps.dropFirst(), stamps).map { $0 - $1 }
+            #expect(gaps[1] > gaps[0] && gaps[2] > gaps[1], "gaps \(gaps)")
+        }
+        #expect(try s.stack.count("SELECT attempts FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(limited)]) == 1)
+        // 503 twice: retried, delivered on the third attempt.
+        #expect(byToken[flaky]?.count == 1)
+        #expect(try s.stack.count("SELECT attempts FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(flaky)]) == 3)
+        #expect(s.apns.apnsStatistics.byReason["ServiceUnavailable"] == 2)
+        #expect(s.apns.apnsStatistics.byReason["TooManyRequests"] == 3)
+
+        #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 300 + 200 + 2 + 2)
+        #expect(!run.output.contains("PRIVATE KEY"))
+    }
+
+    /// A key that is missing, not a P-256 key, or named for another key ID pauses its own app
+    /// with the reason naming the file (never a byte of a key); the other app and FCM go on.
+    @Test func aBrokenKeyPausesOnlyItsAppNamingTheFile() throws {
+        let s = try Stand()
+        defer { s.close() }
+        let missing = s.folder + "/AuthKey_MISSING000.p8"
+        let notAKey = s.folder + "/not-a-key.p8"
+        try Data("-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n".utf8).write(to: URL(fileURLWithPath: notAKey))
+        let otherID = s.folder + "/AuthKey_ZZZZZZZZZZ.p8"
+        try FileManager.default.copyItem(atPath: s.keyPath, toPath: otherID)
+        try s.register("gone", keyFile: missing, keyID: "MISSING000")
+        try s.register("garbled", keyFile: notAKey)
+        try s.register("other", keyFile: otherID)
+        for app in ["shop", "gone", "garbled", "other"] {
+            for n in 1...5 { try s.enqueue(Self.token("b0", n + app.count * 100), app: app) }
+        }
+        try s.stack.enqueue(20, prefix: "fcm-")
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+        #expect(s.apns.apnsDeliveries().count == 5, "only shop's jobs were sent")
+        #expect(s.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 20)
+        func reason(_ app: String) throws -> String {
+            try s.stack.connection.query("SELECT coalesce(paused_reason, '') FROM herald.projects WHERE name = $1", [.text(app)])[0, 0] ?? ""
+        }
+        #expect(try reason("shop").isEmpty)
+        let gone = try reason("gone"), garbled = try reason("garbled"), other = try reason("other")
+        #expect(gone.hasPrefix("credentials: ") && gone.contains(missing) && gone.contains("does not exist"), "\(gone)")
+        #expect(garbled.contains(notAKey) && garbled.contains("not an APNs signing key"), "\(garbled)")
+        #expect(other.contains(otherID) && other.contains("ZZZZZZZZZZ") && other.contains(s.keyID), "\(other)")
+        let key = try String(contentsOfFile: s.keyPath, encoding: .utf8)
+        let keyLine = key.split(separator: "\n")[1]
+        for text in [gone, garbled, other, run.output] {
+            #expect(!text.contains("PRIVATE KEY-----\n") && !text.contains(keyLine), "a key in a reason or the log")
+        }
+        #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE project IN ('gone', 'garbled', 'other') AND state = 'available'") == 15)
+    }
+
+    /// A provider token older than the stand-in takes (4 s here, Apple's hour) is answered
+    /// ExpiredProviderToken: the worker makes a new one at once and the job is delivered without
+    /// using an attempt.
+    @Test func anExpiredProviderTokenIsRenewedAndTheJobDeliveredWithoutAnAttemptUsed() throws {
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        configuration.apnsProviderTokenMaxAge = 4
+        let s = try Stand(apnsConfiguration: configuration)
+        defer { s.close() }
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: s.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        try s.enqueue(Self.token("c1"))
+        #expect(waitUntil(timeout: 30) { s.apns.apnsDeliveries().count == 1 }, "\(pool.output)")
+        // The token's age is what is tested: it grows past what the stand-in takes.
+        Thread.sleep(forTimeInterval: 5)
+        let second = try s.enqueue(Self.token("c2"))
+        #expect(waitUntil(timeout: 30) { s.apns.apnsDeliveries().count == 2 }, "\(pool.output)")
+        #expect(s.apns.apnsStatistics.byReason["ExpiredProviderToken"] ?? 0 >= 1)
+        #expect(s.apns.apnsStatistics.providerTokensByKey[s.keyID] == 2)
+        #expect(try s.stack.count("SELECT attempts FROM herald.jobs WHERE id = $1", [.int(second)]) == 1)
+        #expect(try s.stack.count("SELECT jsonb_array_length(errors) FROM herald.jobs WHERE id = $1", [.int(second)]) == 0)
+        #expect(waitUntil(timeout: 10) { (try? s.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 2 })
+    }
+}

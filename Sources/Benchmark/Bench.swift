@@ -45,6 +45,9 @@ public final class Bench {
     let serverCPU: ServerCPU?
     /// `--with projects`: the registry projects the throughput and latency jobs are split between.
     var projects: [String] = []
+    /// `--with apns`: the APNs app the throughput and latency jobs are all for (the pool then
+    /// carries the registry, as `herald work` does, and sends them to the bench's emulator).
+    var apnsApp: String?
 
     public init(settings: BenchSettings, environment: BenchTarget, log: Logger) throws {
         self.settings = settings
@@ -134,6 +137,14 @@ public final class Bench {
                     try BenchmarkFeatures.addProject(connection, name: name, projectID: "herald-\(name)", credentials: key)
                     projects.append(name)
                 }
+            case .apns:
+                guard let emulator = environment.emulator else {
+                    throw UsageError("herald bench: --with apns needs the bench's own emulator (no GOOGLE_APPLICATION_CREDENTIALS)")
+                }
+                let folder = (environment.credentialsPath as NSString).deletingLastPathComponent
+                let key = try emulator.writeAPNsKey(folder: folder)
+                try BenchmarkFeatures.addAPNsApp(connection, keyFile: key.path, keyID: key.keyID, teamID: key.teamID)
+                apnsApp = BenchmarkFeatures.apnsAppName
             }
         }
         if !settings.features.isEmpty { log.info("set up on queue 'default': \(settings.features.map(\.rawValue).joined(separator: ", ")) (--with)") }
@@ -147,6 +158,17 @@ public final class Bench {
     }
 
     var processesPerGroup: Int { max(1, settings.processes / poolGroups.count) }
+
+    /// The workers' environment: with `--with apns`, carrying the registry (so the APNs app is
+    /// worked) and sending APNs requests to the bench's emulator.
+    var workerEnvironment: [String: String] {
+        var variables = environment.childEnvironment
+        if apnsApp != nil, let emulator = environment.emulator {
+            variables["HERALD_WORKER_CARRIES"] = "registry"
+            variables["HERALD_APNS_URL"] = emulator.baseURL
+        }
+        return variables
+    }
 
     func maxID() throws -> Int { try BenchmarkJobs.maxID(connection) }
 
@@ -189,7 +211,7 @@ public final class Bench {
         let before = try maxID()
         log.info("throughput: enqueueing \(grouped(settings.jobs)) jobs with one INSERT ... SELECT generate_series")
         let enqueueStart = monotonicSeconds()
-        try BenchmarkJobs.enqueue(connection, count: settings.jobs, projects: projects)
+        try BenchmarkJobs.enqueue(connection, count: settings.jobs, projects: projects, apnsApp: apnsApp)
         figures.enqueueSeconds = monotonicSeconds() - enqueueStart
         try resetProfile()
 
@@ -199,7 +221,7 @@ public final class Bench {
         progress.start()
         log.info("throughput: \(settings.processes) worker processes, herald work --drain")
         let supervisor = Supervisor(processes: processesPerGroup, arguments: workerArguments + ["--drain"],
-                                    environment: environment.childEnvironment, drain: true, log: log, groups: poolGroups)
+                                    environment: workerEnvironment, drain: true, log: log, groups: poolGroups)
         let poolStart = monotonicSeconds()
         let report = supervisor.run()
         figures.poolSeconds = monotonicSeconds() - poolStart
@@ -234,7 +256,7 @@ public final class Bench {
 
     func latency(_ figures: inout BenchFigures) throws {
         try clear()
-        let processes = processesPerGroup, groups = poolGroups, arguments = workerArguments, childEnvironment = environment.childEnvironment
+        let processes = processesPerGroup, groups = poolGroups, arguments = workerArguments, childEnvironment = workerEnvironment
         let log = self.log
         let report = Locked<Supervisor.Report?>(nil)
         let stopped = DispatchSemaphore(value: 0)
@@ -313,11 +335,11 @@ public final class Bench {
             let elapsed = monotonicSeconds() - start
             let due = min(total, Int(Double(rate) * elapsed))
             if due > sent {
-                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: due - sent, projects: projects)
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: due - sent, projects: projects, apnsApp: apnsApp)
                 sent = due
             }
             if elapsed >= seconds {
-                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: total - sent, projects: projects)
+                try BenchmarkJobs.enqueue(connection, first: firstToken + sent, count: total - sent, projects: projects, apnsApp: apnsApp)
                 sent = total
                 break
             }

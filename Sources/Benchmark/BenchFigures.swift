@@ -3,7 +3,7 @@ import JSON
 
 /// `--with`: the features of the queue a run measures, in the order of this list.
 public enum BenchFeature: String, CaseIterable, Sendable {
-    case caps, quietHours = "quiet-hours", events, projects
+    case caps, quietHours = "quiet-hours", events, projects, apns
 }
 
 /// What a `herald bench` run measures with (its command line, checked).

@@ -1,4 +1,5 @@
 import Postgres
+import Queue
 
 /// `herald bench --with`: the features of queue 'default' (the bench's jobs' queue) a run
 /// measures, set up in the bench's private PostgreSQL so they run on every claim and record but
@@ -6,6 +7,8 @@ import Postgres
 public enum BenchmarkFeatures {
     /// The registry projects of `--with projects`.
     public static let projectNames = ["bench-a", "bench-b"]
+    /// The APNs app of `--with apns`.
+    public static let apnsAppName = "bench-ios"
 
     /// What an earlier run set up goes first (the private cluster outlives a run), so a run
     /// without a feature runs without it, and each run starts from the same tables.
@@ -31,6 +34,12 @@ public enum BenchmarkFeatures {
     /// `events`: a herald.events row per job.
     public static func setEvents(_ connection: PGConnection) throws(PostgresError) {
         try connection.query(SQL.setQueueEvents, [.bool(true)])
+    }
+
+    /// `apns`: APNs app `apnsAppName` with the key the bench's emulator wrote.
+    public static func addAPNsApp(_ connection: PGConnection, keyFile: String, keyID: String, teamID: String) throws {
+        _ = try APNsApps.add(connection, name: apnsAppName, keyFile: keyFile, keyID: keyID, teamID: teamID, topic: "com.example.bench",
+                             sandbox: false, maxRate: nil, source: "herald bench")
     }
 
     /// `projects`: registry project `name` for FCM project `projectID`, its key at `credentials`.

@@ -10,8 +10,11 @@ public enum BenchmarkJobs {
     /// Enqueues the jobs for tokens `bench-<first>` ... `bench-<first + count - 1>`, of no
     /// project, or split evenly between the registry `projects`; returns how many.
     @discardableResult
-    public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = []) throws(PostgresError) -> Int {
+    public static func enqueue(_ connection: PGConnection, first: Int = 1, count: Int, projects: [String] = [], apnsApp: String? = nil) throws(PostgresError) -> Int {
         guard count > 0 else { return 0 }
+        if let apnsApp {
+            return try connection.query(SQL.enqueueApnsJobs, [.int(first), .int(first + count - 1), .text(apnsApp)]).affectedRows
+        }
         return try connection.query(SQL.enqueueJobs, [.int(first), .int(first + count - 1), PGValue.textArray(projects)]).affectedRows
     }
     /// Adds `count` jobs that finished an hour ago (completed, within the default 24 h

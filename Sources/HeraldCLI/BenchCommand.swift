@@ -22,7 +22,7 @@ enum BenchCommand {
                help: "The FCM project's rate (herald work --max-rate) the workers and the ceiling's claims run under: its token bucket is spent as in production. The default is far above what two cores deliver, so it never binds; 10000 (FCM's default quota, herald work's default) shows a drain paced at 10,000 a second.",
                defaultText: "1000000"),
         Option(name: "with", value: "FEATURE", repeatable: true,
-               help: "Run with a feature of the queue set up in the bench's private PostgreSQL before the phases, to measure what it costs per message (give several, repeated or comma-separated): caps (a frequency cap of 1,000 a day per token on queue 'default', which never binds), quiet-hours (quiet hours on 'default' from 6 h to 7 h from now, UTC, so nothing waits), events (herald.set_queue_events('default', true): a herald.events row per job), projects (two registry projects with keys from the bench's emulator, the jobs of the throughput and latency phases split between them, --processes divided between their workers).",
+               help: "Run with a feature of the queue set up in the bench's private PostgreSQL before the phases, to measure what it costs per message (give several, repeated or comma-separated): caps (a frequency cap of 1,000 a day per token on queue 'default', which never binds), quiet-hours (quiet hours on 'default' from 6 h to 7 h from now, UTC, so nothing waits), events (herald.set_queue_events('default', true): a herald.events row per job), projects (two registry projects with keys from the bench's emulator, the jobs of the throughput and latency phases split between them, --processes divided between their workers), apns (an APNs app with a key the bench's emulator writes: the jobs of the throughput and latency phases are all APNs alerts of that app, sent to the emulator's APNs side by a pool carrying the registry; compare the worker CPU per message with a run without).",
                defaultText: "none"),
         Option(name: "profile", help: "Load pg_stat_statements in the private PostgreSQL and print the statements of the throughput and ceiling phases (calls, rows, time)."),
     ] + connectionOptions
@@ -105,6 +105,12 @@ enum BenchCommand {
         }
         if !settings.features.isEmpty && parsed.string("database-url") != nil {
             throw UsageError("herald bench: --with \(settings.features.map(\.rawValue).joined(separator: ",")) changes the queue's settings (and the project registry), which it does only in its private PostgreSQL; drop \(parsed.lookup("database-url")!.source) or --with")
+        }
+        if settings.features.contains(.projects) && settings.features.contains(.apns) {
+            throw UsageError("herald bench: --with projects and --with apns cannot be given together: projects runs a group of workers per project, apns one pool carrying the registry; measure them in separate runs")
+        }
+        if settings.features.contains(.apns), parsed.string("credentials") != nil {
+            throw UsageError("herald bench: --with apns sends to the bench's own emulator with a key it writes; it cannot be given with \(parsed.lookup("credentials")!.source)")
         }
         if settings.features.contains(.projects), parsed.string("credentials") != nil {
             throw UsageError("herald bench: --with projects registers projects whose keys the bench's own emulator writes; it cannot be given with \(parsed.lookup("credentials")!.source) (that FCM would not know those keys)")

@@ -71,6 +71,7 @@ final class APNsSender {
     struct Result {
         var outcomes: [String: [JobOutcome]] = [:]
         var events: [SenderEvent] = []
+        var sent = 0
         var delivered = 0
         var retried = 0
         var failed = 0
@@ -189,6 +190,7 @@ final class APNsSender {
         inFlight[tag] = InFlight(job: job, request: request, token: token, keys: lane.keys, providerToken: providerToken,
                                  renewed: renewed, sentAt: now)
         lanes[name]?.inFlight += 1
+        result.sent += 1
         // The empty Accept: leaves out curl's `accept: */*`, which means nothing to APNs.
         client.submit(HTTPRequest(method: "POST", url: lane.keys.deviceURL + request.deviceToken,
                                   headers: request.headerLines(providerToken: providerToken) + ["Accept:"], body: request.body),

@@ -148,6 +148,7 @@ final class Sender: @unchecked Sendable {
     private func hand(_ result: APNsSender.Result) {
         for event in result.events { outbox.put(event) }
         for (_, settled) in result.outcomes where !settled.isEmpty { outbox.put(.outcomes(settled)) }
+        counters.sent += result.sent
         counters.delivered += result.delivered
         counters.retried += result.retried
         counters.failed += result.failed

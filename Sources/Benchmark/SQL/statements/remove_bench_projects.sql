@@ -1,2 +1,2 @@
--- --with projects: the registry projects an earlier run added.
-SELECT herald.remove_project(name) FROM herald.projects WHERE name IN ('bench-a', 'bench-b')
+-- --with projects, --with apns: the registry projects and the APNs app an earlier run added.
+SELECT herald.remove_project(name) FROM herald.projects WHERE name IN ('bench-a', 'bench-b', 'bench-ios')

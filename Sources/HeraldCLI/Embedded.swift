@@ -226,7 +226,8 @@ final class RunEnvironment {
     static func checkTransport(_ parsed: ParsedOptions, log: Logger, key: (account: ServiceAccount, source: String)? = nil) throws(UsageError) {
         let allowed = parsed.accepts("allow-insecure-transport") && parsed.has("allow-insecure-transport")
         var problems: [String] = []
-        for name in ["fcm-url", "iid-url"] where parsed.accepts(name) {
+        // `apns-url`: the APNs provider tokens go there.
+        for name in ["fcm-url", "iid-url", "apns-url"] where parsed.accepts(name) {
             guard let (url, source) = parsed.lookup(name),
                   let problem = TransportSecurity.refusal(url, setting: source, allowed: false) else { continue }
             problems.append(problem)

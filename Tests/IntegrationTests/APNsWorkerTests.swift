@@ -96,7 +96,8 @@ import TestSupport
         let badToken = Self.token("fa110400")
         let limited = Self.token("fa1104293")
         let flaky = Self.token("fa1105032")
-        for token in [gone, goneAgain, badToken, limited, flaky] { try s.enqueue(token) }
+        var ids: [String: Int] = [:]
+        for token in [gone, goneAgain, badToken, limited, flaky] { ids[token] = try s.enqueue(token) }
         // goneAgain was registered again after Apple's timestamp (its app reported it later).
         try s.stack.connection.query("INSERT INTO herald.device_tokens (token, last_seen_at) VALUES ($1, now() + interval '10 minutes')",
                                      [.text(goneAgain)])
@@ -155,8 +156,11 @@ import TestSupport
             #expect(gaps[1] > gaps[0] && gaps[2] > gaps[1], "gaps \(gaps)")
         }
         #expect(try s.stack.count("SELECT attempts FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(limited)]) == 1)
-        // 503 twice: retried, delivered on the third attempt.
+        // 503 twice: retried, delivered on the third attempt, with the apns-id every attempt of
+        // the job carries (the stand-in took the third; the id is the job's, not the attempt's).
         #expect(byToken[flaky]?.count == 1)
+        #expect(byToken[flaky]?.first?.apnsID == APNsIdentifier.forJob(Int64(ids[flaky] ?? 0)))
+        #expect(byToken[limited]?.first?.apnsID == APNsIdentifier.forJob(Int64(ids[limited] ?? 0)))
         #expect(try s.stack.count("SELECT attempts FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(flaky)]) == 3)
         #expect(s.apns.apnsStatistics.byReason["ServiceUnavailable"] == 2)
         #expect(s.apns.apnsStatistics.byReason["TooManyRequests"] == 3)

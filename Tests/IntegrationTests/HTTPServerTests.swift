@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import HTTPServer
+@testable import HTTPServer
 import Synchronization
 import Testing
 import TestSupport
@@ -21,6 +21,37 @@ private func echoServer(tls: HTTPServer.TLSFiles? = nil, threads: Int = 2, mode:
 }
 
 @Suite struct HTTPServerTests {
+    /// Resets of streams the server closed are kept from nghttp2 however the client's bytes are
+    /// cut into reads (a frame header split between two reads included); every other byte goes
+    /// through in order, a reset of a stream still open too.
+    @Test func resetsOfClosedStreamsAreDroppedWhateverTheReads() {
+        func frame(_ type: UInt8, stream: UInt32, _ payload: [UInt8]) -> [UInt8] {
+            [UInt8(payload.count >> 16), UInt8((payload.count >> 8) & 0xff), UInt8(payload.count & 0xff), type, 0,
+             UInt8(stream >> 24), UInt8((stream >> 16) & 0xff), UInt8((stream >> 8) & 0xff), UInt8(stream & 0xff)] + payload
+        }
+        let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+        let headers = frame(1, stream: 1, [1, 2, 3, 4, 5])
+        let closedReset = frame(3, stream: 1, [0, 0, 0, 5])
+        let data = frame(0, stream: 3, Array(repeating: 9, count: 20))
+        let openReset = frame(3, stream: 3, [0, 0, 0, 8])
+        let settings = frame(4, stream: 0, [])
+        let input = preface + headers + closedReset + data + closedReset + openReset + settings + closedReset
+        let expected = preface + headers + data + openReset + settings
+        for size in [1, 2, 5, 7, 9, 13, input.count] {
+            var filter = ClosedStreamResets()
+            var output: [UInt8] = []
+            var start = 0
+            while start < input.count {
+                let piece = Array(input[start..<min(input.count, start + size)])
+                piece.withUnsafeBytes { bytes in
+                    filter.filter(bytes, isClosed: { $0 == 1 }) { output.append(contentsOf: $0) }
+                }
+                start += size
+            }
+            #expect(output == expected, "reads of \(size) bytes")
+        }
+    }
+
     @Test func http2AndHTTP1ShareOnePort() throws {
         let server = try echoServer()
         defer { server.stop() }

@@ -233,7 +233,10 @@ final class APNsSender {
             let action: APNsAction
             switch completion.result {
             case .success(let response):
-                action = APNsAnswer.action(response)
+                // Apple's 200 echoes the apns-id sent (the job's), and only a 5xx may carry
+                // Retry-After: the answer's headers are read only when they can matter.
+                action = APNsAnswer.action(status: response.status, body: response.body, apnsID: nil,
+                                           retryAfter: response.status >= 500 ? response.header("retry-after") : nil)
                 lanes[name]?.circuit.answered().map { changed($0, name, detail: "answer", now: now, into: &result) }
                 metrics.answered(code: response.status == 200 ? "OK" : (Self.reason(response) ?? "HTTP_\(response.status)"),
                                  seconds: now - entry.sentAt, project: name)

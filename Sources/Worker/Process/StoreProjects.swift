@@ -18,6 +18,9 @@ import Queue
 ///   `keyRetrySeconds`, and the first success lifts that pause. The key file of every project
 ///   held is looked at as often: a new key of the same FCM project is taken up in place (no
 ///   restart); a file that became unusable pauses the project the same way.
+/// - An APNs app (a registry entry of service 'apns') is taken up the same way, as a lane with its
+///   own .p8 key and provider token, sent by the sender's APNs part (StoreProjects+APNs.swift,
+///   APNsSender.swift); a broken key pauses that app alone, naming the file.
 /// - Each claim lists the projects with due jobs (one index probe each), skips those paused (an
 ///   operator's pause, a quota hold or outage of its own) and claims for the others in turn,
 ///   each its share of the batch with the one claim statement a project's own worker uses, then
@@ -61,8 +64,8 @@ final class StoreProjects {
     var registry: [String: Project] = [:]
     /// The APNs apps of the registry, from the last reading (StoreProjects+APNs.swift).
     var apnsRegistry: [String: APNsApp] = [:]
-    /// Names with due jobs but no entry this worker can send for (removed, or an entry of another
-    /// kind): not asked for again until the next reading of the registry.
+    /// Names with due jobs but no entry this worker can send for (removed from the registry): not
+    /// asked for again until the next reading of the registry.
     var unknown: Set<String> = []
     private var registryReadAt = -Double.infinity
     /// The registry was read once: a name new to it since has joined.

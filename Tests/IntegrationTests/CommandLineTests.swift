@@ -43,6 +43,25 @@ import TestSupport
         #expect(refused.status == 2)
         #expect(refused.output.contains("--with quiet is not a feature; give one or more of caps, quiet-hours, events, projects"), "\(refused.output)")
     }
+
+    /// `--with apns`: the jobs are APNs alerts (an FCM worker would dead-letter them as messages
+    /// without a target), delivered by the pool carrying the registry to the emulator's APNs side.
+    @Test func theBenchWithAPNsDeliversEveryJobAsAnAPNsMessage() throws {
+        let folder = NSTemporaryDirectory() + "herald-bench-apns-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let figuresFile = folder + "/figures.json"
+        let run = try HeraldProcess.run(["bench", "--jobs", "300", "--latency-seconds", "1", "--rate", "200", "--processes", "1",
+                                         "--with", "apns", "--data-dir", folder, "--json", figuresFile],
+                                        environment: [:], timeout: 300)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("features (--with): apns"), "\(run.output)")
+        let figures = try JSONValue.parse(String(contentsOfFile: figuresFile, encoding: .utf8))
+        #expect(figures["throughput"]?["completed"]?.intValue == 300, "every job of the throughput phase delivered")
+
+        let refused = try HeraldProcess.run(["bench", "--with", "projects,apns", "--data-dir", folder], environment: [:], timeout: 30)
+        #expect(refused.status == 2)
+        #expect(refused.output.contains("--with projects and --with apns cannot be given together"), "\(refused.output)")
+    }
 }
 
 /// What a first day at the shell runs into: a typo, a version question, a bad number or URL.

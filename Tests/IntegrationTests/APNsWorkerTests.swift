@@ -229,4 +229,60 @@ import TestSupport
         #expect(try s.stack.count("SELECT jsonb_array_length(errors) FROM herald.jobs WHERE id = $1", [.int(second)]) == 0)
         #expect(waitUntil(timeout: 10) { (try? s.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'")) == 2 })
     }
+
+    /// A 403 that every job of an app would meet (a key APNs does not know: InvalidProviderToken)
+    /// pauses that app with Apple's reason until an operator resumes it; its jobs wait unsent,
+    /// no attempt used, and the other app's go out.
+    @Test func aRefusedKeyPausesItsAppWithApplesReason() throws {
+        let s = try Stand()
+        defer { s.close() }
+        // A key of the same team the stand-in never heard of.
+        let stranger = try EmulatorServer(configuration: EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)).writeAPNsKey(folder: s.folder)
+        try s.stack.connection.query("SELECT herald.add_apns_app('unknown-key', $1, $2, $3, 'com.example.shop')",
+                                     [.text(stranger.path), .text(stranger.keyID), .text(s.teamID)])
+        for n in 1...5 {
+            try s.enqueue(Self.token("d1", n))
+            try s.enqueue(Self.token("d2", n), app: "unknown-key")
+        }
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: s.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        var reason = ""
+        #expect(try waitUntil(timeout: 30) {
+            reason = try s.stack.connection.query("SELECT coalesce(paused_reason, '') FROM herald.projects WHERE name = 'unknown-key'")[0, 0] ?? ""
+            return !reason.isEmpty
+        }, "\(pool.output)")
+        #expect(reason.contains("InvalidProviderToken") && reason.contains("herald apns resume unknown-key"), "\(reason)")
+        #expect(waitUntil(timeout: 30) { s.apns.apnsDeliveries().count == 5 }, "\(pool.output)")
+        #expect(try waitUntil(timeout: 15) {
+            try s.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'unknown-key' AND state = 'available' AND attempts = 0") == 5
+        })
+        #expect(s.apns.apnsDeliveries().allSatisfy { $0.deviceToken.hasPrefix("d1") })
+        #expect(try s.stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+    }
+
+    /// APNs not answering at all (nothing listens at the URL) opens the app's outage circuit: its
+    /// jobs are put back without using their attempts, over and over, and none is dead-lettered.
+    @Test func anUnreachableEndpointOpensTheAppsCircuitWithoutSpendingAttempts() throws {
+        let s = try Stand()
+        defer { s.close() }
+        var environment = s.environment
+        // A port nothing listens on: connections are refused.
+        let closed = try EmulatorServer(configuration: EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1))
+        try closed.start()
+        environment["HERALD_APNS_URL"] = closed.baseURL
+        closed.stop()
+        for n in 1...30 { try s.enqueue(Self.token("e1", n)) }
+        try s.stack.connection.query("UPDATE herald.jobs SET max_attempts = 3")
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        #expect(waitUntil(timeout: 30) { pool.output.contains("APNs unreachable for every request") }, "\(pool.output)")
+        // The time is what is tested: long enough for a pool spending attempts (backoff from 1 s,
+        // doubling) to have spent all three of each job; the circuit's probes go out every 0.5
+        // to 4 s meanwhile.
+        Thread.sleep(forTimeInterval: 8)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.dead_letters") == 0, "\(pool.output)")
+        #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE attempts >= 3") == 0)
+    }
 }

@@ -259,6 +259,13 @@ import TestSupport
         })
         #expect(s.apns.apnsDeliveries().allSatisfy { $0.deviceToken.hasPrefix("d1") })
         #expect(try s.stack.count("SELECT count(*) FROM herald.dead_letters") == 0)
+
+        // Fixed at Apple's side (the stand-in now knows the key) and resumed: the same pool
+        // delivers the app's jobs, each once.
+        try s.apns.trustAPNsKey(pem: try String(contentsOfFile: stranger.path, encoding: .utf8), keyID: stranger.keyID, teamID: s.teamID)
+        try s.stack.connection.query("SELECT herald.resume_project_sending('unknown-key')")
+        #expect(waitUntil(timeout: 30) { s.apns.apnsDeliveries().count == 10 }, "\(pool.output)")
+        #expect(Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 10)
     }
 
     /// APNs not answering at all (nothing listens at the URL) opens the app's outage circuit: its

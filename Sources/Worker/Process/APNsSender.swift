@@ -44,6 +44,9 @@ final class APNsSender {
         var circuit = FCMCircuit()
         var pause = ProjectPause()
         var devices: QuotaTracker
+        /// APNs refused the app (`pauseApp`): nothing more goes out with these keys; the store
+        /// thread pauses the app, and keys taken up again (after `herald apns resume`) clear it.
+        var refused = false
         var inFlight = 0
         var lastUsed: Double
         let probeTag: UInt64
@@ -99,7 +102,11 @@ final class APNsSender {
     private func lane(_ name: String, now: Double) -> Bool {
         guard let keys = ring.keys(for: name) else { return false }
         if var lane = lanes[name] {
-            lane.keys = keys
+            if lane.keys !== keys {
+                // Taken up again (a resume, a changed key): a refusal of the old keys is over.
+                lane.keys = keys
+                lane.refused = false
+            }
             lane.lastUsed = now
             lanes[name] = lane
             return true
@@ -121,6 +128,11 @@ final class APNsSender {
             return
         }
         let policy = configuration.retryPolicy
+        if lane.refused {
+            // The app is being paused: back unsent; the claim no longer takes its jobs.
+            result.outcomes[name, default: []].append(job.outcome(.released(delay: 1)))
+            return
+        }
         if lane.pause.isPaused(at: now) || lane.circuit.isOpen {
             result.outcomes[name, default: []].append(job.outcome(.released(delay: lane.pause.releaseDelay(now: now, jitter: policy.jitter, random: draw()))))
             return
@@ -278,11 +290,10 @@ final class APNsSender {
                 send(job, entry.request, token: entry.token, renewed: true, into: &result)
             }
         case .pauseApp(let reason):
-            result.events.append(.forProject(name, .apnsAppRefused(reason: reason)))
-            if var lane = lanes[name] {
-                // Nothing more goes out for it here; the store thread records the pause.
-                _ = lane.pause.extend(to: now + 3600, reason: reason, byQuota: false, now: now)
-                lanes[name] = lane
+            // Once per refusal: the answers of the requests still in flight say the same.
+            if lanes[name]?.refused == false {
+                result.events.append(.forProject(name, .apnsAppRefused(reason: reason)))
+                lanes[name]?.refused = true
             }
             settle(job, .released(delay: 1), code: String(reason.prefix { $0 != ":" }), into: &result)
         case .deviceBackoff(let reason):

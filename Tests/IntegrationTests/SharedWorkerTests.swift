@@ -363,7 +363,11 @@ import TestSupport
             guard let t = m.token, let d = t.firstIndex(of: "-") else { return true }
             return m.projectID != "herald-project-" + t[..<d].dropFirst()
         }.count
-        print("1000 projects x 20 jobs, --processes 2: delivered \(stack.emulator.deliveredMessages().count) in \(String(format: "%.1f", took)) s (done \(done)); processes at most \(processes); RSS peak \(peak / 1_048_576) MiB; 'herald work' connections at most \(connections); 403 \(forbidden); misplaced \(misplaced)")
+        // Each project is taken up by the worker that owns it; the other takes it up only once
+        // its own leave room: about one access token a project for the pool, not one a worker.
+        let tokens = stack.emulator.statistics["tokens_issued"]?.intValue ?? 0
+        print("1000 projects x 20 jobs, --processes 2: delivered \(stack.emulator.deliveredMessages().count) in \(String(format: "%.1f", took)) s (done \(done)); processes at most \(processes); RSS peak \(peak / 1_048_576) MiB; 'herald work' connections at most \(connections); 403 \(forbidden); misplaced \(misplaced); access tokens \(tokens)")
+        #expect(tokens >= 1000 && tokens <= 1500, "\(tokens) access tokens for 1,000 projects and 2 workers")
         #expect(done, "all 20,000 delivered within 120 s")
         #expect(processes <= 3)
         #expect(peak <= 256 * 1_048_576, "RSS \(peak / 1_048_576) MiB")

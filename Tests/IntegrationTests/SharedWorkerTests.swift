@@ -105,6 +105,20 @@ import TestSupport
         #expect(m.forbidden == 0 && m.misplaced().isEmpty)
     }
 
+    /// Each project is taken up first by the worker that owns it; one project's backlog is still
+    /// worked by every worker of the pool (the others' own projects leave them room).
+    @Test func aBacklogOfOneProjectIsWorkedByEveryWorkerOfThePool() throws {
+        let m = try ManyProjects(count: 2)
+        defer { m.close() }
+        try m.enqueue(3000, project: 1)
+        let run = try m.stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(m.delivered(1) == 3000)
+        // Who claimed each job stays on its row: both workers did.
+        let workers = try m.stack.count("SELECT count(DISTINCT locked_by) FROM herald.jobs WHERE project = 'p1' AND state = 'completed'")
+        #expect(workers == 2, "\(workers) workers claimed p1's backlog")
+    }
+
     /// A quota pause of one project (a 429 with Retry-After: 2 to p1) spreads p1's held retries
     /// over the window after it; p2's and those of no project keep their due times. The held
     /// retries wait in a queue the pool does not work, so none is claimed while it runs.

@@ -74,6 +74,8 @@ final class StoreProjects {
     /// Projects jobs were just inserted for (the NOTIFY's payload, `_notify_jobs.sql`): the next
     /// claim serves them first.
     private var notifiedProjects: Set<String?> = []
+    /// Another worker's projects seen due while this one had room, and since when.
+    private var strangersSeen: [String?: Double] = [:]
     let registryInterval: Double
     /// The pool's counters: the rate of the jobs of no project is shown as a worker of no
     /// project shows it (herald_project_rate_per_second without a label).
@@ -87,6 +89,8 @@ final class StoreProjects {
     /// this thread): a thousand projects due at once are taken up over the claims that follow,
     /// while the outcomes of those already taken up keep being recorded.
     static let takeUpsPerClaim = 16
+    /// How long another worker's project stays due before a worker with room takes it up too.
+    static let strangerSeconds = 0.25
     /// Time one claim spends taking projects up at most (the first is always taken up).
     static let takeUpSeconds = 0.02
 
@@ -188,10 +192,19 @@ final class StoreProjects {
             try consider(due)
         }
         // This worker's own projects (and those it holds) cannot fill the batch: it helps with
-        // the others' too (a backlog of one project is worked by every worker of the pool).
+        // the others' too (a backlog of one project is worked by every worker of the pool),
+        // those that stayed due `strangerSeconds`: a project whose owner takes its few jobs
+        // (a one-time code) within that time is not taken up a second time, with a second
+        // access token, for nothing.
+        var seen: [String?: Double] = [:]
         if ownDue * Self.minimumShare < limit {
-            for due in strangers { try consider(due) }
+            for due in strangers {
+                let since = strangersSeen[due.project] ?? now
+                seen[due.project] = since
+                if now - since >= Self.strangerSeconds { try consider(due) } else { wait = min(wait ?? .infinity, Self.strangerSeconds) }
+            }
         }
+        strangersSeen = seen
         let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
         let newSet = Set(newlyDue)
         dueBefore = Set(candidates)

@@ -28,7 +28,11 @@ public final class RSAPrivateKey: @unchecked Sendable {
     /// Reads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY`, as Google service accounts carry, or
     /// PKCS#1 `BEGIN RSA PRIVATE KEY`).
     public init(pem: String) throws(CryptoError) {
-        guard let key = withMemoryBIO(pem, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
+        // The service accounts' shape first, with its own decoder (a worker carrying a thousand
+        // projects reads a thousand keys); any other PEM key with the general reader.
+        let pkcs8 = pem.contains("-----BEGIN PRIVATE KEY-----") ? withMemoryBIO(pem, { herald_read_pkcs8_rsa_pem($0) }) : nil
+        ERR_clear_error()
+        guard let key = pkcs8 ?? withMemoryBIO(pem, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
             throw CryptoError("not a PEM private key")
         }
         guard EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA else {

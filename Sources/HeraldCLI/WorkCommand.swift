@@ -407,6 +407,9 @@ enum WorkCommand {
             default:
                 break
             }
+            // Its place among the pool's processes: a worker carrying many projects takes up its
+            // own share of them first (StoreProjects.owns).
+            if let index = env[Supervisor.indexVariable].flatMap(Int.init), index >= 0, index < config.poolProcesses { config.poolIndex = index }
             if let seconds = env["HERALD_REGISTRY_POLL_SECONDS"].flatMap(Double.init), seconds >= 0.1 { config.registryPollSeconds = seconds }
             guard !config.credentialsPath.isEmpty || config.project != nil || config.carries != nil else {
                 throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set")

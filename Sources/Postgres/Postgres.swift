@@ -516,6 +516,20 @@ public final class PGConnection: @unchecked Sendable {
         return found
     }
 
+    /// The notifications libpq already read while it took the answers of other statements on this
+    /// connection, without reading the socket: those never make the socket readable again, so a
+    /// listener that only polls the socket would see them at the next notification.
+    public func bufferedNotifications() -> [PGNotification] {
+        guard let handle else { return [] }
+        var found: [PGNotification] = []
+        while let notify = PQnotifies(handle) {
+            found.append(PGNotification(channel: String(cString: notify.pointee.relname),
+                                        payload: String(cString: notify.pointee.extra)))
+            PQfreemem(notify)
+        }
+        return found
+    }
+
     /// Waits up to `timeout` seconds for a notification; returns what arrived (maybe nothing).
     public func waitForNotifications(timeout: Double) throws(PostgresError) -> [PGNotification] {
         let ready = try notifications()

@@ -64,6 +64,9 @@ public struct WorkerConfiguration: Sendable {
     /// Worker processes in this pool (`--processes`): what one process sees FCM accept is about
     /// this share of the pool's, when it judges the project's rate after a quota answer.
     public var poolProcesses: Int = 1
+    /// This worker's place among them (0 ..< poolProcesses), from its supervisor; nil: not known
+    /// (it then takes up every project as its jobs come, as a worker alone does).
+    public var poolIndex: Int?
     /// Adapt the requests in flight to FCM's answer times (between `minConcurrency` and
     /// `concurrency`); false: always `concurrency` (`--fixed-concurrency`).
     public var adaptiveConcurrency = true

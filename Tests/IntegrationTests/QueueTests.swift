@@ -376,6 +376,28 @@ import TestSupport
         }
     }
 
+    @Test func aNotificationThatCameWithAnAnswerIsKeptForTheListener() throws {
+        // A worker in a backlog claims statement after statement on its listening connection:
+        // a NOTIFY then arrives with a statement's answer, libpq keeps it, and the socket is
+        // never readable for it. The store loop takes such kept ones after every statement.
+        try withDatabase { c, database in
+            let listener = try database.connect()
+            try listener.listen("herald_jobs")
+            try c.query("INSERT INTO herald.jobs (message, project) VALUES ('{\"token\": \"t\"}', NULL)")
+            // The answer of the next statement brings the notification with it at the latest
+            // (a backend sends what it was told before it says it is ready again).
+            _ = try listener.query("SELECT 1")
+            var kept = listener.bufferedNotifications()
+            if kept.isEmpty {
+                // It came before the statement, on its own: the statement's read took it in.
+                _ = try listener.query("SELECT 1")
+                kept = listener.bufferedNotifications()
+            }
+            #expect(kept.map(\.payload) == ["-"])
+            #expect(listener.bufferedNotifications().isEmpty, "taken once")
+        }
+    }
+
     @Test func jobsDueLaterWaitAsScheduledUntilAWorkerPromotesThem() throws {
         try withDatabase { c, _ in
             let later = try c.query("SELECT herald.enqueue('{\"token\":\"a\"}', now() + interval '1 hour')").int(0, 0)!

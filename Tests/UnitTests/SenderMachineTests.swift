@@ -304,6 +304,33 @@ extension SenderMachineTests {
         #expect(limit.window < 512, "still \(limit.window) after a second of answers three times slower")
     }
 
+    @Test func atTheStartSteadyAnswersGrowTheWindowByHalfASpanUntilTheFirstQueue() {
+        var limit = InFlightLimit(floor: 16, ceiling: 1024, start: 256)
+        var now = 0.0
+        // FCM answering in 100 ms, 1,000 answers a second: 256, 384, 576, 864, 1,024.
+        while now < 0.45 {
+            now += 0.001
+            limit.answered(after: 0.1, now: now)
+        }
+        #expect(limit.window == 1024, "\(limit.window) after 0.45 s of steady answers")
+        // A queue (answers three times the base) ends the start: later growth is by the square root.
+        while now < 0.8 {
+            now += 0.001
+            limit.answered(after: 0.3, now: now)
+        }
+        #expect(!limit.startingUp)
+        let shrunk = limit.window
+        #expect(shrunk < 1024)
+        var spans = 0
+        var before = limit.window
+        while spans < 1 {
+            now += 0.001
+            if limit.answered(after: 0.1, now: now) || limit.window != before { spans += 1 }
+            before = limit.window
+        }
+        #expect(limit.window <= shrunk + Int(Double(shrunk).squareRoot()) + 1, "grew from \(shrunk) to \(limit.window) in one span")
+    }
+
     @Test func farFromFCMTheWindowAllowsHalfTheBaseOfQueueing() {
         // FCM 100 ms away: answers 48 ms over the quickest (more than 35 ms, less than half of
         // 100 ms) are its own spread, not a queue, so the window keeps growing; near FCM the

@@ -111,30 +111,97 @@ public final class Claimer: @unchecked Sendable {
                                                              .double(leaseSeconds), .text(workerID), fcmProject.map { .text($0) },
                                                              .double(fcmProjectRate), granted.map { .int($0) }, claimTime.map { .double($0) },
                                                              project.map { .text($0) }])
-        let id = try result.column("id"), queue = try result.column("queue"), kind = try result.column("kind")
-        let message = try result.column("message"), attempt = try result.column("attempt")
-        let maxAttempts = try result.column("max_attempts"), tokenPruned = try result.column("token_pruned")
-        let lastError = try result.column("last_error"), createdAt = try result.column("created_at")
-        let dueAt = try result.column("due_at"), groupKey = try result.column("group_key")
-        let groupMembers = try result.column("group_members"), validateOnly = try result.column("validate_only")
-        let campaignID = try result.column("campaign_id"), comeBackIn = try result.column("come_back_in")
+        let comeBackIn = try result.column("come_back_in")
         // Every row carries come_back_in; a claim of no job is one row without a job.
         var claim = Claim(jobs: [], heldBackFor: result.rowCount > 0 ? result.double(0, comeBackIn) : nil)
+        let columns = try JobColumns(result)
         claim.jobs.reserveCapacity(result.rowCount)
         for row in 0..<result.rowCount {
-            guard let jobID = result.int(row, id) else { continue }
-            claim.jobs.append(ClaimedJob(
-                id: jobID, queue: result[row, queue]!, kind: result.equals(row, kind, "group") ? .group : .send,
-                message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
-                tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
-                createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
-                groupKey: result[row, groupKey], groupMembers: Self.members(fromJSON: result[row, groupMembers]),
-                validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID)))
-            claim.jobs[claim.jobs.count - 1].project = project
+            guard var job = columns.job(result, row) else { continue }
+            job.project = project
+            claim.jobs.append(job)
         }
         claim.jobs.sort { $0.id < $1.id }
         target.inBacklog = claim.jobs.count >= limit || claim.heldBackFor != nil
         return claim
+    }
+
+    /// The columns of herald.claimed_job in a claim statement's result.
+    struct JobColumns {
+        let id, queue, kind, message, attempt, maxAttempts, tokenPruned, lastError, createdAt, dueAt: Int
+        let groupKey, groupMembers, validateOnly, campaignID: Int
+
+        init(_ result: PGResult) throws(PostgresError) {
+            id = try result.column("id"); queue = try result.column("queue"); kind = try result.column("kind")
+            message = try result.column("message"); attempt = try result.column("attempt")
+            maxAttempts = try result.column("max_attempts"); tokenPruned = try result.column("token_pruned")
+            lastError = try result.column("last_error"); createdAt = try result.column("created_at")
+            dueAt = try result.column("due_at"); groupKey = try result.column("group_key")
+            groupMembers = try result.column("group_members"); validateOnly = try result.column("validate_only")
+            campaignID = try result.column("campaign_id")
+        }
+
+        /// The job of `row` (nil: a row without one).
+        func job(_ result: PGResult, _ row: Int) -> ClaimedJob? {
+            guard let jobID = result.int(row, id) else { return nil }
+            return ClaimedJob(
+                id: jobID, queue: result[row, queue]!, kind: result.equals(row, kind, "group") ? .group : .send,
+                message: result.bytes(row, message)!, attempt: result.int(row, attempt)!, maxAttempts: result.int(row, maxAttempts)!,
+                tokenPruned: result.bool(row, tokenPruned) ?? false, lastError: result[row, lastError],
+                createdAt: result.double(row, createdAt) ?? 0, dueAt: result.double(row, dueAt) ?? 0,
+                groupKey: result[row, groupKey], groupMembers: Claimer.members(fromJSON: result[row, groupMembers]),
+                validateOnly: result.bool(row, validateOnly) ?? false, campaignID: result.int(row, campaignID))
+        }
+    }
+
+    /// What one project's visit of `claimProjects` took.
+    public struct ProjectVisit: Sendable {
+        public var project: String?
+        public var jobs: [ClaimedJob]
+        /// It took its whole share: more of its jobs are probably waiting.
+        public var wholeShare: Bool
+        /// A limit held its jobs back (its FCM project's bucket, a queue's or campaign's rate,
+        /// max_in_flight, or a bucket another claim held): in how many seconds it lets them go.
+        public var heldBackFor: Double?
+        /// Its FCM project's adapted rate as stored after the visit (nil: no FCM project).
+        public var rate: AdaptiveRate.State?
+    }
+
+    /// One claim statement over several projects (herald.claim_projects): `targets` served in
+    /// that order, each at least `minimumShare` of the `limit` in turn, then the rest to those
+    /// that took their whole share; each project's jobs as `claimBatch` would claim them for it.
+    public func claimProjects(_ targets: [ClaimTarget], queues: [String], limit: Int, leaseSeconds: Double,
+                              minimumShare: Int) throws(PostgresError) -> [ProjectVisit] {
+        let result = try connection.query(SQL.claimDueJobsOfProjects, [
+            .textArray(targets.map { $0.project ?? "" }), .nullableTextArray(targets.map(\.fcmProject)),
+            .doubleArray(targets.map(\.fcmProjectRate)), queues.isEmpty ? nil : .textArray(queues), .int(limit),
+            .double(leaseSeconds), .text(workerID), .int(minimumShare), claimTime.map { .double($0) }])
+        let visit = try result.column("visit"), project = try result.column("visit_project")
+        let whole = try result.column("whole_share"), comeBackIn = try result.column("come_back_in")
+        let adapted = try result.column("adapted_per_second"), adaptedAt = try result.column("adapted_at")
+        let regain = try result.column("regain_per_second"), stated = try result.column("stated_per_second")
+        let statedAt = try result.column("stated_at")
+        let columns = try JobColumns(result)
+        var withFCMProject: Set<String?> = []
+        for target in targets where target.fcmProject != nil { withFCMProject.insert(target.project) }
+        var visits: [ProjectVisit] = []
+        var current = -1
+        for row in 0..<result.rowCount {
+            let number = result.int(row, visit) ?? 0
+            if number != current {
+                current = number
+                let name = result[row, project]
+                visits.append(ProjectVisit(
+                    project: name, jobs: [], wholeShare: result.bool(row, whole) ?? false, heldBackFor: result.double(row, comeBackIn),
+                    rate: !withFCMProject.contains(name) ? nil : AdaptiveRate.State(
+                        adapted: result.double(row, adapted), at: result.double(row, adaptedAt), regain: result.double(row, regain),
+                        stated: result.double(row, stated), statedAt: result.double(row, statedAt))))
+            }
+            guard var job = columns.job(result, row) else { continue }
+            job.project = visits[visits.count - 1].project
+            visits[visits.count - 1].jobs.append(job)
+        }
+        return visits
     }
 
     /// Makes up to `limit` scheduled jobs that are due available (earliest first) and reports

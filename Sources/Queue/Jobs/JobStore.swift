@@ -37,10 +37,19 @@ public final class JobStore: @unchecked Sendable {
 
 extension PGValue {
     /// A text[] parameter value (PostgreSQL array literal, every element quoted).
-    public static func textArray(_ values: [String]) -> PGValue {
+    public static func textArray(_ values: [String]) -> PGValue { nullableTextArray(values) }
+
+    /// A text[] parameter value whose nil elements are NULL.
+    public static func nullableTextArray(_ values: [String?]) -> PGValue {
         let items = values.map { value -> String in
-            "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            guard let value else { return "NULL" }
+            return "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
         return .text("{" + items.joined(separator: ",") + "}")
+    }
+
+    /// A float8[] parameter value.
+    public static func doubleArray(_ values: [Double]) -> PGValue {
+        .text("{" + values.map { String($0) }.joined(separator: ",") + "}")
     }
 }

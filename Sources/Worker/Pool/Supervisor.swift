@@ -257,6 +257,7 @@ public final class Supervisor {
         for (key, value) in environment { env[key] = value }
         env["HERALD_WORKER_CHILD"] = "1"
         env["HERALD_SUPERVISOR_PID"] = String(getpid())
+        env[Self.indexVariable] = String(slot % max(1, processes))
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -296,6 +297,8 @@ public final class Supervisor {
     }
 
     static let metricsDescriptor: Int32 = 3
+    /// A worker's place among its group's processes (0 ..< --processes), a restarted one's the same.
+    public static let indexVariable = "HERALD_WORKER_INDEX"
 
     /// Slots are numbered group by group, `processes` to a group.
     func group(of slot: Int) -> Group { groups[min(groups.count - 1, slot / processes)] }

@@ -13,7 +13,8 @@
 /// then kept between `floor` and `ceiling`. While answers take no more than `slack` (35 ms), or
 /// half the base when that is more (an FCM 100 ms away: 50 ms), beyond the base, the window grows by its square root each span; past that it shrinks in
 /// proportion, at most by half a span. It starts at `start` (256, the window that served a
-/// prompt FCM before) and grows from there while answers stay steady, up to `ceiling`
+/// prompt FCM before) and grows from there while answers stay steady (by half each span until
+/// the first span that shows queueing, `startingUp`), up to `ceiling`
 /// (`--concurrency`, 1,024 by default, a memory bound an operator may lower; docs/fcm-limits.md):
 /// at FCM's real latency (tens of milliseconds, 100 ms slowed) a rate of 10,000 a second needs
 /// 1,000 in flight (Little's law: rate times latency), more than a fixed 256 per process carried.
@@ -30,6 +31,11 @@ struct InFlightLimit: Sendable {
     var tolerance = 1.5
     var span = 0.1
     private(set) var limit: Double
+    /// Until the first span that shows queueing, the window grows by half each span instead of
+    /// by its square root (a slow start, in TCP's words, which is not slow): 256 reaches 1,024 in
+    /// four spans, not thirty. A pool draining a few seconds' work against an FCM 100 ms away
+    /// spent most of it below the window its rate needed.
+    private(set) var startingUp = true
     private var spanStart: Double? = nil
     private var spanSum = 0.0
     private var spanCount = 0
@@ -67,7 +73,9 @@ struct InFlightLimit: Sendable {
         spanCount = 0
         let before = window
         let gradient = min(1, max(0.5, max(base + slack, base * tolerance) / max(average, 1e-6)))
-        limit = min(Double(ceiling), max(Double(floor), limit * gradient + limit.squareRoot()))
+        if gradient < 1 { startingUp = false }
+        let grown = startingUp ? limit * 1.5 : limit * gradient + limit.squareRoot()
+        limit = min(Double(ceiling), max(Double(floor), grown))
         return window != before
     }
 }

@@ -80,7 +80,18 @@ final class StoreLoop: @unchecked Sendable {
                 return status
             }
             perform(action, now: now)
+            // A NOTIFY that came in with a statement's answer: a backlog's claims go on without
+            // waiting, so the wait below would never see it.
+            heard(connection.bufferedNotifications())
         }
+    }
+
+    /// NOTIFYs of herald_jobs: claim now, and (carrying many projects) for the projects named first.
+    private func heard(_ notifications: [PGNotification]) {
+        guard !notifications.isEmpty else { return }
+        machine.notified(now: Self.clock())
+        // Which projects the inserts were for: a worker carrying many claims for them first.
+        projects?.notified(notifications.map(\.payload))
     }
 
     /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
@@ -307,12 +318,7 @@ final class StoreLoop: @unchecked Sendable {
         _ = poll(&descriptors, nfds_t(count), milliseconds)
         if count == 2 && descriptors[1].revents != 0 {
             do {
-                let notifications = try connection.notifications()
-                if !notifications.isEmpty {
-                    machine.notified(now: Self.clock())
-                    // Which projects the inserts were for: a worker carrying many claims for them first.
-                    projects?.notified(notifications.map(\.payload))
-                }
+                heard(try connection.notifications())
             } catch {
                 log.warning("PostgreSQL error: \(error)")
                 machine.connectionLost(now: Self.clock())

@@ -18,14 +18,17 @@ import Queue
 ///   `keyRetrySeconds`, and the first success lifts that pause. The key file of every project
 ///   held is looked at as often: a new key of the same FCM project is taken up in place (no
 ///   restart); a file that became unusable pauses the project the same way.
+/// - Each project has an owner among the pool's workers (`owns`): the others take it up only
+///   when their own projects leave room in a claim, so a thousand small projects are taken up
+///   once in the pool, not once per worker, and a backlog is still worked by all.
 /// - An APNs app (a registry entry of service 'apns') is taken up the same way, as a lane with its
 ///   own .p8 key and provider token, sent by the sender's APNs part (StoreProjects+APNs.swift,
 ///   APNsSender.swift); a broken key pauses that app alone, naming the file.
 /// - Each claim lists the projects with due jobs (one index probe each), skips those paused (an
-///   operator's pause, a quota hold or outage of its own) and claims for the others in turn,
-///   each its share of the batch with the one claim statement a project's own worker uses, then
-///   the rest to those that had more, starting after the project the last claim ended with: one
-///   project's backlog never holds another's jobs back beyond one share.
+///   operator's pause, a quota hold or outage of its own) and claims for the others in turn in
+///   one statement (herald.claim_projects), each its share of the batch as a project's own
+///   worker claims it, then the rest to those that had more, starting after the project the last
+///   claim ended with: one project's backlog never holds another's jobs back beyond one share.
 final class StoreProjects {
     struct Lane {
         /// An FCM project's keys (nil for an APNs app).
@@ -79,6 +82,8 @@ final class StoreProjects {
     /// Projects jobs were just inserted for (the NOTIFY's payload, `_notify_jobs.sql`): the next
     /// claim serves them first.
     private var notifiedProjects: Set<String?> = []
+    /// Another worker's projects seen due while this one had room, and since when.
+    private var strangersSeen: [String?: Double] = [:]
     let registryInterval: Double
     /// The pool's counters: the rate of the jobs of no project is shown as a worker of no
     /// project shows it (herald_project_rate_per_second without a label).
@@ -92,6 +97,33 @@ final class StoreProjects {
     /// this thread): a thousand projects due at once are taken up over the claims that follow,
     /// while the outcomes of those already taken up keep being recorded.
     static let takeUpsPerClaim = 16
+    /// How long another worker's project stays due before a worker with room takes it up too.
+    static let strangerSeconds = 0.25
+    /// Time one claim spends taking projects up at most (the first is always taken up).
+    static let takeUpSeconds = 0.02
+
+    /// Whether `project` is this worker's own to take up as soon as it has due jobs: each
+    /// registered project belongs to one worker of the pool (by a hash of its name), so a
+    /// thousand projects with a few jobs each cost each worker half (a third, ...) of the key
+    /// reads, signatures, token requests and per-project state. Another worker's project is
+    /// taken up once this worker's own leave room in a claim (its backlog, or its owner busy,
+    /// stopped or restarting). The jobs of no project, a worker whose place is not known, and a
+    /// pool of one process: every project is its own.
+    func owns(_ project: String?) -> Bool {
+        guard let project, let index = configuration.poolIndex, configuration.poolProcesses > 1 else { return true }
+        return Self.owner(of: project, among: configuration.poolProcesses) == index
+    }
+
+    /// The pool place that owns `project` among `processes`: FNV-1a of its name, the same in
+    /// every process (Swift's own hash is seeded per process).
+    static func owner(of project: String, among processes: Int) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in project.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return Int(hash % UInt64(max(1, processes)))
+    }
 
     init(configuration: WorkerConfiguration, ring: ProjectKeyRing, names: Set<String>?, unaddressed: ProjectKeys?, log: Logger,
          registryInterval: Double = 10) {
@@ -122,6 +154,31 @@ final class StoreProjects {
         if !notified.isEmpty {
             listed = listed.filter { notified.contains($0.project) } + listed.filter { !notified.contains($0.project) }
         }
+        // Another worker's projects not held here: taken up only when this worker's own leave
+        // room in the batch (see `owns`).
+        var strangers: [Claimer.DueProject] = []
+        var ownDue = 0
+        var takeUpTime = 0.0
+        func consider(_ due: Claimer.DueProject) throws {
+            let project = due.project
+            if lanes[project] == nil {
+                // Each take-up is a key read, a signature and a token request on this thread:
+                // a few a claim, and no more than `takeUpSeconds` of them, so the outcomes and
+                // claims of the projects already held do not wait behind a thousand take-ups.
+                guard takenUp < Self.takeUpsPerClaim, takenUp == 0 || takeUpTime < Self.takeUpSeconds else {
+                    wait = 0  // more to take up: claim again at once
+                    return
+                }
+                takenUp += 1
+                let started = Date().timeIntervalSince1970
+                defer { takeUpTime += Date().timeIntervalSince1970 - started }
+                guard try prepare(project, connection: connection, now: now) else { return }
+            }
+            if let name = project, due.pausedReason != nil, try Project.credentialsRestored(connection, name: name) {
+                log.info("project \(name): its key works again; its pause for the key is lifted")
+            }
+            candidates.append(project)
+        }
         for due in listed {
             let project = due.project
             if let name = project {
@@ -135,19 +192,27 @@ final class StoreProjects {
                 continue
             }
             if let name = project, let known = broken[name], known.retryAt > now { continue }  // looked at again later
-            if lanes[project] == nil {
-                guard takenUp < Self.takeUpsPerClaim else {
-                    wait = 0  // more to take up: claim again at once
-                    continue
-                }
-                takenUp += 1
+            if lanes[project] == nil && !owns(project) {
+                strangers.append(due)
+                continue
             }
-            guard try prepare(project, connection: connection, now: now) else { continue }
-            if let name = project, due.pausedReason != nil, try Project.credentialsRestored(connection, name: name) {
-                log.info("project \(name): its key works again; its pause for the key is lifted")
-            }
-            candidates.append(project)
+            ownDue += 1
+            try consider(due)
         }
+        // This worker's own projects (and those it holds) cannot fill the batch: it helps with
+        // the others' too (a backlog of one project is worked by every worker of the pool),
+        // those that stayed due `strangerSeconds`: a project whose owner takes its few jobs
+        // (a one-time code) within that time is not taken up a second time, with a second
+        // access token, for nothing.
+        var seen: [String?: Double] = [:]
+        if ownDue * Self.minimumShare < limit {
+            for due in strangers {
+                let since = strangersSeen[due.project] ?? now
+                seen[due.project] = since
+                if now - since >= Self.strangerSeconds { try consider(due) } else { wait = min(wait ?? .infinity, Self.strangerSeconds) }
+            }
+        }
+        strangersSeen = seen
         let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
         let newSet = Set(newlyDue)
         dueBefore = Set(candidates)
@@ -158,32 +223,51 @@ final class StoreProjects {
         let rest = candidates.filter { !newSet.contains($0) }
         let start = rest.firstIndex { Self.key($0) > Self.key(lastServed) } ?? 0
         let ordered = newlyDue + Array(rest[start...] + rest[..<start])
-        var budget = limit
+        guard ordered.count > 1 else {
+            lastServed = ordered[0]
+            // One project: its claim as a worker of it alone makes it (FCM project tokens taken in
+            // a transaction of their own while in a backlog, so the pool's claims do not queue on
+            // its bucket's row).
+            let claim = try claimFor(ordered[0], store, queues: queues, limit: limit, leaseSeconds: leaseSeconds, now: now)
+            return Claim(jobs: claim.jobs, heldBackFor: [wait, claim.heldBackFor].compactMap { $0 }.min())
+        }
+        // Several: one statement for them all (herald.claim_projects), in this order, each its
+        // share. The first 4 x limit / minimumShare of them are sent: a batch that each visit
+        // fills with its share reaches a quarter of them, and visits that take less leave room
+        // for the next; a thousand due projects do not make thousand-element parameters for the
+        // thirty-two a batch of 256 reaches.
+        let sent = Array(ordered.prefix(max(1, 4 * limit / Self.minimumShare)))
+        var targets: [Claimer.ClaimTarget] = []
+        targets.reserveCapacity(sent.count)
+        for project in sent { targets.append(try target(project, store, now: now)) }
+        let visits = try store.claimer.claimProjects(targets, queues: queues, limit: limit, leaseSeconds: leaseSeconds,
+                                                     minimumShare: Self.minimumShare)
         var jobs: [ClaimedJob] = []
-        var more: [String?] = []
         var held = wait
-        for (index, project) in ordered.enumerated() where budget > 0 {
-            let share = min(budget, max(Self.minimumShare, Int((Double(budget) / Double(ordered.count - index)).rounded(.up))))
-            let claim = try claimFor(project, store, queues: queues, limit: share, leaseSeconds: leaseSeconds, now: now)
-            budget -= claim.jobs.count
-            jobs += claim.jobs
-            if claim.jobs.count >= share { more.append(project) }
-            if let wait = claim.heldBackFor { held = min(held ?? .infinity, wait) }
-            if !newSet.contains(project) || rest.isEmpty { lastServed = project }
+        for visit in visits {
+            jobs += visit.jobs
+            if let wait = visit.heldBackFor { held = min(held ?? .infinity, wait) }
+            guard var lane = lanes[visit.project] else { continue }
+            lane.lastClaim = now
+            lane.target.inBacklog = visit.wholeShare || visit.heldBackFor != nil
+            if let rate = visit.rate, lane.adaptive.ceiling > 0 {
+                lane.rateState = rate
+                lane.rateReadAt = now
+            }
+            lanes[visit.project] = lane
         }
-        for project in more where budget > 0 {
-            let claim = try claimFor(project, store, queues: queues, limit: budget, leaseSeconds: leaseSeconds, now: now)
-            budget -= claim.jobs.count
-            jobs += claim.jobs
-            if let wait = claim.heldBackFor { held = min(held ?? .infinity, wait) }
-        }
+        // The rotation goes on after the last project it reached (projects newly due went first
+        // out of turn, and do not move it).
+        if let last = visits.last(where: { !newSet.contains($0.project) || rest.isEmpty }) { lastServed = last.project }
         return Claim(jobs: jobs, heldBackFor: held)
     }
 
-    private func claimFor(_ project: String?, _ store: JobStore, queues: [String], limit: Int, leaseSeconds: Double, now: Double) throws -> Claim {
-        guard var lane = lanes[project] else { return Claim(jobs: []) }
+    /// `project`'s claim target with its FCM project's rate in force now: the shared rate state
+    /// read again once a second (another worker may have lowered it; a claim over several
+    /// projects brings it back with its answer).
+    private func target(_ project: String?, _ store: JobStore, now: Double) throws -> Claimer.ClaimTarget {
+        guard var lane = lanes[project] else { return Claimer.ClaimTarget(project: project, fcmProject: nil, fcmProjectRate: 0) }
         if lane.adaptive.ceiling > 0, let fcmProject = lane.target.fcmProject {
-            // The FCM project's shared rate, read again once a second (another worker may have lowered it).
             if now - lane.rateReadAt >= 1 {
                 lane.rateState = try store.fcmProjectRates.state(fcmProject).rate
                 lane.rateReadAt = now
@@ -191,9 +275,16 @@ final class StoreProjects {
             lane.target.fcmProjectRate = lane.adaptive.rate(lane.rateState, now: now, started: lane.startedAt)
             if let project { metrics?.fcmProjectRate(lane.target.fcmProjectRate, project: project) } else { metrics?.fcmProjectRate(lane.target.fcmProjectRate) }
         }
-        let claim = try store.claimer.claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &lane.target)
-        lane.lastClaim = now
         lanes[project] = lane
+        return lane.target
+    }
+
+    private func claimFor(_ project: String?, _ store: JobStore, queues: [String], limit: Int, leaseSeconds: Double, now: Double) throws -> Claim {
+        guard lanes[project] != nil else { return Claim(jobs: []) }
+        var target = try target(project, store, now: now)
+        let claim = try store.claimer.claimBatch(queues: queues, limit: limit, leaseSeconds: leaseSeconds, for: &target)
+        lanes[project]?.target = target
+        lanes[project]?.lastClaim = now
         return claim
     }
 

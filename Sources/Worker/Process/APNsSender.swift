@@ -75,6 +75,8 @@ final class APNsSender {
         var outcomes: [String: [JobOutcome]] = [:]
         var events: [SenderEvent] = []
         var sent = 0
+        /// How long each HTTP answer took (the process's window of requests in flight follows them).
+        var answerTimes: [Double] = []
         var delivered = 0
         var retried = 0
         var failed = 0
@@ -250,6 +252,7 @@ final class APNsSender {
                 action = APNsAnswer.action(status: response.status, body: response.body, apnsID: nil,
                                            retryAfter: response.status >= 500 ? response.header("retry-after") : nil)
                 lanes[name]?.circuit.answered().map { changed($0, name, detail: "answer", now: now, into: &result) }
+                result.answerTimes.append(now - entry.sentAt)
                 metrics.answered(code: response.status == 200 ? "OK" : (Self.reason(response) ?? "HTTP_\(response.status)"),
                                  seconds: now - entry.sentAt, project: name)
             case .failure(let error):

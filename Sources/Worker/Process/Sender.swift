@@ -146,6 +146,16 @@ final class Sender: @unchecked Sendable {
     /// What the APNs part settled and asked for: the store thread's events first (an app's pause
     /// before its jobs are put back).
     private func hand(_ result: APNsSender.Result) {
+        // The window of requests in flight is the process's: APNs's answer times count as FCM's do.
+        if windowLimit != nil, !result.answerTimes.isEmpty {
+            let now = Date().timeIntervalSince1970
+            var changed = false
+            for seconds in result.answerTimes where windowLimit?.answered(after: seconds, now: now) == true { changed = true }
+            if changed, let size = windowLimit?.window {
+                outbox.put(.window(size))
+                metrics.window(size)
+            }
+        }
         for event in result.events { outbox.put(event) }
         for (_, settled) in result.outcomes where !settled.isEmpty { outbox.put(.outcomes(settled)) }
         counters.sent += result.sent

@@ -218,7 +218,7 @@ final class StoreProjects {
         let sent = Array(ordered.prefix(max(1, 4 * limit / Self.minimumShare)))
         var targets: [Claimer.ClaimTarget] = []
         targets.reserveCapacity(sent.count)
-        for project in sent { targets.append(target(project, store, now: now)) }
+        for project in sent { targets.append(try target(project, store, now: now)) }
         let visits = try store.claimer.claimProjects(targets, queues: queues, limit: limit, leaseSeconds: leaseSeconds,
                                                      minimumShare: Self.minimumShare)
         var jobs: [ClaimedJob] = []

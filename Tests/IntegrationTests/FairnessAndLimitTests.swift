@@ -93,7 +93,7 @@ import TestSupport
                     let dead = try stack.connection.query("SELECT reason, attempts, errors::text FROM herald.dead_letters WHERE job_id = $1", [.int(id)])
                     report += "\n\(token) (job \(id)): \(deliveries.count) deliveries \(deliveries.map { "#\($0.sequence) \($0.projectID) at \($0.receivedAtMilliseconds)" }); "
                         + "row \((0..<job.rowCount).map { r in (0..<5).map { job[r, $0] ?? "NULL" } }); dead letter \((0..<dead.rowCount).map { r in (0..<3).map { dead[r, $0] ?? "NULL" } })"
-                    for pool in pools { report += pool.output.split(separator: "\n").filter { $0.contains("\(id)") }.map { "\n  " + $0 }.joined() }
+                    for pool in pools { report += pool.output.split(separator: "\n").filter { $0.split(separator: " ").contains("job_id=\(id)") }.map { "\n  " + $0 }.joined() }
                 }
                 let foreign = codes.filter { jobIDs[$0.token ?? ""] == nil }
                 if !foreign.isEmpty { report += "\ndelivered but never enqueued here: \(foreign.map { "\($0.token ?? "") #\($0.sequence) \($0.projectID)" })" }

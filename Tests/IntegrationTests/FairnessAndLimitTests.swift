@@ -60,9 +60,11 @@ import TestSupport
             let pools = try startPools(stack, pools: 1, processes: 2, extra: ["--concurrency", "64"])
             #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "backlog-").count > 2_000 }, "the backlog is draining")
             // One-time codes while the backlog drains: one every 20 ms.
+            var jobIDs: [String: Int] = [:]
             for n in 1...150 {
-                try stack.connection.query("SELECT herald.enqueue(jsonb_build_object('token', 'otp-' || $1::text, 'data', jsonb_build_object('code', '123456')))",
-                                           [.int(n)])
+                jobIDs["otp-\(n)"] = try stack.connection.query(
+                    "SELECT herald.enqueue(jsonb_build_object('token', 'otp-' || $1::text, 'data', jsonb_build_object('code', '123456')))",
+                    [.int(n)]).int(0, 0)
                 Thread.sleep(forTimeInterval: 0.02)  // the offered load's pace, not a synchronisation
             }
             let delivered = waitUntil(timeout: 60) { arrivals(stack, prefix: "otp-").count == 150 }
@@ -78,7 +80,27 @@ import TestSupport
                 waits.append(Double(message.receivedAtMilliseconds) - at)
             }
             waits.sort()
-            #expect(waits.count == 150)
+            // When a code is missing from the match: what became of it (its deliveries at FCM, its
+            // job's row or dead letter, the pools' lines about it).
+            func missing() throws -> String {
+                let codes = stack.emulator.deliveredMessages().filter { $0.token?.hasPrefix("otp-") == true }
+                var report = ""
+                for n in 1...150 {
+                    let token = "otp-\(n)", id = jobIDs[token] ?? -1
+                    let deliveries = codes.filter { $0.token == token }
+                    guard enqueuedAt[token] == nil || deliveries.count != 1 else { continue }
+                    let job = try stack.connection.query("SELECT queue, state, attempts, locked_by, errors::text FROM herald.jobs WHERE id = $1", [.int(id)])
+                    let dead = try stack.connection.query("SELECT reason, attempts, errors::text FROM herald.dead_letters WHERE job_id = $1", [.int(id)])
+                    report += "\n\(token) (job \(id)): \(deliveries.count) deliveries \(deliveries.map { "#\($0.sequence) \($0.projectID) at \($0.receivedAtMilliseconds)" }); "
+                        + "row \((0..<job.rowCount).map { r in (0..<5).map { job[r, $0] ?? "NULL" } }); dead letter \((0..<dead.rowCount).map { r in (0..<3).map { dead[r, $0] ?? "NULL" } })"
+                    for pool in pools { report += pool.output.split(separator: "\n").filter { $0.split(separator: " ").contains("job_id=\(id)") }.map { "\n  " + $0 }.joined() }
+                }
+                let foreign = codes.filter { jobIDs[$0.token ?? ""] == nil }
+                if !foreign.isEmpty { report += "\ndelivered but never enqueued here: \(foreign.map { "\($0.token ?? "") #\($0.sequence) \($0.projectID)" })" }
+                return report
+            }
+            let unmatched = waits.count == 150 ? "" : try missing()
+            #expect(waits.count == 150, "\(unmatched)")
             let p50 = waits[waits.count / 2], p99 = waits[waits.count * 99 / 100]
             let backlogLeft = try stack.count("SELECT count(*) FROM herald.jobs WHERE queue = 'marketing' AND state = 'available'")
             print("one-time codes behind a 100,000-job backlog: enqueue to FCM p50 \(Int(p50)) ms, p99 \(Int(p99)) ms; \(backlogLeft) backlog jobs still waiting")

@@ -35,6 +35,9 @@ final class StoreLoop: @unchecked Sendable {
     /// A worker carrying several projects: each one's claim target, keys and rotation (nil: the
     /// one project of `configuration.project`, or the jobs of no project).
     let projects: StoreProjects?
+    /// Pauses and quota answers of the projects (`.forProject`) waiting for the outcomes handed
+    /// before them to be recorded.
+    private var projectEvents: [(String?, SenderEvent)] = []
 
     init(configuration: WorkerConfiguration, connection: PGConnection, inbox: Mailbox<ClaimedJob>,
          outbox: Mailbox<SenderEvent>, stop: Flag, log: Logger, metrics: WorkerMetrics, fcmProject: String, leaseBook: LeaseBook,
@@ -80,6 +83,7 @@ final class StoreLoop: @unchecked Sendable {
                 return status
             }
             perform(action, now: now)
+            handleProjectEvents()
             // A NOTIFY that came in with a statement's answer: a backlog's claims go on without
             // waiting, so the wait below would never see it.
             heard(connection.bufferedNotifications())
@@ -100,24 +104,44 @@ final class StoreLoop: @unchecked Sendable {
         var events = outbox.take()
         guard !events.isEmpty else { return }
         let now = Self.clock()
-        if let projects {
-            // One project's pause or quota answer: that project's alone.
+        if projects != nil {
+            // One project's pause or quota answer: that project's alone, once the outcomes handed
+            // with or before it are recorded (`handleProjectEvents`).
             events.removeAll { event in
                 guard case .forProject(let project, let inner) = event else { return false }
                 if case .apnsAppRefused(let reason) = inner, let project {
                     projects.apnsAppRefused(project, reason: reason, connection: connection, workerID: store.workerID)
                     return true
                 }
-                do {
-                    try projects.handle(project, inner, rates: store.fcmProjectRates, workerID: store.workerID, now: now)
-                } catch {
-                    log.warning("PostgreSQL error while holding back \(ProjectKeys.label(project)): \(error)")
-                }
+                projectEvents.append((project, inner))
                 return true
             }
         }
         machine.received(events, now: now)
         if events.contains(.finished) { machine.unsent(inbox.take()) }
+        handleProjectEvents()
+    }
+
+    /// The projects' pauses and quota answers from the sender, handled once no outcome handed
+    /// before them waits to be recorded. A pause spreads the project's retries already in the
+    /// database over the window after it (spread_held_retries.sql); the sender spreads those it
+    /// hands once it knows the pause. A retry the sender handed just before it learnt the pause,
+    /// still unrecorded (its job 'running' in the database), would escape both and come back
+    /// with every other one at the pause's end: a burst of a hundred retries within 25 ms on a
+    /// loaded machine. The machine records pending outcomes before it claims, so no claim goes
+    /// out for a project while its pause waits here.
+    private func handleProjectEvents() {
+        guard let projects, !projectEvents.isEmpty, machine.pending.isEmpty else { return }
+        let events = projectEvents
+        projectEvents.removeAll()
+        let now = Self.clock()
+        for (project, event) in events {
+            do {
+                try projects.handle(project, event, rates: store.fcmProjectRates, workerID: store.workerID, now: now)
+            } catch {
+                log.warning("PostgreSQL error while holding back \(ProjectKeys.label(project)): \(error)")
+            }
+        }
     }
 
     private func perform(_ action: StoreMachine.Action, now: Double) {

@@ -110,7 +110,7 @@ final class StoreLoop: @unchecked Sendable {
             events.removeAll { event in
                 guard case .forProject(let project, let inner) = event else { return false }
                 if case .apnsAppRefused(let reason) = inner, let project {
-                    projects.apnsAppRefused(project, reason: reason, connection: connection, workerID: store.workerID)
+                    projects?.apnsAppRefused(project, reason: reason, connection: connection, workerID: store.workerID)
                     return true
                 }
                 projectEvents.append((project, inner))

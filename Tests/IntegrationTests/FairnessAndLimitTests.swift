@@ -59,15 +59,17 @@ import TestSupport
             // is measured here is whether the claim lets the codes past the backlog.
             let pools = try startPools(stack, pools: 1, processes: 2, extra: ["--concurrency", "64"])
             #expect(waitUntil(timeout: 60) { arrivals(stack, prefix: "backlog-").count > 2_000 }, "the backlog is draining")
-            // One-time codes while the backlog drains: one every 20 ms.
+            // One-time codes while the backlog drains: one every 20 ms. Their tokens are this run's
+            // own (otp-RUN-N), so a code of any other test that reaches this emulator is not one of them.
+            let otp = "otp-\(String(UInt32.random(in: 0...UInt32.max), radix: 16))-"
             var jobIDs: [String: Int] = [:]
             for n in 1...150 {
-                jobIDs["otp-\(n)"] = try stack.connection.query(
-                    "SELECT herald.enqueue(jsonb_build_object('token', 'otp-' || $1::text, 'data', jsonb_build_object('code', '123456')))",
-                    [.int(n)]).int(0, 0)
+                jobIDs[otp + String(n)] = try stack.connection.query(
+                    "SELECT herald.enqueue(jsonb_build_object('token', $2::text || $1::text, 'data', jsonb_build_object('code', '123456')))",
+                    [.int(n), .text(otp)]).int(0, 0)
                 Thread.sleep(forTimeInterval: 0.02)  // the offered load's pace, not a synchronisation
             }
-            let delivered = waitUntil(timeout: 60) { arrivals(stack, prefix: "otp-").count == 150 }
+            let delivered = waitUntil(timeout: 60) { arrivals(stack, prefix: otp).count == 150 }
             stop(pools)
             #expect(delivered)
             let created = try stack.connection.query(
@@ -76,7 +78,7 @@ import TestSupport
             for row in 0..<created.rowCount { enqueuedAt[created[row, 0]!] = created.double(row, 1)! }
             var waits: [Double] = []
             for message in stack.emulator.deliveredMessages() {
-                guard let token = message.token, token.hasPrefix("otp-"), let at = enqueuedAt[token] else { continue }
+                guard let token = message.token, token.hasPrefix(otp), let at = enqueuedAt[token] else { continue }
                 waits.append(Double(message.receivedAtMilliseconds) - at)
             }
             waits.sort()
@@ -86,7 +88,7 @@ import TestSupport
                 let codes = stack.emulator.deliveredMessages().filter { $0.token?.hasPrefix("otp-") == true }
                 var report = ""
                 for n in 1...150 {
-                    let token = "otp-\(n)", id = jobIDs[token] ?? -1
+                    let token = otp + String(n), id = jobIDs[token] ?? -1
                     let deliveries = codes.filter { $0.token == token }
                     guard enqueuedAt[token] == nil || deliveries.count != 1 else { continue }
                     let job = try stack.connection.query("SELECT queue, state, attempts, locked_by, errors::text FROM herald.jobs WHERE id = $1", [.int(id)])
@@ -99,6 +101,8 @@ import TestSupport
                 if !foreign.isEmpty { report += "\ndelivered but never enqueued here: \(foreign.map { "\($0.token ?? "") #\($0.sequence) \($0.projectID)" })" }
                 return report
             }
+            let strangers = stack.emulator.deliveredMessages().filter { ($0.token?.hasPrefix("otp-") ?? false) && !($0.token?.hasPrefix(otp) ?? false) }
+            if !strangers.isEmpty { print("codes not of this run delivered to its emulator: \(strangers.map { "\($0.token ?? "") #\($0.sequence)" })") }
             let unmatched = waits.count == 150 ? "" : try missing()
             #expect(waits.count == 150, "\(unmatched)")
             let p50 = waits[waits.count / 2], p99 = waits[waits.count * 99 / 100]

@@ -81,7 +81,7 @@ enum Pages {
             if let paused = p.rate?.pausedFor { state += " (quota, \(HTML.formatAge(paused)))" }
             // Left out of their queue's oldest-available age, which measures the pools.
             if p.pausedJobs > 0 { state += "; holds \(p.pausedJobs) due back, the oldest \(HTML.formatAge(p.pausedOldestAge))" }
-            rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? "the pools' key")</td>"
+            rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? (p.apnsApp ? "(APNs app)" : "the pools' key"))</td>"
                 + "<td>\(state)</td><td class=\"n\">\(p.available)</td><td class=\"n\">\(p.scheduled)</td><td class=\"n\">\(p.running)</td>"
                 + "<td class=\"n\">\(p.name.map { p.dead > 0 ? "<a href=\"/dead-letters?\(query([("project", $0)]))\">\(p.dead)</a>" : "0" } ?? String(p.dead))</td>"
                 + "<td class=\"n\">\(rate(p.maxRate))</td><td class=\"n\">\(rate(p.rate?.rate))</td></tr>"
@@ -95,7 +95,8 @@ enum Pages {
     /// The FCM projects whose rate FCM's quota answers lowered, or that are paused: the rate in
     /// force, what it was lowered to and when, the pause. Nothing while FCM never refused.
     static func projectTable(_ projects: [FCMProjectRate]) -> String {
-        let shown = projects.filter { $0.loweredTo != nil || $0.pausedFor != nil }
+        // An APNs app's bucket (APNsApp.rateBucket) is never lowered; its rate is on the app's line.
+        let shown = projects.filter { ($0.loweredTo != nil || $0.pausedFor != nil) && !$0.fcmProject.hasPrefix(APNsApp.rateBucketPrefix) }
         guard !shown.isEmpty else { return "" }
         func rate(_ value: Double?) -> String { value.map { "\(Int($0.rounded()))/s" } ?? "-" }
         var rows = ""

@@ -76,7 +76,8 @@ enum StatsCommand {
                   "last hour:   \(hour.completed) completed (\(perMinute(hour.completed))/min on average), \(hour.discarded) discarded, \(hour.cancelled) cancelled, \(hour.dead) dead"]
         let rates = try FCMProjectRates.overview(connection)
         lines += registryLines(try ProjectOverview.read(connection, rates: rates))
-        lines += projectLines(rates)
+        // The APNs apps' buckets (APNsApp.rateBucket) are shown on their apps' lines above.
+        lines += projectLines(rates.filter { !$0.fcmProject.hasPrefix(APNsApp.rateBucketPrefix) })
         return lines
     }
 
@@ -110,7 +111,7 @@ enum StatsCommand {
         for p in projects {
             var state = p.state
             if let paused = p.rate?.pausedFor { state += " (quota, \(durationText(paused, roundedDown: true, tenths: true)))" }
-            rows.append([p.name ?? "-", p.fcmProjectID ?? "(the pools' key)", state, String(p.available), String(p.scheduled),
+            rows.append([p.name ?? "-", p.fcmProjectID ?? (p.apnsApp ? "(APNs app)" : "(the pools' key)"), state, String(p.available), String(p.scheduled),
                          String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
         }
         var lines = [""] + formatColumns(rows)

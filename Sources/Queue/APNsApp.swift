@@ -24,6 +24,14 @@ public struct APNsApp: Sendable, Equatable {
 
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
 
+    /// The key of the app's token bucket among the FCM projects' in herald.project_rates, which
+    /// every pool spends from so all of them together keep to the app's rate: `APNs:` and the
+    /// name. No FCM project id is it: the registry's are lowercase (the CHECK
+    /// projects_fcm_project_id_shape), as Google's are.
+    public static func rateBucket(_ name: String) -> String { rateBucketPrefix + name }
+    public static let rateBucketPrefix = "APNs:"
+    public var rateBucket: String { Self.rateBucket(name) }
+
     /// The environment's base URL: Apple's production or sandbox endpoint.
     public var baseURL: String { sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com" }
 

@@ -22,8 +22,11 @@ public struct ProjectOverview: Sendable, Equatable {
     public var maxRate: Double?
     /// The FCM project's rate and quota pause (herald.project_rates, herald.project_pauses); nil
     /// when nothing was sent for it yet, or for the jobs of no project (their FCM project is the
-    /// pools' key's, which the database does not know).
+    /// pools' key's, which the database does not know). An APNs app's: its own bucket's
+    /// (`APNsApp.rateBucket`).
     public var rate: FCMProjectRate?
+    /// An APNs app of the registry (it has no FCM project).
+    public var apnsApp = false
 
     public init(name: String?) { self.name = name }
 
@@ -88,6 +91,7 @@ public struct ProjectOverview: Sendable, Equatable {
             var line = ProjectOverview(name: app.name)
             line.pausedReason = app.pausedReason
             line.maxRate = app.maxRate
+            line.apnsApp = true
             byName[app.name] = line
             order.append(app.name)
         }
@@ -115,6 +119,7 @@ public struct ProjectOverview: Sendable, Equatable {
         return order.map { name in
             var line = byName[name]!
             if let id = line.fcmProjectID { line.rate = rates[id] }
+            if line.apnsApp, let name = line.name { line.rate = rates[APNsApp.rateBucket(name)] }
             return line
         }
     }

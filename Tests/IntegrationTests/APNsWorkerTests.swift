@@ -3,6 +3,7 @@ import Emulator
 import Foundation
 import JSON
 import Postgres
+import Queue
 import Testing
 import TestSupport
 
@@ -167,6 +168,120 @@ import TestSupport
 
         #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 300 + 200 + 2 + 2)
         #expect(!run.output.contains("PRIVATE KEY"))
+    }
+
+    /// A token APNs answered 410 for is pruned; a later job to it is never sent again: it ends
+    /// as an FCM job to a token FCM pruned ends (discarded, saying the token was pruned earlier
+    /// and who reported it), and the delivery events carry the APNs token as they carry FCM's.
+    @Test func aPrunedTokenIsNotSentAgainAndEndsAsAnFCMJobToAPrunedTokenEnds() throws {
+        let s = try Stand()
+        defer { s.close() }
+        try s.stack.connection.query("SELECT herald.set_queue_events('default', true)")
+        let gone = Self.token("fa110410")
+        let fine = Self.token("f1")
+        let badToken = Self.token("fa110400")
+        let fcmGone = "fail-unregistered-1"
+        func enqueueFCM(_ token: String) throws -> Int {
+            try s.stack.connection.query("SELECT herald.enqueue($1::jsonb)",
+                                         [.text(#"{"token":"\#(token)","notification":{"title":"Hi"}}"#)]).int(0, 0) ?? -1
+        }
+        let first = try s.enqueue(gone)
+        let completed = try s.enqueue(fine)
+        let dead = try s.enqueue(badToken)
+        _ = try enqueueFCM(fcmGone)
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+        #expect(s.apns.apnsStatistics.byReason["Unregistered"] == 1)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.pruned_tokens WHERE token IN ($1, $2)", [.text(gone), .text(fcmGone)]) == 2)
+        let requestsBefore = s.apns.apnsStatistics.requests
+
+        // New jobs to both pruned tokens.
+        let again = try s.enqueue(gone)
+        let fcmAgain = try enqueueFCM(fcmGone)
+        let second = try s.work()
+        #expect(second.status == 0, "\(second.output)")
+        #expect(s.apns.apnsStatistics.requests == requestsBefore, "the stand-in received a request for a pruned token")
+        #expect(s.apns.apnsStatistics.byReason["Unregistered"] == 1)
+        let ended = try s.stack.connection.query("SELECT id, state, coalesce(last_error, '') FROM herald.jobs WHERE id IN ($1, $2)",
+                                                 [.int(again), .int(fcmAgain)])
+        var states: [Int: (String, String)] = [:]
+        for row in 0..<ended.rowCount { states[ended.int(row, 0) ?? 0] = (ended[row, 1] ?? "", ended[row, 2] ?? "") }
+        let apnsEnd = try #require(states[again]), fcmEnd = try #require(states[fcmAgain])
+        #expect(apnsEnd.0 == "discarded" && apnsEnd.0 == fcmEnd.0, "APNs \(apnsEnd), FCM \(fcmEnd)")
+        // The same reason, with its own token and service.
+        #expect(fcmEnd.1.contains("was pruned earlier (FCM reported it unregistered); not sent"), "\(fcmEnd.1)")
+        let fcmShown = String(fcmGone.prefix(8)), apnsShown = String(gone.prefix(8))
+        #expect(apnsEnd.1 == fcmEnd.1.replacingOccurrences(of: fcmShown, with: apnsShown)
+                    .replacingOccurrences(of: String(fcmGone.suffix(4)), with: String(gone.suffix(4)))
+                    .replacingOccurrences(of: "(FCM reported", with: "(APNs reported"), "\(apnsEnd.1)")
+
+        // Delivery events name the APNs job's token: completed, pruned, dead and discarded.
+        let events = try s.stack.connection.query("SELECT job_id, kind, token FROM herald.events WHERE job_id IN ($1, $2, $3, $4) ORDER BY job_id",
+                                                  [.int(first), .int(completed), .int(dead), .int(again)])
+        var byJob: [Int: (String, String?)] = [:]
+        for row in 0..<events.rowCount { byJob[events.int(row, 0) ?? 0] = (events[row, 1] ?? "", events[row, 2]) }
+        #expect(byJob[first]?.0 == "pruned" && byJob[first]?.1 == gone, "\(String(describing: byJob[first]))")
+        #expect(byJob[completed]?.0 == "completed" && byJob[completed]?.1 == fine, "\(String(describing: byJob[completed]))")
+        #expect(byJob[dead]?.0 == "dead" && byJob[dead]?.1 == badToken, "\(String(describing: byJob[dead]))")
+        #expect(byJob[again]?.0 == "discarded" && byJob[again]?.1 == gone, "\(String(describing: byJob[again]))")
+    }
+
+    /// A campaign that skips stale tokens skips a stale APNs token as it skips an FCM one: the
+    /// stand-in receives nothing for it, the job is discarded with the claim's STALE reason.
+    @Test func aCampaignSkipsAStaleAPNsToken() throws {
+        let s = try Stand()
+        defer { s.close() }
+        try s.stack.connection.query("SELECT herald.set_token_aging(skip_stale_for_campaigns => true)")
+        let stale = Self.token("57", 1), fresh = Self.token("57", 2)
+        try s.stack.connection.query("INSERT INTO herald.device_tokens (token, stale_at) VALUES ($1, now())", [.text(stale)])
+        let campaign = try s.stack.connection.query("SELECT herald.create_campaign('ios-news', project => 'shop')").int(0, 0) ?? -1
+        for token in [stale, fresh] {
+            try s.stack.connection.query("""
+                INSERT INTO herald.jobs (message, project, campaign_id)
+                VALUES (jsonb_build_object('apns_token', $1::text, 'apns', '{"payload": {"aps": {"alert": "news"}}}'::jsonb), 'shop', $2)
+                """, [.text(token), .int(campaign)])
+        }
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+        #expect(s.apns.apnsDeliveries().map(\.deviceToken) == [fresh])
+        #expect(s.apns.apnsStatistics.requests == 1)
+        let ended = try s.stack.connection.query("SELECT state, coalesce(last_error, '') FROM herald.jobs WHERE message->>'apns_token' = $1",
+                                                 [.text(stale)])
+        #expect(ended.rowCount == 1 && ended[0, 0] == "discarded" && (ended[0, 1] ?? "").hasPrefix("STALE:"),
+                "\(ended.rowCount > 0 ? (ended[0, 0] ?? "") + " " + (ended[0, 1] ?? "") : "none")")
+    }
+
+    /// An app's max_rate holds for the whole pool: two processes share the app's bucket in
+    /// herald.project_rates, so APNs receives no more than the rate (and the bucket's burst, a
+    /// tenth of a second's worth) in any second; `herald stats` shows the rate on the app's line.
+    @Test func anAppsMaxRateHoldsAcrossThePool() throws {
+        let s = try Stand()
+        defer { s.close() }
+        try s.stack.connection.query("UPDATE herald.projects SET max_rate = 50 WHERE name = 'shop'")
+        try s.enqueueAlerts(200, prefix: "a5")
+        let run = try s.work(["--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        let times = s.apns.apnsDeliveries().map(\.receivedAtMilliseconds).sorted()
+        #expect(times.count == 200 && Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 200)
+        // Any second: at most 50 a second, the burst of 5 and a little for the time between a
+        // claim and its requests' arrival.
+        var busiest = 0
+        var end = 0
+        for start in times.indices {
+            while end < times.count && times[end] < times[start] + 1000 { end += 1 }
+            busiest = max(busiest, end - start)
+        }
+        #expect(busiest <= 60, "\(busiest) requests in one second")
+        // And the drain as a whole: 195 jobs past the burst at 50 a second take about 3.9 s.
+        if let first = times.first, let last = times.last {
+            #expect(Double(last - first) / 1000 >= 3.5, "200 jobs in \(Double(last - first) / 1000) s")
+        }
+        // herald stats: the app's max rate and its rate now on its line, not as an FCM project.
+        let stats = try HeraldProcess.run(["stats"], environment: s.environment, timeout: 60)
+        #expect(stats.status == 0, "\(stats.output)")
+        let line = stats.output.split(separator: "\n").first { $0.hasPrefix("shop ") }.map(String.init) ?? ""
+        #expect(line.contains("(APNs app)") && line.components(separatedBy: "50/s").count == 3, "\(stats.output)")
+        #expect(!stats.output.contains(APNsApp.rateBucket("shop")), "\(stats.output)")
     }
 
     /// A key that is missing, not a P-256 key, or named for another key ID pauses its own app

@@ -157,6 +157,12 @@ final class APNsSender {
             settle(job, .dead(reason: issues.map(\.description).joined(separator: "; ")), code: "NOT_SENT", into: &result)
             return
         }
+        // The claim flagged its token: pruned after an earlier 410 (herald.pruned_tokens), or
+        // stale for a campaign that skips stale tokens. Discarded unsent, as an FCM job is.
+        if job.tokenPruned, let token = message["apns_token"]?.stringValue {
+            settle(job, .discarded(reason: Planning.prunedReason(job, token, service: "APNs")), code: "NOT_SENT", into: &result)
+            return
+        }
         let request: APNsRequest
         do {
             request = try APNsRequest(message: message, bundleID: lane.keys.app.topic, jobID: Int64(job.id), ttlSeconds: nil, now: Int64(now))

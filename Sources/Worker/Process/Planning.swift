@@ -61,10 +61,11 @@ public enum Planning {
     }
 
     /// Why a job whose token the claim flagged goes unsent: pruned earlier, or (a campaign's job)
-    /// stale, or over its queue's frequency cap, which the claim wrote in last_error.
-    static func prunedReason(_ job: ClaimedJob, _ token: String) -> String {
+    /// stale, or over its queue's frequency cap, which the claim wrote in last_error. `service`
+    /// names who reported the token gone (an APNs job's token was pruned after APNs's 410).
+    static func prunedReason(_ job: ClaimedJob, _ token: String, service: String = "FCM") -> String {
         if let why = job.lastError, why.hasPrefix("STALE:") || why.hasPrefix("CAPPED:") { return why }
-        return "token \(abbreviated(token)) was pruned earlier (FCM reported it unregistered); not sent"
+        return "token \(abbreviated(token)) was pruned earlier (\(service) reported it unregistered); not sent"
     }
 
     /// A legacy payload stored as a job: one target per job (herald.enqueue_legacy and the

@@ -35,8 +35,15 @@ extension StoreProjects {
         }
         ring.apns.put(keys)
         log.info("APNs app \(app.name): taken up, its jobs sent to \(keys.deviceURL) with key \(app.keyID) of team \(app.teamID), topic \(app.topic)")
-        lanes[app.name] = Lane(keys: nil, apns: keys, target: Claimer.ClaimTarget(project: app.name, fcmProject: nil, fcmProjectRate: 0),
-                               adaptive: AdaptiveRate(ceiling: 0), startedAt: now, lastClaim: now)
+        // Its max_rate (else the pool's --max-rate) is spent from a bucket of its own in
+        // herald.project_rates, shared by every pool as an FCM project's is. APNs states no
+        // project quota to find, so the rate opens at the ceiling, without FCM's start ramp.
+        let ceiling = app.maxRate ?? configuration.maxRate
+        var adaptive = AdaptiveRate(ceiling: ceiling)
+        adaptive.startRate = .infinity
+        lanes[app.name] = Lane(keys: nil, apns: keys,
+                               target: Claimer.ClaimTarget(project: app.name, fcmProject: app.rateBucket, fcmProjectRate: ceiling),
+                               adaptive: adaptive, startedAt: now, lastClaim: now)
         do {
             if broken.removeValue(forKey: app.name) != nil, try Project.credentialsRestored(connection, name: app.name) {
                 log.info("APNs app \(app.name): its key works again; its pause for the key is lifted")
@@ -47,8 +54,8 @@ extension StoreProjects {
         return true
     }
 
-    /// A registry reading: an app that left it is dropped; one whose key, team, topic or
-    /// environment changed is taken up afresh at its next claim.
+    /// A registry reading: an app that left it is dropped; one whose key, team, topic,
+    /// environment or max_rate changed is taken up afresh at its next claim.
     func reread(_ name: String, _ keys: APNsAppKeys, entry: APNsApp?) {
         guard let entry else {
             log.info("APNs app \(name) left the registry: its jobs are no longer claimed here")
@@ -57,7 +64,7 @@ extension StoreProjects {
         }
         let before = keys.app
         if before.keyFile != entry.keyFile || before.keyID != entry.keyID || before.teamID != entry.teamID
-            || before.topic != entry.topic || before.sandbox != entry.sandbox {
+            || before.topic != entry.topic || before.sandbox != entry.sandbox || before.maxRate != entry.maxRate {
             drop(name)
         }
     }

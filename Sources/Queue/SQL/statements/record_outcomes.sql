@@ -23,12 +23,12 @@ finished AS (
                  ELSE j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
-    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token', j.message->>'apns_token') AS token
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
-    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token', j.message->>'apns_token') AS token
 ),
 retried AS (
     UPDATE herald.jobs j
@@ -101,6 +101,7 @@ counted AS (
 ),
 -- Delivery events (migration 130), for the queues switched on with herald.set_queue_events;
 -- campaign and subscription events come from triggers (functions/_campaign_event.sql, ...).
+-- A job's token is FCM's `token` or an APNs job's `apns_token`.
 events AS (
     INSERT INTO herald.events (kind, queue, job_id, campaign_id, token, detail)
     SELECT e.kind, e.queue, e.id, e.campaign_id, e.token, e.detail
@@ -108,7 +109,8 @@ events AS (
                  CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END AS detail
           FROM finished UNION ALL SELECT a, queue, id, campaign_id, token,
                  CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END
-          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', pg_catalog.jsonb_build_object('reason', err) FROM dead) e
+          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, coalesce(message->>'token', message->>'apns_token'),
+                 pg_catalog.jsonb_build_object('reason', err) FROM dead) e
     WHERE EXISTS (SELECT 1 FROM herald.queues q WHERE q.name = e.queue AND q.events)
     ORDER BY e.id
     RETURNING 1

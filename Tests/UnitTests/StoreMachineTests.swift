@@ -159,6 +159,20 @@ import Testing
         #expect(machine.next(now: t0 + 0.05) == .claim(limit: 40))
     }
 
+    @Test func newJobsAreClaimedAtOnceWhileARateLimitHoldsOthersBack() {
+        var machine = idle()
+        machine.notified(now: t0)
+        _ = machine.next(now: t0); machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        // A campaign's rate (or another project's) holds its jobs back for a second.
+        _ = machine.next(now: t0); machine.claimed(jobs(1...7), limit: 40, heldBackFor: 1, now: t0)
+        #expect(machine.next(now: t0 + 0.01) == .wait(until: t0 + 1))
+        // A one-time code of another queue arrives: claimed now, not after the campaign's second.
+        machine.notified(now: t0 + 0.02)
+        #expect(machine.next(now: t0 + 0.02) == .promote(limit: 10_000))
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0 + 0.02)
+        #expect(machine.next(now: t0 + 0.02) == .claim(limit: 40))
+    }
+
     // MARK: Time
 
     @Test func aRetryIsADueTimeTheWorkerKnowsWithoutAsking() {

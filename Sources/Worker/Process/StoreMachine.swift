@@ -281,6 +281,10 @@ struct StoreMachine: Sendable {
         claimWanted = true
         promoteWanted = true
         newWork = true
+        // A limit that held the last claim back held back its own jobs: the new ones may be of
+        // another queue, campaign or project, which it does not hold (a one-time code beside a
+        // rate-limited campaign). The claim that follows finds out; what is still held says so again.
+        limitedUntil = 0
     }
 
     mutating func stopRequested(now: Double) {

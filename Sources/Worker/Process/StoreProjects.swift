@@ -205,18 +205,22 @@ final class StoreProjects {
         // (a one-time code) within that time is not taken up a second time, with a second
         // access token, for nothing.
         var seen: [String?: Double] = [:]
+        // With nothing else to claim, the claim comes back when such a project may be taken up;
+        // with jobs of its own, it claims again as soon as it has room (a wait here would hold
+        // every project's claims back, one-time codes too).
+        var strangerWait: Double? = nil
         if ownDue * Self.minimumShare < limit {
             for due in strangers {
                 let since = strangersSeen[due.project] ?? now
                 seen[due.project] = since
-                if now - since >= Self.strangerSeconds { try consider(due) } else { wait = min(wait ?? .infinity, Self.strangerSeconds) }
+                if now - since >= Self.strangerSeconds { try consider(due) } else { strangerWait = Self.strangerSeconds }
             }
         }
         strangersSeen = seen
         let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
         let newSet = Set(newlyDue)
         dueBefore = Set(candidates)
-        guard !candidates.isEmpty else { return Claim(jobs: [], heldBackFor: wait) }
+        guard !candidates.isEmpty else { return Claim(jobs: [], heldBackFor: [wait, strangerWait].compactMap { $0 }.min()) }
         // Projects newly due first (a code of a project that was idle does not wait for the
         // rotation over those with backlogs), then the others from after the project the last
         // claim ended with.

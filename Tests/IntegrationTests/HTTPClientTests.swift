@@ -298,7 +298,8 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
     /// origin: every request is answered once, over HTTP/2, on two connections. (It lost a
     /// connection every thousand requests, and then fell back to HTTP/1.1 with timeouts: libcurl
     /// 7.88 resets each stream answered by a HEADERS frame alone, and nghttp2 ends a connection
-    /// reset a thousand times in a burst; the server now ends such answers with an empty DATA frame.)
+    /// reset a thousand times in a burst; the server now keeps resets of streams it closed from
+    /// nghttp2, `ClosedStreamResets`.)
     @Test func bodilessAnswersKeepAWindowFlowingOverFewH2cConnections() throws {
         let server = try Self.bodilessServer()
         defer { server.stop() }

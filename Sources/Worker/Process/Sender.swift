@@ -143,6 +143,13 @@ final class Sender: @unchecked Sendable {
         }
     }
 
+    /// The process's window changed: the store thread claims for it, the gauge shows it.
+    private func windowChanged() {
+        guard let size = windowLimit?.window else { return }
+        outbox.put(.window(size))
+        metrics.window(size)
+    }
+
     /// What the APNs part settled and asked for: the store thread's events first (an app's pause
     /// before its jobs are put back).
     private func hand(_ result: APNsSender.Result) {
@@ -151,10 +158,7 @@ final class Sender: @unchecked Sendable {
             let now = Date().timeIntervalSince1970
             var changed = false
             for seconds in result.answerTimes where windowLimit?.answered(after: seconds, now: now) == true { changed = true }
-            if changed, let size = windowLimit?.window {
-                outbox.put(.window(size))
-                metrics.window(size)
-            }
+            if changed { windowChanged() }
         }
         for event in result.events { outbox.put(event) }
         for (_, settled) in result.outcomes where !settled.isEmpty { outbox.put(.outcomes(settled)) }
@@ -443,10 +447,7 @@ final class Sender: @unchecked Sendable {
             guard lanes[project] != nil else { continue }
             touched.insert(project)
             // With several projects the window follows every project's answer times.
-            if failure == nil, windowLimit?.answered(after: answered - entry.sentAt, now: answered) == true, let size = windowLimit?.window {
-                outbox.put(.window(size))
-                metrics.window(size)
-            }
+            if failure == nil, windowLimit?.answered(after: answered - entry.sentAt, now: answered) == true { windowChanged() }
             let classification: SendClassification
             var stated: ProjectQuotaStatement? = nil
             switch completion.result {

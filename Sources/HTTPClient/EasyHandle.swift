@@ -351,6 +351,8 @@ final class Transfer {
     let easy: EasyHandle
     /// The header lines of the answer so far, as curl handed them over.
     var headerLines: [UInt8] = []
+    /// Some line of an answer (even an interim one) came.
+    var answerBegun = false
     var body: [UInt8] = []
     var role: Role = .plain
     /// A stream's request and when it was submitted, to queue it again (see `socketOpening`).
@@ -382,6 +384,17 @@ final class Transfer {
         guard code == CURLE_OK else {
             let detail = String(cString: easy.errorBuffer)
             let message = detail.isEmpty ? HTTPClient.text(code) : detail
+            if code == CURLE_HTTP2 && detail.isEmpty && !answerBegun {
+                // libcurl 7.88 ends a stream this way, with no words of its own, only when the
+                // connection's HTTP/2 session is over (the server's GOAWAY came and no stream is
+                // left to read) and this stream was closed with an error code before any answer
+                // header: the streams a GOAWAY's last-stream-id left out are closed as refused,
+                // and 7.88 reports the session's end before the refusal it would retry (8.x sends
+                // them again itself). Such a request was not processed: it goes again without an
+                // attempt. The worker still counts a run of nothing but these as an outage
+                // (SenderMachine), so a server that never processes anything is not fed forever.
+                return .failure(HTTPClientError(kind: .unprocessed, message: message + " (no answer; the server ended the connection's HTTP/2 session)"))
+            }
             return .failure(HTTPClientError(kind: HTTPClient.kind(code, message: message), message: message))
         }
         var status = 0
@@ -392,6 +405,7 @@ final class Transfer {
     /// One header line as curl hands it over (with its CRLF), kept as bytes: `HTTPResponse`
     /// reads them only when asked.
     func header(_ line: UnsafeRawBufferPointer) {
+        answerBegun = true
         if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/") {
             headerLines.removeAll(keepingCapacity: true)  // a new status line: an interim answer's headers are not the final ones

@@ -68,6 +68,43 @@ import Queue
         #expect(try claim(c, at: "2026-06-03 20:30:00+00") == ["istanbul-device"])
     }
 
+    @Test func anAPNsTokenIsCappedAndWaitsForItsOwnZoneAsAnFCMTokenDoes() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.query("SELECT herald.add_apns_app('shop-ios', '/secrets/AuthKey_ABC123DEFG.p8', 'ABC123DEFG', 'DEF123GHIJ', 'com.example.shop')")
+        try c.query("SELECT herald.set_quiet_hours('marketing', '21:00', '08:00')")
+        try c.query("SELECT herald.set_frequency_cap('marketing', 2, '1 day')")
+        let tokyo = String(repeating: "ab", count: 32), busy = String(repeating: "cd", count: 32)
+        try c.query("SELECT herald.touch_token($1, time_zone => 'Asia/Tokyo')", [.text(tokyo)])
+        func enqueue(_ token: String, at: String) throws {
+            _ = try c.query("""
+                SELECT herald.enqueue(jsonb_build_object('apns_token', $1::text, 'apns', jsonb_build_object(
+                    'headers', jsonb_build_object('apns-push-type', 'alert'),
+                    'payload', jsonb_build_object('aps', jsonb_build_object('alert', 'Sale')))),
+                    $2::timestamptz, queue => 'marketing', apns_app => 'shop-ios')
+                """, [.text(token), .text(at)])
+        }
+        func claim(at: String) throws -> [String] {
+            try c.query("UPDATE herald.jobs SET state = 'available' WHERE state = 'scheduled' AND run_at <= $1::timestamptz", [.text(at)])
+            let rows = try c.query("""
+                SELECT (j.message::jsonb)->>'apns_token' FROM herald.claim_batch(NULL, 50, 60, 'test-worker', p_now => $1::timestamptz,
+                    p_project => 'shop-ios') c, unnest(c.claimed) j ORDER BY j.id
+                """, [.text(at)])
+            return (0..<rows.rowCount).map { rows[$0, 0]! }
+        }
+        // 13:00 UTC is 22:00 in Tokyo: quiet there; the device of no known zone (UTC) is not.
+        try enqueue(tokyo, at: "2026-06-01 12:00:00+00")
+        for _ in 0..<3 { try enqueue(busy, at: "2026-06-01 12:00:00+00") }
+        #expect(try claim(at: "2026-06-01 13:00:00+00") == [busy, busy], "the cap of 2 a day holds the third, quiet hours the Tokyo device")
+        let tokyoJob = try c.query("SELECT state, run_at = '2026-06-02 08:00:00 Asia/Tokyo'::timestamptz FROM herald.jobs WHERE message->>'apns_token' = $1", [.text(tokyo)])
+        #expect(tokyoJob[0, 0] == "scheduled" && tokyoJob[0, 1] == "t", "waits for 08:00 in Tokyo")
+        let third = try c.query("SELECT run_at = '2026-06-02 13:00:00+00'::timestamptz FROM herald.jobs WHERE message->>'apns_token' = $1 AND state = 'scheduled'", [.text(busy)])
+        #expect(third.rowCount == 1 && third[0, 0] == "t", "the third waits a day after the first")
+        #expect(try claim(at: "2026-06-01 23:00:00+00") == [tokyo], "08:00 in Tokyo")
+        #expect(try claim(at: "2026-06-02 13:00:01+00") == [busy])
+    }
+
     @Test func aTokensSendsStayInTimeOrderAndTheExpiredOnesLeave() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }

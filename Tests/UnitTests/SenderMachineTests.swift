@@ -268,7 +268,7 @@ extension SenderMachineTests {
         // A job on its third attempt: a retry would use it up, a release gives it back unused.
         let job = (ClaimedJob(id: 1, message: Self.job(1, token: "a").0.message, attempt: 3), Self.job(1, token: "a").1)
         for sent in 0..<20 {
-            let at = Self.t0 + Double(sent)
+            let at = Self.t0 + Double(sent) * 0.4
             guard case .outcome(let outcome) = machine.answered(Self.answer(job, unprocessed, at: at, failure: .unprocessed), now: at + 0.01),
                   case .released(let delay) = outcome.action else {
                 Issue.record("answer \(sent): not put back unsent")
@@ -277,10 +277,49 @@ extension SenderMachineTests {
             #expect(outcome.id == 1 && outcome.attempt == 3)
             #expect(delay == 0, "waited \(delay) s before going again")
         }
-        // Twenty refusals in a row are no outage: FCM answered each by refusing it.
+        // Twenty refusals in 8 s are no outage: FCM answered each by refusing it.
         #expect(!machine.circuit.isOpen)
         #expect(machine.takeEffects().isEmpty)
-        #expect(machine.admit(Self.job(2, token: "b").0, Self.job(2, token: "b").1, now: Self.t0 + 20) == .send)
+        #expect(machine.admit(Self.job(2, token: "b").0, Self.job(2, token: "b").1, now: Self.t0 + 8) == .send)
+    }
+
+    @Test func nothingButUnprocessedStreamsForTenSecondsIsAnOutageAndUsesTheAttempts() {
+        var machine = machine()
+        let unprocessed = SendClassification(transport: TransportFailure(HTTPClientError(kind: .unprocessed, message: "Error in the HTTP2 framing layer")))
+        let delivered = SendClassification.delivered(name: "projects/p/messages/1")
+        func fate(_ id: Int, at: Double, _ classification: SendClassification, failure: HTTPClientError.Kind?) -> OutcomeAction? {
+            let job = (ClaimedJob(id: id, message: Self.job(id, token: "t\(id)").0.message, attempt: 1), Self.job(id, token: "t\(id)").1)
+            guard case .outcome(let outcome) = machine.answered(Self.answer(job, classification, at: at - 0.01, failure: failure), now: at) else { return nil }
+            return outcome.action
+        }
+        func released(_ action: OutcomeAction?) -> Bool { if case .released(let delay)? = action { delay == 0 } else { false } }
+        // An answer now and then among the unprocessed streams (GOAWAYs of a healthy front end):
+        // every unprocessed one goes again unused, however long it lasts.
+        for second in 0..<30 {
+            let at = Self.t0 + Double(second)
+            #expect(released(fate(second, at: at, unprocessed, failure: .unprocessed)), "at \(second) s")
+            if second % 9 == 8 || second == 29 { _ = fate(100 + second, at: at + 0.5, delivered, failure: nil) }
+        }
+        #expect(!machine.circuit.isOpen)
+        // Then nothing but unprocessed streams: gone again unused for 10 s, after that each is
+        // a lost answer (an attempt used, a retry with backoff), and the circuit opens.
+        var usedAttempts = 0
+        for tenth in 0..<120 {
+            let at = Self.t0 + 30 + Double(tenth) * 0.1
+            let action = fate(200 + tenth, at: at, unprocessed, failure: .unprocessed)
+            if at - (Self.t0 + 30) < 9.95 {
+                #expect(released(action), "at \(tenth) tenths")
+            } else if case .retry? = action {
+                usedAttempts += 1
+            } else if case .released(let delay)? = action, delay > 0, machine.circuit.isOpen {
+                // Held for the outage: put back for after it, unused, as any job while FCM is down.
+            } else {
+                Issue.record("at \(tenth) tenths: \(String(describing: action))")
+            }
+        }
+        #expect(usedAttempts >= 1, "no unprocessed stream counted as a lost answer after 10 s of nothing else")
+        #expect(machine.circuit.isOpen, "10 s of nothing but unprocessed streams opened no circuit")
+        #expect(machine.takeEffects().contains { if case .tell(.projectPaused(_, let reason)) = $0 { reason.contains("UNPROCESSED") } else { false } })
     }
 }
 

@@ -50,6 +50,8 @@ final class APNsSender {
         var inFlight = 0
         var lastUsed: Double
         let probeTag: UInt64
+        /// When the run of unprocessed streams since Apple's last HTTP answer began (nil: none).
+        var unprocessedSince: Double?
     }
 
     static let firstTag: UInt64 = 1 << 60
@@ -258,11 +260,22 @@ final class APNsSender {
                 action = APNsAnswer.action(status: response.status, body: response.body, apnsID: nil,
                                            retryAfter: response.status >= 500 ? response.header("retry-after") : nil)
                 lanes[name]?.circuit.answered().map { changed($0, name, detail: "answer", now: now, into: &result) }
+                lanes[name]?.unprocessedSince = nil
                 result.answerTimes.append(now - entry.sentAt)
                 metrics.answered(code: response.status == 200 ? "OK" : (Self.reason(response) ?? "HTTP_\(response.status)"),
                                  seconds: now - entry.sentAt, project: name)
             case .failure(let error):
-                action = APNsAnswer.action(error)
+                var answer = APNsAnswer.action(error)
+                if case .resend = answer {
+                    // Sent again unused, as the FCM sender does, unless Apple's front end has
+                    // processed nothing for `unprocessedOutage` seconds: then it is down.
+                    let since = lanes[name]?.unprocessedSince ?? now
+                    lanes[name]?.unprocessedSince = since
+                    if now - since >= SenderMachine.Settings().unprocessedOutage {
+                        answer = .outage(reason: "UNPROCESSED (every request for \(SenderMachine.seconds(now - since)) s ended unprocessed)")
+                    }
+                }
+                action = answer
                 metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: now - entry.sentAt, project: name)
             }
             act(action, entry, now: now, into: &result)

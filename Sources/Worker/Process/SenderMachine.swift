@@ -37,6 +37,9 @@ struct SenderMachine {
         var reportInterval = 1.0
         /// An answer Herald cannot fully read is logged at most this often.
         var oddityLogInterval = 60.0
+        /// Nothing but unprocessed streams (refused, or left out by a GOAWAY) for this long, no
+        /// HTTP answer among them: taken as an outage, each such request a lost answer.
+        var unprocessedOutage = 10.0
     }
 
     enum Admission: Equatable {
@@ -110,6 +113,8 @@ struct SenderMachine {
     private var lastStated: Double?
     private var lastOddityLog = -Double.infinity
     private var lastNeverSentLog = -Double.infinity
+    /// When the run of unprocessed streams since the last HTTP answer began (nil: none).
+    private var unprocessedSince: Double?
 
     init(settings: Settings, project: String, random: JitterRandom = JitterRandom()) {
         self.settings = settings
@@ -160,11 +165,20 @@ struct SenderMachine {
 
     /// FCM's answer (or its absence) for a job: what becomes of the job.
     mutating func answered(_ answer: Answer, now: Double) -> Verdict {
+        var outage = Self.outage(answer.failure)
         if answer.failure == .unprocessed {
             // FCM's front end did not process it (a refused stream, or one above its GOAWAY's
             // last stream): it goes again at once, the attempt not counted, and says nothing of
-            // FCM's health or answer times.
-            return .outcome(answer.job.outcome(.released()))
+            // FCM's health or answer times. Unless nothing but such streams came back for
+            // `unprocessedOutage` seconds: a front end (or a proxy) that processes nothing is
+            // down, and each such request is then a lost answer, so a job is not sent forever
+            // without using its attempts.
+            let since = unprocessedSince ?? now
+            unprocessedSince = since
+            guard now - since >= settings.unprocessedOutage else { return .outcome(answer.job.outcome(.released())) }
+            outage = "UNPROCESSED (every request for \(Self.seconds(now - since)) s ended unprocessed)"
+        } else if answer.failure == nil {
+            unprocessedSince = nil
         }
         if answer.failure == .notSent {
             // No byte of it reached FCM (it waited in this process's own queue for a free HTTP/2
@@ -179,7 +193,6 @@ struct SenderMachine {
             }
             return .outcome(answer.job.outcome(.released(delay: draw())))
         }
-        let outage = Self.outage(answer.failure)
         circuitChanged(outage.map { _ in circuit.failed(now: now) } ?? circuit.answered(), detail: outage ?? "answer", now: now)
         // Only an HTTP answer's time says how quickly FCM answers.
         if answer.httpAnswer { answeredIn(now - answer.sentAt, now: now) }
@@ -293,6 +306,7 @@ struct SenderMachine {
         if let outage {
             circuitChanged(circuit.probeFailed(now: now), detail: "probe: " + outage, now: now)
         } else {
+            unprocessedSince = nil
             circuitChanged(circuit.answered(), detail: "probe", now: now)
         }
     }

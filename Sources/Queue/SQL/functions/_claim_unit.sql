@@ -56,7 +56,7 @@ BEGIN
             (SELECT array_to_json(g.members)::text FROM herald.device_groups g
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_members,
             j.validate_only, j.campaign_id,
-            CASE WHEN p_audience THEN j.message->>'token' END AS token, j.time_zone
+            CASE WHEN p_audience THEN coalesce(j.message->>'token', j.message->>'apns_token') END AS token, j.time_zone
     )
     SELECT array_agg(ROW(c.id, c.queue, c.kind, c.message, c.attempts, c.max_attempts, c.token_pruned, c.last_error,
                          c.created_at, c.due_at, c.group_key, c.group_members, c.validate_only, c.campaign_id)::herald.claimed_job),

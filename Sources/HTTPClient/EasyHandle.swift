@@ -147,6 +147,9 @@ extension HTTPClient {
                 set(CURLOPT_URL, request.url, "CURLOPT_URL")
             }
         }
+        // A busy connection replaced before it grows old (`HTTPClient.connectionGenerationOdd`).
+        let sslOptions = multiplexed && connectionGenerationOdd(request.url) ? Int(CURLSSLOPT_NO_REVOKE) : 0
+        if (previous?.sslOptions ?? 0) != sslOptions { set(CURLOPT_SSL_OPTIONS, sslOptions, "CURLOPT_SSL_OPTIONS") }
         if previous?.version != version { set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION") }
         if previous?.fresh != fresh { set(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0, "CURLOPT_FRESH_CONNECT") }
         if previous?.pipewait != pipewait { set(CURLOPT_PIPEWAIT, pipewait ? 1 : 0, "CURLOPT_PIPEWAIT") }
@@ -181,7 +184,7 @@ extension HTTPClient {
         check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
         if multiplexed { check(herald_easy_setopt_ptr(h, CURLOPT_OPENSOCKETDATA, context), "CURLOPT_OPENSOCKETDATA") }
         easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed,
-                                                            pipewait: pipewait) : nil
+                                                            pipewait: pipewait, sslOptions: sslOptions) : nil
         return failure
     }
 
@@ -240,6 +243,8 @@ struct HandleSettings {
     var fresh: Bool
     var multiplexed: Bool
     var pipewait: Bool
+    /// `CURLOPT_SSL_OPTIONS` set (0 after a reset).
+    var sslOptions: Int
 }
 
 /// A curl header list and the lines it was made from; freed when no handle holds it.

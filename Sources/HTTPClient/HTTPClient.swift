@@ -212,11 +212,43 @@ public final class HTTPClient: @unchecked Sendable {
 
     /// URLs parsed by curl, for the multi handle's transfers (a sender uses one or two).
     var parsedURLs: [String: ParsedURL] = [:]
+    /// The generation of connections requests now go to (`connectionGenerationOdd`).
+    var generationStarted: UInt64 = 0
+    var generationOdd = false
 
     /// Origins whose streams or connections changed in this pass: each admits what now fits.
     var touched: [Origin] = []
     /// A transfer was added to the multi handle since the last `drive`.
     var startedSinceDrive = true
+
+    /// Connections replaced before they grow old, busy or not. libcurl retires a connection older
+    /// than `CURLOPT_MAXLIFETIME_CONN` only when no request is using it, and a sender's HTTP/2
+    /// connection to FCM may never fall idle. So the client counts generations of
+    /// `maxConnectionAgeSeconds`, and the requests of every other generation are made with a TLS
+    /// option that changes nothing for them (`CURLSSLOPT_NO_REVOKE`: revocation checks are a
+    /// Windows TLS library's; libcurl's OpenSSL backend never reads the flag) but that libcurl
+    /// compares when it looks for a connection to reuse: a request reuses only a connection made
+    /// with the same TLS options (libcurl 7.88 and 8.14 alike; `HTTPClientTests` holds it).
+    /// When a generation ends, new requests stop going to the last one's connections: these
+    /// finish the streams they carry, fall idle and are closed as too old (or, when the host's
+    /// connection limit is reached, the oldest idle one first), while fresh connections take
+    /// over. A connection so lives at most about two ages. Only `https://` origins with OpenSSL
+    /// (cleartext origins' connections are counted by the client itself, `Origin`, and serve
+    /// tests only; an `http://` request sets no TLS option).
+    func connectionGenerationOdd(_ url: String) -> Bool {
+        guard HTTPClient.replacesBusyConnections, configuration.maxConnectionAgeSeconds > 0, url.hasPrefix("https://") else { return false }
+        let now = HTTPClient.monotonicMilliseconds()
+        if generationStarted == 0 {
+            generationStarted = now
+        } else if now - generationStarted >= UInt64(configuration.maxConnectionAgeSeconds) * 1000 {
+            generationStarted = now
+            generationOdd.toggle()
+        }
+        return generationOdd
+    }
+
+    /// The flag that tells generations apart is inert only with OpenSSL (see above).
+    static let replacesBusyConnections = libraryVersion.contains("OpenSSL/")
 
     static func monotonicMilliseconds() -> UInt64 {
         var now = timespec()

@@ -144,8 +144,10 @@ public struct HTTPClientConfiguration: Sendable {
     /// connection, and the old one is closed (`CURLOPT_MAXLIFETIME_CONN`). Google's front ends
     /// end long-lived connections with a GOAWAY anyway; a connection replaced first, at a moment
     /// of the client's choosing, lands on whichever front end is least loaded then, instead of
-    /// holding one for hours. libcurl 7.88 checks the age only of a connection no request is
-    /// using, so a connection busy without pause stays until the server ends it. 0: no limit.
+    /// holding one for hours. libcurl checks the age only of a connection no request is using;
+    /// a connection busy without pause is replaced by the client's generations of connections
+    /// (`HTTPClient.connectionGenerationOdd`): after this age new requests go to fresh
+    /// connections while the old one finishes its streams. 0: no limit.
     /// Default `defaultMaxConnectionAgeSeconds` (10 minutes).
     public var maxConnectionAgeSeconds: Int = HTTPClientConfiguration.defaultMaxConnectionAgeSeconds
 

@@ -210,6 +210,52 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         #expect(try connections(maxAge: 1, apart: 2) == 2)
     }
 
+    @Test func aBusyConnectionIsReplacedWhenItGrowsOld() throws {
+        // libcurl retires an old connection only when it falls idle; a sender's never does.
+        let files = try makeCertificate()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let emulator = try startEmulator { $0.tls = .init(certificateFile: files.certificate, privateKeyFile: files.key) }
+        defer { emulator.stop() }
+        let url = emulator.baseURL + "/emulator/health"
+
+        /// Keeps 40 requests in flight on at most 2 connections for `seconds`; what came back,
+        /// the connections the emulator accepted, and the failures.
+        func busy(maxAge: Int, seconds: Double) throws -> (answered: Int, connections: Int, failures: [String]) {
+            var configuration = HTTPClientConfiguration()
+            configuration.caFile = files.certificate
+            configuration.maxConnections = 2
+            configuration.maxConnectionAgeSeconds = maxAge
+            let client = try HTTPClient(configuration: configuration)
+            let before = emulator.serverStatistics.connectionsAccepted
+            var next = 0, answered = 0
+            var failures: [String] = []
+            while next < 40 { client.submit(HTTPRequest(method: "GET", url: url), tag: UInt64(next)); next += 1 }
+            // How long the load lasts is what is tested: the connections grow older than their age.
+            let end = Date().addingTimeInterval(seconds)
+            while answered < next {
+                for completion in client.poll(timeoutMilliseconds: 100) {
+                    answered += 1
+                    switch completion.result {
+                    case .success(let response) where response.status == 200: break
+                    case .success(let response): failures.append("status \(response.status)")
+                    case .failure(let error): failures.append("\(error)")
+                    }
+                    if Date() < end { client.submit(HTTPRequest(method: "GET", url: url), tag: UInt64(next)); next += 1 }
+                }
+                if Date() > end.addingTimeInterval(30) { failures.append("\(next - answered) requests never answered"); break }
+            }
+            return (answered, emulator.serverStatistics.connectionsAccepted - before, failures)
+        }
+        let kept = try busy(maxAge: HTTPClientConfiguration.defaultMaxConnectionAgeSeconds, seconds: 3.5)
+        let replaced = try busy(maxAge: 1, seconds: 3.5)
+        #expect(kept.failures.isEmpty && replaced.failures.isEmpty, "\(kept.failures.prefix(3)) \(replaced.failures.prefix(3))")
+        // Two connections carry the load throughout with the default age; with 1 s, each second
+        // brings fresh ones while the old finish what they carry.
+        #expect(kept.connections <= 2, "\(kept.connections) connections within the default age")
+        #expect(replaced.connections >= 5, "\(replaced.connections) connections in 3.5 s with a 1 s age")
+        print("40 in flight on 2 connections for 3.5 s: default age \(kept.answered) answers on \(kept.connections) connections; 1 s age \(replaced.answered) answers on \(replaced.connections) connections")
+    }
+
     @Test func performPostsAndReadsHeaders() throws {
         let emulator = try startEmulator()
         defer { emulator.stop() }

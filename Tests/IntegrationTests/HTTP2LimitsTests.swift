@@ -61,6 +61,7 @@ import TestSupport
         // (docs/fcm-limits.md), and the worker sends it again as it does any lost answer. So here:
         // no answer but 200, a failure only as a lost connection, and those sent once more.
         var failed: [Int] = []
+        var texts: [String] = []
         var unprocessed = 0
         for completion in completions {
             switch completion.result {
@@ -69,10 +70,11 @@ import TestSupport
                 #expect(error.kind == .connection || error.kind == .unprocessed, "\(error)")
                 if error.kind == .unprocessed { unprocessed += 1 }
                 failed.append(Int(completion.tag))
+                texts.append("\(error)")
             }
         }
         if !failed.isEmpty {
-            print("GOAWAY every 150: \(failed.count) of \(total) requests failed (\(unprocessed) called unprocessed, the rest lost connections: libcurl's retries spent); sent again")
+            print("GOAWAY every 150: \(failed.count) of \(total) requests failed (\(unprocessed) called unprocessed, the rest lost connections: libcurl's retries spent), e.g. \(texts.prefix(2)); sent again")
             let again = try sendAll(emulator, total: total, caFile: files.certificate, only: failed)
             #expect(again.allSatisfy { if case .success(let response) = $0.result { response.status == 200 } else { false } })
         }

@@ -227,14 +227,17 @@ import TestSupport
     }
 
     /// A campaign that skips stale tokens skips a stale APNs token as it skips an FCM one: the
-    /// stand-in receives nothing for it, the job is discarded with the claim's STALE reason.
+    /// stand-in receives nothing for it, the job is discarded with the claim's STALE reason; the
+    /// campaign's analytics label stays out of what Apple receives.
     @Test func aCampaignSkipsAStaleAPNsToken() throws {
         let s = try Stand()
         defer { s.close() }
         try s.stack.connection.query("SELECT herald.set_token_aging(skip_stale_for_campaigns => true)")
         let stale = Self.token("57", 1), fresh = Self.token("57", 2)
         try s.stack.connection.query("INSERT INTO herald.device_tokens (token, stale_at) VALUES ($1, now())", [.text(stale)])
-        let campaign = try s.stack.connection.query("SELECT herald.create_campaign('ios-news', project => 'shop')").int(0, 0) ?? -1
+        // With an analytics label, which FCM messages carry in fcm_options: an APNs request has
+        // no such field, and the payload Apple receives is the job's own.
+        let campaign = try s.stack.connection.query("SELECT herald.create_campaign('ios-news', project => 'shop', analytics_label => 'spring')").int(0, 0) ?? -1
         for token in [stale, fresh] {
             try s.stack.connection.query("""
                 INSERT INTO herald.jobs (message, project, campaign_id)
@@ -244,6 +247,7 @@ import TestSupport
         let run = try s.work()
         #expect(run.status == 0, "\(run.output)")
         #expect(s.apns.apnsDeliveries().map(\.deviceToken) == [fresh])
+        #expect(s.apns.apnsDeliveries().map(\.payload) == [try JSONValue.parse(#"{"aps": {"alert": "news"}}"#)])
         #expect(s.apns.apnsStatistics.requests == 1)
         let ended = try s.stack.connection.query("SELECT state, coalesce(last_error, '') FROM herald.jobs WHERE message->>'apns_token' = $1",
                                                  [.text(stale)])

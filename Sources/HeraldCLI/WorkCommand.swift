@@ -114,8 +114,11 @@ enum WorkCommand {
         // One worker process carries many projects (the registry's, or those named), unless a
         // single --project restricts the pool or HERALD_WORKERS_PER_PROJECT=1 asks for the old
         // shape of workers per project.
-        let perProject = ProcessInfo.processInfo.environment["HERALD_WORKERS_PER_PROJECT"] == "1"
-        let carries: String? = perProject ? nil : (projects.named.count > 1 ? "named" : (checked.project == nil ? "registry" : nil))
+        // A named APNs app is always carried that way: only a worker carrying projects sends
+        // APNs (there is no worker of one app alone).
+        let perProject = ProcessInfo.processInfo.environment["HERALD_WORKERS_PER_PROJECT"] == "1" && projects.apps.isEmpty
+        let carries: String? = perProject ? nil
+            : (projects.named.count > 1 || !projects.apps.isEmpty ? "named" : (checked.project == nil ? "registry" : nil))
         var childEnvironment = environment.childEnvironment
         if let carries { childEnvironment[carriesVariable] = carries }
         let groups = carries != nil ? [Supervisor.Group(label: nil, project: nil)] : poolGroups(projects, project: checked.project)
@@ -146,7 +149,8 @@ enum WorkCommand {
             let more = projects.registered.count > 10 ? " and \(projects.registered.count - 10) more" : ""
             log.info("starting \(processes) worker processes, each carrying every registered project (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
         } else if carries == "named" {
-            log.info("starting \(processes) worker processes, each carrying \(projects.named.map { "project \($0)" }.joined(separator: ", ")) with its own key")
+            let carried = projects.named.map { projects.apps.contains($0) ? "APNs app \($0)" : "project \($0)" }
+            log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key")
         } else {
             logStart(groups: groups, processes: processes, project: checked.project, log: log)
         }
@@ -161,6 +165,8 @@ enum WorkCommand {
     /// and whether it also works the jobs of no project (with the pool's own key).
     struct PoolProjects {
         var named: [String]
+        /// Those of `named` that are APNs apps.
+        var apps: Set<String> = []
         var registered: [String] = []
         var worksUnaddressed = true
     }
@@ -182,7 +188,7 @@ enum WorkCommand {
                 throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
             }
             try resolveRegistryTransport(parsed, environment: environment, log: log)
-            try checkNamedProjects(named, environment: environment, log: log)
+            projects.apps = try checkNamedProjects(named, environment: environment, log: log)
         } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
             // No key of its own: the pool works the registry's projects, if there are any.
             try resolveRegistryTransport(parsed, environment: environment, log: log)
@@ -222,14 +228,24 @@ enum WorkCommand {
     }
 
     /// Each --project: in the registry, its key readable (failing now, naming the file or
-    /// variable, rather than in every worker); a paused one is worked once resumed.
-    static func checkNamedProjects(_ named: [String], environment: RunEnvironment, log: Logger) throws {
+    /// variable, rather than in every worker); a paused one is worked once resumed. An APNs app's
+    /// .p8 key is checked as `herald apns test` checks it. Returns the names that are APNs apps.
+    static func checkNamedProjects(_ named: [String], environment: RunEnvironment, log: Logger) throws -> Set<String> {
         var registry: PGConnection? = nil  // one connection for every named project
+        var apps: Set<String> = []
         for name in named {
             let project: Project
             do {
                 let connection = try registry ?? migrated(environment)
                 registry = connection
+                if let app = try APNsApps.entry(connection, name: name) {
+                    try APNsCommand.checkKey(app.keyFile, keyID: app.keyID, command: "herald work: --project \(name) (APNs app)")
+                    if let reason = app.pausedReason {
+                        log.warning("APNs app \(name) is paused (\(reason)); its jobs wait until `herald apns resume \(name)`")
+                    }
+                    apps.insert(name)
+                    continue
+                }
                 project = try Project.load(connection, name: name)
                 _ = try project.account(environment: ProcessInfo.processInfo.environment)
                 if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
@@ -244,6 +260,7 @@ enum WorkCommand {
                 log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
             }
         }
+        return apps
     }
 
     /// The pool's groups: the jobs of no project (with the pool's own key), and, without
@@ -402,7 +419,9 @@ enum WorkCommand {
                 config.carries = .registry
                 config.project = nil
             case "named":
-                config.carries = .named(parsed.all("project"))
+                // Named on the command line, or one name in HERALD_PROJECT (an APNs app).
+                let names = parsed.all("project")
+                config.carries = .named(names.isEmpty ? config.project.map { [$0] } ?? [] : names)
                 config.project = nil
             default:
                 break

@@ -16,7 +16,7 @@ enum WorkCommand {
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
-               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on).",
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on). An APNs app (herald apns add) may be named too, alone or beside projects: its jobs go out with its .p8 key.",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),

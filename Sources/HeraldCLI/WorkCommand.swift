@@ -168,6 +168,8 @@ enum WorkCommand {
         /// Those of `named` that are APNs apps.
         var apps: Set<String> = []
         var registered: [String] = []
+        /// The registry's APNs apps (a pool of workers per project starts workers for each).
+        var registeredApps: [String] = []
         var worksUnaddressed = true
     }
 
@@ -192,15 +194,19 @@ enum WorkCommand {
         } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
             // No key of its own: the pool works the registry's projects, if there are any.
             try resolveRegistryTransport(parsed, environment: environment, log: log)
-            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+            let connection = try migrated(environment)
+            projects.registered = try ProjectRegistry.list(connection).map(\.name)
             guard !projects.registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
+            projects.registeredApps = try APNsApps.list(connection).map(\.name)
             projects.worksUnaddressed = false
             log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
         } else {
             // FCM first: a start that would send real jobs nowhere stops before any database work.
             try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
             try environment.resolveDatabase(parsed)
-            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+            let connection = try migrated(environment)
+            projects.registered = try ProjectRegistry.list(connection).map(\.name)
+            projects.registeredApps = try APNsApps.list(connection).map(\.name)
         }
         return projects
     }
@@ -274,7 +280,8 @@ enum WorkCommand {
             groups = projects.worksUnaddressed ? [Supervisor.Group(label: project.map { "project \($0)" }, project: project)] : []
         }
         if project == nil {
-            groups += projects.registered.map(projectGroup)
+            // An APNs app's workers carry it alone (a worker started with --project APP does).
+            groups += (projects.registered + projects.registeredApps).map(projectGroup)
         }
         return groups
     }
@@ -322,7 +329,7 @@ enum WorkCommand {
         supervisor.registryPoll = {
             do {
                 if registry == nil { registry = try PGConnection(url: databaseURL) }
-                let names = try ProjectRegistry.list(registry!).map(\.name)
+                let names = try ProjectRegistry.list(registry!).map(\.name) + APNsApps.list(registry!).map(\.name)
                 if failing { log.info("reading the project registry again") }
                 failing = false
                 return names

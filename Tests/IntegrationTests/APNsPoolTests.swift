@@ -173,4 +173,25 @@ import TestSupport
         #expect(unknown.status == 2 && unknown.output.contains("no project named \"nosuch\""), "\(unknown.output)")
         #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS NULL AND state = 'available'") == 10)
     }
+
+    /// The old shape, workers of each project (HERALD_WORKERS_PER_PROJECT=1), gives each APNs app
+    /// workers of its own too: the app's jobs are delivered beside the FCM project's and the jobs
+    /// of no project.
+    @Test func aPoolOfWorkersPerProjectWorksTheAppsToo() throws {
+        let t = try Setting()
+        defer { t.close() }
+        let s = t.s
+        try s.enqueueAlerts(30, prefix: "6a")
+        try t.enqueueNews(10, prefix: "news-")
+        try s.stack.enqueue(10, prefix: "none-")
+        var environment = s.environment
+        environment["HERALD_WORKERS_PER_PROJECT"] = "1"
+        let run = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2"], environment: environment, timeout: 180)
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("for each of: the jobs of no project, project news, project shop"), "\(run.output)")
+        #expect(Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 30 && s.apns.apnsDeliveries().count == 30)
+        #expect(t.newsDelivered("news-") == 10)
+        #expect(s.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 10)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE state <> 'completed'") == 0)
+    }
 }

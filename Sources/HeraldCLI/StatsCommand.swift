@@ -110,7 +110,10 @@ enum StatsCommand {
         var rows = [["PROJECT", "FCM PROJECT", "STATE", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD", "MAX RATE", "RATE NOW"]]
         for p in projects {
             var state = p.state
-            if let paused = p.rate?.pausedFor { state += " (quota, \(durationText(paused, roundedDown: true, tenths: true)))" }
+            if let paused = p.rate?.pausedFor {
+                // An APNs app's only shared pause is its outage's: APNs states no quota.
+                state += " (\(p.rate?.reason?.hasPrefix("APNS_UNREACHABLE") == true ? "APNs unreachable" : "quota"), \(durationText(paused, roundedDown: true, tenths: true)))"
+            }
             rows.append([p.name ?? "-", p.fcmProjectID ?? (p.apnsApp ? "(APNs app)" : "(the pools' key)"), state, String(p.available), String(p.scheduled),
                          String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
         }

@@ -16,7 +16,7 @@ enum WorkCommand {
         Option(name: "fixed-concurrency", env: "HERALD_FIXED_CONCURRENCY", help: "Keep --concurrency requests in flight whatever FCM's answer times."),
         Option(name: "queue", value: "NAME", repeatable: true, help: "Work only this queue.", defaultText: "every queue"),
         Option(name: "project", env: "HERALD_PROJECT", value: "NAME", repeatable: true,
-               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on).",
+               help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on). An APNs app (herald apns add) may be named too, alone or beside projects: its jobs go out with its .p8 key.",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
@@ -114,8 +114,11 @@ enum WorkCommand {
         // One worker process carries many projects (the registry's, or those named), unless a
         // single --project restricts the pool or HERALD_WORKERS_PER_PROJECT=1 asks for the old
         // shape of workers per project.
-        let perProject = ProcessInfo.processInfo.environment["HERALD_WORKERS_PER_PROJECT"] == "1"
-        let carries: String? = perProject ? nil : (projects.named.count > 1 ? "named" : (checked.project == nil ? "registry" : nil))
+        // A named APNs app is always carried that way: only a worker carrying projects sends
+        // APNs (there is no worker of one app alone).
+        let perProject = ProcessInfo.processInfo.environment["HERALD_WORKERS_PER_PROJECT"] == "1" && projects.apps.isEmpty
+        let carries: String? = perProject ? nil
+            : (projects.named.count > 1 || !projects.apps.isEmpty ? "named" : (checked.project == nil ? "registry" : nil))
         var childEnvironment = environment.childEnvironment
         if let carries { childEnvironment[carriesVariable] = carries }
         let groups = carries != nil ? [Supervisor.Group(label: nil, project: nil)] : poolGroups(projects, project: checked.project)
@@ -146,7 +149,8 @@ enum WorkCommand {
             let more = projects.registered.count > 10 ? " and \(projects.registered.count - 10) more" : ""
             log.info("starting \(processes) worker processes, each carrying every registered project (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
         } else if carries == "named" {
-            log.info("starting \(processes) worker processes, each carrying \(projects.named.map { "project \($0)" }.joined(separator: ", ")) with its own key")
+            let carried = projects.named.map { projects.apps.contains($0) ? "APNs app \($0)" : "project \($0)" }
+            log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key")
         } else {
             logStart(groups: groups, processes: processes, project: checked.project, log: log)
         }
@@ -161,7 +165,11 @@ enum WorkCommand {
     /// and whether it also works the jobs of no project (with the pool's own key).
     struct PoolProjects {
         var named: [String]
+        /// Those of `named` that are APNs apps.
+        var apps: Set<String> = []
         var registered: [String] = []
+        /// The registry's APNs apps (a pool of workers per project starts workers for each).
+        var registeredApps: [String] = []
         var worksUnaddressed = true
     }
 
@@ -182,19 +190,23 @@ enum WorkCommand {
                 throw UsageError("herald work: --project \(named.joined(separator: ", ")) sends with the registry's credentials; --emulator sends with its own; give one of them")
             }
             try resolveRegistryTransport(parsed, environment: environment, log: log)
-            try checkNamedProjects(named, environment: environment, log: log)
+            projects.apps = try checkNamedProjects(named, environment: environment, log: log)
         } else if parsed.string("credentials") == nil && !parsed.has("emulator") && parsed.string("database-url") != nil {
             // No key of its own: the pool works the registry's projects, if there are any.
             try resolveRegistryTransport(parsed, environment: environment, log: log)
-            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+            let connection = try migrated(environment)
+            projects.registered = try ProjectRegistry.list(connection).map(\.name)
             guard !projects.registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
+            projects.registeredApps = try APNsApps.list(connection).map(\.name)
             projects.worksUnaddressed = false
             log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
         } else {
             // FCM first: a start that would send real jobs nowhere stops before any database work.
             try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
             try environment.resolveDatabase(parsed)
-            projects.registered = try ProjectRegistry.list(try migrated(environment)).map(\.name)
+            let connection = try migrated(environment)
+            projects.registered = try ProjectRegistry.list(connection).map(\.name)
+            projects.registeredApps = try APNsApps.list(connection).map(\.name)
         }
         return projects
     }
@@ -222,14 +234,24 @@ enum WorkCommand {
     }
 
     /// Each --project: in the registry, its key readable (failing now, naming the file or
-    /// variable, rather than in every worker); a paused one is worked once resumed.
-    static func checkNamedProjects(_ named: [String], environment: RunEnvironment, log: Logger) throws {
+    /// variable, rather than in every worker); a paused one is worked once resumed. An APNs app's
+    /// .p8 key is checked as `herald apns test` checks it. Returns the names that are APNs apps.
+    static func checkNamedProjects(_ named: [String], environment: RunEnvironment, log: Logger) throws -> Set<String> {
         var registry: PGConnection? = nil  // one connection for every named project
+        var apps: Set<String> = []
         for name in named {
             let project: Project
             do {
                 let connection = try registry ?? migrated(environment)
                 registry = connection
+                if let app = try APNsApps.entry(connection, name: name) {
+                    try APNsCommand.checkKey(app.keyFile, keyID: app.keyID, command: "herald work: --project \(name) (APNs app)")
+                    if let reason = app.pausedReason {
+                        log.warning("APNs app \(name) is paused (\(reason)); its jobs wait until `herald apns resume \(name)`")
+                    }
+                    apps.insert(name)
+                    continue
+                }
                 project = try Project.load(connection, name: name)
                 _ = try project.account(environment: ProcessInfo.processInfo.environment)
                 if project.credentials.hasPrefix("/"), let warning = KeyFilePermissions.warning(path: project.credentials) {
@@ -244,6 +266,7 @@ enum WorkCommand {
                 log.warning("project \(name) is paused (\(reason)); its jobs wait until `herald projects resume \(name)`")
             }
         }
+        return apps
     }
 
     /// The pool's groups: the jobs of no project (with the pool's own key), and, without
@@ -257,7 +280,8 @@ enum WorkCommand {
             groups = projects.worksUnaddressed ? [Supervisor.Group(label: project.map { "project \($0)" }, project: project)] : []
         }
         if project == nil {
-            groups += projects.registered.map(projectGroup)
+            // An APNs app's workers carry it alone (a worker started with --project APP does).
+            groups += (projects.registered + projects.registeredApps).map(projectGroup)
         }
         return groups
     }
@@ -305,7 +329,7 @@ enum WorkCommand {
         supervisor.registryPoll = {
             do {
                 if registry == nil { registry = try PGConnection(url: databaseURL) }
-                let names = try ProjectRegistry.list(registry!).map(\.name)
+                let names = try ProjectRegistry.list(registry!).map(\.name) + APNsApps.list(registry!).map(\.name)
                 if failing { log.info("reading the project registry again") }
                 failing = false
                 return names
@@ -402,7 +426,9 @@ enum WorkCommand {
                 config.carries = .registry
                 config.project = nil
             case "named":
-                config.carries = .named(parsed.all("project"))
+                // Named on the command line, or one name in HERALD_PROJECT (an APNs app).
+                let names = parsed.all("project")
+                config.carries = .named(names.isEmpty ? config.project.map { [$0] } ?? [] : names)
                 config.project = nil
             default:
                 break

@@ -60,9 +60,9 @@ public struct Project: Sendable, Equatable {
     /// none, or when the name is an APNs app's.
     public static func load(_ connection: PGConnection, name: String) throws -> Project {
         guard let project = try ProjectRegistry.entry(connection, name: name) else {
-            // An APNs app shares the registry; no FCM worker can send its jobs.
+            // An APNs app shares the registry; it has no service-account key to load.
             if try APNsApps.service(connection, name: name) == "apns" {
-                throw Problem("\"\(name)\" is an APNs app, not an FCM project; a pool started with --project works FCM projects only (`herald apns show \(name)` shows the app)")
+                throw Problem("\"\(name)\" is an APNs app, not an FCM project; it has no FCM key (`herald apns show \(name)` shows the app)")
             }
             throw Problem("no project named \"\(name)\" in the registry (herald.projects); `herald projects list` shows the names, `herald projects add \(name) --credentials FILE` registers it")
         }

@@ -35,13 +35,16 @@ public struct ProjectOverview: Sendable, Equatable {
 
     /// Why the registry project's due jobs wait, while they do: `credentials` (its key was
     /// refused), `operator` (herald projects pause), `quota` (FCM answered QUOTA_EXCEEDED) or
-    /// `fcm_unreachable` (FCM did not answer); nil while its jobs go, and for the jobs of no
-    /// project (their pauses are the pools' key's, not the database's to know).
+    /// `fcm_unreachable` (FCM did not answer), or for an APNs app `apns_unreachable` (its
+    /// endpoint did not answer); nil while its jobs go, and for the jobs of no project (their
+    /// pauses are the pools' key's, not the database's to know).
     public var pauseCause: String? {
         guard name != nil else { return nil }
         if let reason = pausedReason { return reason.hasPrefix("credentials: ") ? "credentials" : "operator" }
         guard rate?.pausedFor != nil else { return nil }
-        return rate?.reason?.hasPrefix("FCM_UNREACHABLE") == true ? "fcm_unreachable" : "quota"
+        if rate?.reason?.hasPrefix("FCM_UNREACHABLE") == true { return "fcm_unreachable" }
+        if rate?.reason?.hasPrefix("APNS_UNREACHABLE") == true { return "apns_unreachable" }
+        return "quota"
     }
 
     /// The due jobs the project's pause holds back (0 while it is not paused): left out of their

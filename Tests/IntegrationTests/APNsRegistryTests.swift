@@ -213,7 +213,7 @@ import TestSupport
         #expect(try c.query("SELECT count(*) FROM herald.apns_apps")[0, 0] == "0")
     }
 
-    @Test func pools_projectAndProjectsListSeeFCMProjectsOnly() throws {
+    @Test func keylessPoolsAndProjectsListSeeFCMProjectsOnlyAndProjectChecksAnAppsKey() throws {
         let database = try TestDatabase.fresh()
         defer { database.drop() }
         let c = try database.connect()
@@ -234,8 +234,12 @@ import TestSupport
         #expect(try ProjectOverview.read(c).map(\.name) == [nil, "shop", "shop-ios"])
         let listed = try HeraldProcess.run(["projects", "list"], environment: ["DATABASE_URL": database.url], timeout: 60)
         #expect(listed.status == 0 && listed.output.contains("shop") && !listed.output.contains("shop-ios"), "\(listed.output)")
+        // `--project APP` works the app; its key is checked at start, as a project's is: one
+        // that cannot be read stops start-up naming the file, and pauses nothing.
         let work = try HeraldProcess.run(["work", "--project", "shop-ios", "--database-url", database.url], environment: [:], timeout: 60)
-        #expect(work.status == 2 && work.output.contains("\"shop-ios\" is an APNs app, not an FCM project"), "\(work.output)")
+        #expect(work.status == 2 && work.output.contains("--project shop-ios (APNs app): key file /secrets/AuthKey_ABC123DEFG.p8 cannot be read"),
+                "\(work.output)")
+        #expect(try c.query("SELECT paused_reason IS NULL FROM herald.projects WHERE name = 'shop-ios'")[0, 0] == "t")
         let pause = try HeraldProcess.run(["apns", "pause", "shop"], environment: ["DATABASE_URL": database.url], timeout: 60)
         #expect(pause.status == 2 && pause.output.contains("\"shop\" is an FCM project, not an APNs app"), "\(pause.output)")
         #expect(try c.query("SELECT paused_reason IS NULL FROM herald.projects WHERE name = 'shop'")[0, 0] == "t")

@@ -9,7 +9,10 @@ import Queue
 /// another key ID) pauses that app alone with the reason (`credentials: ...`, naming the file or
 /// variable, never the key), looked at again every `keyRetrySeconds`; its first success lifts that
 /// pause. A 403 of Apple's that every job of the app would meet (the sender's
-/// `apnsAppRefused`) pauses the app until an operator resumes it.
+/// `apnsAppRefused`) pauses the app until an operator resumes it. The sender's outage pause of
+/// an app (its circuit open: APNs unreachable) is published to herald.project_pauses by
+/// `handle` under the app's bucket key, as an FCM project's is, so every worker of every pool
+/// holds the app's jobs until it ends.
 extension StoreProjects {
     /// The APNs app `name`, from the last reading of the registry or read now (nil: not an APNs app).
     func apnsEntry(_ name: String, connection: PGConnection) throws -> APNsApp? {
@@ -77,14 +80,6 @@ extension StoreProjects {
         drop(name)
         guard let app = apnsRegistry[name], takeUp(app, connection: connection, now: now) else { return }
         log.info("APNs app \(name): the key file \(path) changed; its jobs go out with it from now on")
-    }
-
-    /// The sender's outage pause of an APNs app: its claims stop until it ends (an app's pause is
-    /// this worker's; every other worker learns of the outage from its own requests).
-    func handleAPNs(_ name: String, _ event: SenderEvent, now: Double) {
-        guard case .projectPaused(let until, let reason) = event, var lane = lanes[name] else { return }
-        lane.pause.extend(to: until, reason: reason, byQuota: false, now: now)
-        lanes[name] = lane
     }
 
     /// APNs refused the app in a way every job of it would meet (a 403 other than an expired

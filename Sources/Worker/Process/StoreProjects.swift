@@ -470,12 +470,10 @@ final class StoreProjects {
     // MARK: The sender's reports
 
     /// A project's pause or quota answer from the sender: its claims stop until the pause ends,
-    /// and the pause (or the lowered rate) is shared with every worker of its FCM project.
+    /// and the pause (or the lowered rate) is shared with every worker of its FCM project. An
+    /// APNs app's outage pause is shared the same way, under its bucket's key
+    /// (`APNsApp.rateBucket`), which every claim of the app passes as its FCM project.
     func handle(_ project: String?, _ event: SenderEvent, rates: FCMProjectRates, workerID: String, now: Double) throws {
-        if let project, lanes[project]?.apns != nil {
-            handleAPNs(project, event, now: now)
-            return
-        }
         guard var lane = lanes[project], let fcmProject = lane.target.fcmProject else { return }
         defer { lanes[project] = lane }
         switch event {
@@ -490,7 +488,8 @@ final class StoreProjects {
             let spread = try rates.spreadHeldRetries(project: project, fcmProject: fcmProject, until: until, window: window)
             if spread > 0 { log.info("\(ProjectKeys.label(project)): \(spread) held retries spread over \(String(format: "%.1f", window)) s after its pause") }
         case .projectQuota(let accepted, let proven, let stated):
-            guard lane.adaptive.ceiling > 0 else { return }
+            // An APNs app's rate is never lowered (APNs states no project quota to find).
+            guard lane.adaptive.ceiling > 0, lane.apns == nil else { return }
             let state = try rates.state(fcmProject).rate
             lane.rateState = state
             lane.rateReadAt = now

@@ -57,6 +57,18 @@ public final class WorkerProcess: @unchecked Sendable {
             // The registry's credentials, checked against the FCM project it names.
             do {
                 let connection = try PGConnection(url: configuration.databaseURL)
+                if try APNsApps.entry(connection, name: name) != nil {
+                    // An APNs app is sent by a worker carrying projects (StoreProjects and the
+                    // sender's APNs part): this one carries the app alone, its key read when it
+                    // first has work.
+                    configuration.carries = .named([name])
+                    configuration.project = nil
+                    account = nil
+                    auth = nil
+                    keyPath = nil
+                    self.configuration = configuration
+                    return
+                }
                 let project = try Project.load(connection, name: name)
                 account = try project.account(environment: ProcessInfo.processInfo.environment)
                 keyPath = project.credentials.hasPrefix("env:") ? nil : project.credentials

@@ -86,8 +86,9 @@ public enum PoolExposition {
         out.family("herald_fcm_requests_total", .counter,
                    help: "FCM requests (sends and device-group operations) by answer: OK for 2xx, FCM's error code, UNAUTHENTICATED for our access token, TRANSPORT when no answer came.")
         for group in groups {
-            for code in group.totals.requestsByCode.keys.sorted() {
-                out.sample("herald_fcm_requests_total", labels: labels(group, [("code", code)]), group.totals.requestsByCode[code]!)
+            let answers = SlotSnapshot.fcm(group.totals.requestsByCode)
+            for code in answers.keys.sorted() {
+                out.sample("herald_fcm_requests_total", labels: labels(group, [("code", code)]), answers[code]!)
             }
         }
 
@@ -95,6 +96,24 @@ public enum PoolExposition {
         for group in full {
             out.histogram("herald_fcm_request_duration_seconds", labels: labels(group), bounds: SlotRegion.durationBounds,
                           counts: group.totals.durationCounts, sum: group.totals.durationSumSeconds)
+        }
+
+        // APNs apps' answers, apart from FCM's (an app's `Unregistered` is not an FCM error): a
+        // series appears once a worker sent an APNs request.
+        let apnsGroups = groups.map { ($0, SlotSnapshot.apns($0.totals.requestsByCode)) }.filter { !$0.1.isEmpty }
+        if !apnsGroups.isEmpty {
+            out.family("herald_apns_requests_total", .counter,
+                       help: "APNs requests by answer, by app (the label project): OK for 200, Apple's reason otherwise, TRANSPORT when no answer came, UNPROCESSED for a stream Apple's front end did not process.")
+            for (group, answers) in apnsGroups {
+                for code in answers.keys.sorted() {
+                    out.sample("herald_apns_requests_total", labels: labels(group, [("code", code)]), answers[code]!)
+                }
+            }
+            out.family("herald_apns_request_duration_seconds", .histogram, help: "Time from handing an APNs request to the HTTP/2 client to its answer.")
+            for group in full where group.totals.apnsDurationCounts.contains(where: { $0 > 0 }) {
+                out.histogram("herald_apns_request_duration_seconds", labels: labels(group), bounds: SlotRegion.durationBounds,
+                              counts: group.totals.apnsDurationCounts, sum: group.totals.apnsDurationSumSeconds)
+            }
         }
 
         out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to FCM's 200 for it, by queue.")

@@ -38,7 +38,11 @@ public final class SlotRegion: @unchecked Sendable {
     /// Distinct queues and FCM codes a slot keeps apart; the last entry of each table collects
     /// any beyond that under the label `(other)`.
     public static let queueCapacity = 128
-    public static let codeCapacity = 32
+    /// FCM's codes and APNs's reasons (the latter under `apnsCodePrefix`) share the table.
+    public static let codeCapacity = 48
+    /// Marks an APNs answer's code in the codes table: shown as `herald_apns_requests_total`,
+    /// never among FCM's answers.
+    public static let apnsCodePrefix = "apns:"
     /// Label values up to this many UTF-8 bytes are kept whole; longer ones are shortened to a
     /// prefix and a hash (still distinct, still stable across restarts).
     public static let nameBytes = 120
@@ -49,7 +53,7 @@ public final class SlotRegion: @unchecked Sendable {
     /// rows of 56 words are 112 KiB, beside the 44 KiB of the rest of a slot.
     public static let projectCapacity = 256
 
-    static let magic: UInt64 = 0x3344_4c41_5245_4831  // "1HERALD3", with the layout's version
+    static let magic: UInt64 = 0x3444_4c41_5245_4831  // "1HERALD4", with the layout's version
     enum Header: Int {
         case magic = 0, pid, databaseConnected, tokenHeld, inFlight, projectPausedUntilMilliseconds, tokenRefreshes,
              staleOutcomes, queueCount, codeCount, logWritesDropped, quotaDevice, quotaTopic, quotaProject, snoozed,
@@ -63,7 +67,9 @@ public final class SlotRegion: @unchecked Sendable {
     static let nameWords = 1 + nameBytes / 8
     static let durationStart = headerWords
     static let durationWords = durationBounds.count + 2           // buckets, +Inf, sum in µs
-    static let codesStart = durationStart + durationWords
+    /// APNs requests' durations, a histogram of their own.
+    static let apnsDurationStart = durationStart + durationWords
+    static let codesStart = apnsDurationStart + durationWords
     static let codeWords = nameWords + 1
     static let queuesStart = codesStart + codeCapacity * codeWords
     static let outcomeCount = MessageOutcome.allCases.count

@@ -24,7 +24,8 @@ public struct SlotSnapshot: Sendable, Equatable {
         public var pausedUntil: Double = 0
         public init() {}
 
-        public var requests: UInt64 { requestsByCode.values.reduce(0, +) }
+        /// FCM requests (APNs answers are counted apart, `SlotSnapshot.apns`).
+        public var requests: UInt64 { SlotSnapshot.fcm(requestsByCode).values.reduce(0, +) }
     }
 
     public var pid: Int32 = 0
@@ -44,6 +45,11 @@ public struct SlotSnapshot: Sendable, Equatable {
     public var window: UInt64 = 0
     public var durationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
     public var durationSumSeconds: Double = 0
+    /// APNs requests' durations.
+    public var apnsDurationCounts = [UInt64](repeating: 0, count: SlotRegion.durationBounds.count + 1)
+    public var apnsDurationSumSeconds: Double = 0
+    /// Answers by code: FCM's as they are, APNs's under `SlotRegion.apnsCodePrefix` (see `fcm`
+    /// and `apns`).
     public var requestsByCode: [String: UInt64] = [:]
     public var queues: [String: QueueCounts] = [:]
     /// The projects of a worker carrying many, by name (`SlotRegion.overflowLabel` for those
@@ -86,6 +92,8 @@ public struct SlotSnapshot: Sendable, Equatable {
         window = region.load(H.window.rawValue)
         for index in 0..<durationCounts.count { durationCounts[index] = region.load(SlotRegion.durationStart + index) }
         durationSumSeconds = Double(region.load(SlotRegion.durationStart + durationCounts.count)) / 1_000_000
+        for index in 0..<apnsDurationCounts.count { apnsDurationCounts[index] = region.load(SlotRegion.apnsDurationStart + index) }
+        apnsDurationSumSeconds = Double(region.load(SlotRegion.apnsDurationStart + apnsDurationCounts.count)) / 1_000_000
         for (index, code) in region.names(.codes).enumerated() {
             requestsByCode[code, default: 0] += region.load(region.entryStart(.codes, index) + SlotRegion.nameWords)
         }
@@ -112,13 +120,32 @@ public struct SlotSnapshot: Sendable, Equatable {
         if other.projectRate > 0 { projectRate = projectRate > 0 ? min(projectRate, other.projectRate) : other.projectRate }
         for index in 0..<durationCounts.count { durationCounts[index] += other.durationCounts[index] }
         durationSumSeconds += other.durationSumSeconds
+        for index in 0..<apnsDurationCounts.count { apnsDurationCounts[index] += other.apnsDurationCounts[index] }
+        apnsDurationSumSeconds += other.apnsDurationSumSeconds
         for (code, count) in other.requestsByCode { requestsByCode[code, default: 0] += count }
         for (name, counts) in other.queues { queues[name, default: QueueCounts()].add(counts) }
         for (name, counts) in other.projects { projects[name, default: ProjectCounts()].add(counts) }
     }
 
     /// Total FCM requests answered (or given up on without an answer).
-    public var requests: UInt64 { requestsByCode.values.reduce(0, +) }
+    public var requests: UInt64 { Self.fcm(requestsByCode).values.reduce(0, +) }
+
+    /// Total APNs requests answered (or given up on without an answer).
+    public var apnsRequests: UInt64 { Self.apns(requestsByCode).values.reduce(0, +) }
+
+    /// FCM's answers of `byCode`.
+    public static func fcm(_ byCode: [String: UInt64]) -> [String: UInt64] {
+        byCode.filter { !$0.key.hasPrefix(SlotRegion.apnsCodePrefix) }
+    }
+
+    /// APNs's answers of `byCode`, by Apple's reason (`OK`, `TRANSPORT`, `UNPROCESSED`).
+    public static func apns(_ byCode: [String: UInt64]) -> [String: UInt64] {
+        var answers: [String: UInt64] = [:]
+        for (code, count) in byCode where code.hasPrefix(SlotRegion.apnsCodePrefix) {
+            answers[String(code.dropFirst(SlotRegion.apnsCodePrefix.count)), default: 0] += count
+        }
+        return answers
+    }
 
     /// Jobs of every queue with `outcome`.
     public func messages(_ outcome: MessageOutcome) -> UInt64 { queues.values.reduce(0) { $0 + $1[outcome] } }

@@ -61,10 +61,12 @@ public final class SlotWriter: @unchecked Sendable {
 
     /// One FCM request was answered (`code` `OK`, an FCM error code, or `TRANSPORT`) after `seconds`.
     /// With `project` (a worker carrying many projects), counted in its project row as well.
-    public func answered(code: String, seconds: Double, project: String? = nil) {
-        let code = index(ofCode: code)
+    /// `apns`: an APNs request (`code` Apple's reason, `OK`, `TRANSPORT` or `UNPROCESSED`), kept
+    /// apart from FCM's (herald_apns_requests_total, its own duration histogram).
+    public func answered(code: String, seconds: Double, project: String? = nil, apns: Bool = false) {
+        let code = index(ofCode: apns ? SlotRegion.apnsCodePrefix + code : code)
         region.add(region.entryStart(.codes, code) + SlotRegion.nameWords, 1)
-        Self.observe(seconds, bounds: SlotRegion.durationBounds, in: region, at: SlotRegion.durationStart)
+        Self.observe(seconds, bounds: SlotRegion.durationBounds, in: region, at: apns ? SlotRegion.apnsDurationStart : SlotRegion.durationStart)
         // After the slot's count: a reader reads the rows first, so a row never shows more than the total.
         if let project { inProjectRow(project) { region.add($0 + SlotRegion.ProjectWord.codes + code, 1) } }
     }

@@ -91,8 +91,8 @@ import TestSupport
 
             // Held by both: the first pool met the outage; the second sent the app nothing.
             let firstMetrics = try first.metrics(), secondMetrics = try second.metrics()
-            #expect(firstMetrics.sum("herald_fcm_requests_total", ["project": "shop", "code": "TRANSPORT"]) > 0, "\(firstMetrics.text)")
-            #expect(secondMetrics.sum("herald_fcm_requests_total", ["project": "shop"]) == 0, "\(secondMetrics.text)")
+            #expect(firstMetrics.sum("herald_apns_requests_total", ["project": "shop", "code": "TRANSPORT"]) > 0, "\(firstMetrics.text)")
+            #expect(secondMetrics.sum("herald_apns_requests_total", ["project": "shop"]) == 0, "\(secondMetrics.text)")
             #expect(!second.process.output.contains("APNs unreachable"), "\(second.process.output)")
             // herald stats says why the app's jobs wait.
             let stats = try HeraldProcess.run(["stats"], environment: s.environment, timeout: 60)

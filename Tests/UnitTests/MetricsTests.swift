@@ -240,6 +240,35 @@ import Testing
         return nil
     }
 
+    @Test func apnsAnswersAreTheirOwnFamilyNeverFCMs() throws {
+        // A pool sending for an FCM project and an APNs app: Apple's Unregistered (a token's
+        // routine pruning) must not count as an FCM error, nor its times as FCM's.
+        let monitor = try PoolMonitor(processes: 2)
+        let first = SlotWriter(region: monitor.regions[0], pid: 1), second = SlotWriter(region: monitor.regions[1], pid: 2)
+        for _ in 0..<6 { first.answered(code: "OK", seconds: 0.02, project: "shop") }
+        for _ in 0..<4 { second.answered(code: "OK", seconds: 0.3, project: "shop-ios", apns: true) }
+        second.answered(code: "Unregistered", seconds: 0.3, project: "shop-ios", apns: true)
+        first.answered(code: "TRANSPORT", seconds: 5, project: "shop-ios", apns: true)
+        let text = monitor.metricsText(now: 999)
+        func value(_ series: String) -> Double? { Self.value(text, series) }
+        #expect(value("herald_apns_requests_total{code=\"OK\",project=\"shop-ios\"}") == 4)
+        #expect(value("herald_apns_requests_total{code=\"Unregistered\",project=\"shop-ios\"}") == 1)
+        #expect(value("herald_apns_requests_total{code=\"TRANSPORT\",project=\"shop-ios\"}") == 1)
+        #expect(value("herald_fcm_requests_total{code=\"OK\",project=\"shop\"}") == 6)
+        #expect(!text.contains("herald_fcm_requests_total{code=\"Unregistered\""), "an APNs reason among FCM's answers")
+        #expect(!text.contains("herald_fcm_requests_total{code=\"OK\",project=\"shop-ios\"}"))
+        #expect(monitor.totals().requests == 6 && monitor.totals().apnsRequests == 6)
+        // Durations apart: FCM's histogram holds its 6 quick answers only, APNs's the other 6.
+        #expect(value("herald_fcm_request_duration_seconds_count") == 6)
+        #expect(value("herald_fcm_request_duration_seconds_bucket{le=\"0.025\"}") == 6)
+        #expect(value("herald_apns_request_duration_seconds_count") == 6)
+        #expect(value("herald_apns_request_duration_seconds_bucket{le=\"0.25\"}") == 0)
+        // A pool that never sent to APNs shows no APNs family at all.
+        let fcmOnly = try PoolMonitor(processes: 1)
+        SlotWriter(region: fcmOnly.regions[0], pid: 3).answered(code: "OK", seconds: 0.01)
+        #expect(!fcmOnly.metricsText(now: 999).contains("herald_apns_requests_total"))
+    }
+
     @Test func workersCarryingManyProjectsShowEachProjectUnderItsLabelAndTheSumsStayThePools() throws {
         // The default shape: two workers, each carrying every project (slots of no project).
         let monitor = try PoolMonitor(processes: 2)

@@ -262,8 +262,8 @@ final class APNsSender {
                 lanes[name]?.circuit.answered().map { changed($0, name, detail: "answer", now: now, into: &result) }
                 lanes[name]?.unprocessedSince = nil
                 result.answerTimes.append(now - entry.sentAt)
-                metrics.answered(code: response.status == 200 ? "OK" : (Self.reason(response) ?? "HTTP_\(response.status)"),
-                                 seconds: now - entry.sentAt, project: name)
+                metrics.answeredAPNs(code: response.status == 200 ? "OK" : (Self.reason(response) ?? "HTTP_\(response.status)"),
+                                     seconds: now - entry.sentAt, app: name)
             case .failure(let error):
                 var answer = APNsAnswer.action(error)
                 if case .resend = answer {
@@ -276,7 +276,7 @@ final class APNsSender {
                     }
                 }
                 action = answer
-                metrics.answered(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: now - entry.sentAt, project: name)
+                metrics.answeredAPNs(code: error.kind == .unprocessed ? "UNPROCESSED" : "TRANSPORT", seconds: now - entry.sentAt, app: name)
             }
             act(action, entry, now: now, into: &result)
         }

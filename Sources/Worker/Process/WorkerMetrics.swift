@@ -78,6 +78,12 @@ public final class WorkerMetrics: @unchecked Sendable {
     /// the jobs of no project, and in a worker of one project (its slot is labelled as a whole).
     func answered(code: String, seconds: Double, project: String? = nil) { slot?.answered(code: code, seconds: seconds, project: project) }
 
+    /// APNs answered a request (`code`: `OK`, Apple's reason, `TRANSPORT` or `UNPROCESSED`), kept
+    /// apart from FCM's answers; `app` labels it as `project` does an FCM project's.
+    func answeredAPNs(code: String, seconds: Double, app: String) {
+        slot?.answered(code: code, seconds: seconds, project: app, apns: true)
+    }
+
     /// FCM's 200 for `job`, at `now` (seconds since 1970).
     func delivered(_ job: ClaimedJob, now: Double) {
         guard job.dueAt > 0 else { return }

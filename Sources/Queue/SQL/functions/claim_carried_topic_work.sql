@@ -1,0 +1,39 @@
+-- The topic claim of a worker carrying many projects (herald work without --project, or with it
+-- given several times): up to p_limit due rows, leased to p_worker, of
+--   - the registry's FCM projects it carries: p_names (NULL: every one), less p_skip, each row
+--     returned with the registry name whose key it goes out with (registry_name);
+--   - with p_own_fcm_project (the pool's own key), the rows of no project ('') and of that FCM
+--     project, returned with registry_name NULL: they go out with the pool's own key.
+-- A project an operator paused keeps its rows waiting, as it keeps its jobs; a project paused
+-- for its key is tried (its key may work again), and a key that still fails retries the rows.
+-- herald.claim_topic_work is the claim of a worker of one FCM project.
+CREATE OR REPLACE FUNCTION herald.claim_carried_topic_work(
+    p_own_fcm_project text, p_names text[], p_skip text[], p_worker text, p_limit integer, p_lease_seconds double precision)
+RETURNS TABLE (registry_name text, project text, topic text, token text, state text, generation bigint, attempts integer)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    WITH carried AS (
+        SELECT p.name, p.fcm_project_id FROM herald.projects p
+        WHERE p.service = 'fcm'
+          AND (p_names IS NULL OR p.name = ANY (p_names))
+          AND NOT (p.name = ANY (coalesce(p_skip, '{}'::text[])))
+          AND (p.paused_reason IS NULL OR p.paused_reason LIKE 'credentials: %')
+          AND p.fcm_project_id IS DISTINCT FROM p_own_fcm_project
+    ), picked AS (
+        SELECT s.project, s.topic, s.token FROM herald.topic_subscriptions s
+        WHERE s.state IN ('pending', 'removing') AND s.run_at <= now()
+          AND (s.locked_until IS NULL OR s.locked_until < now())
+          AND ((p_own_fcm_project IS NOT NULL AND s.project IN ('', p_own_fcm_project))
+               OR s.project IN (SELECT c.fcm_project_id FROM carried c))
+        ORDER BY s.run_at, s.topic, s.token
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED
+    )
+    UPDATE herald.topic_subscriptions s
+    SET locked_until = now() + make_interval(secs => p_lease_seconds), locked_by = p_worker, attempts = s.attempts + 1
+    FROM picked
+    WHERE s.project = picked.project AND s.topic = picked.topic AND s.token = picked.token
+    RETURNING (SELECT c.name FROM carried c WHERE c.fcm_project_id = s.project), s.project, s.topic, s.token, s.state,
+              s.generation, s.attempts
+$fn$;

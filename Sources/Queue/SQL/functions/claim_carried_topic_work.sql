@@ -3,7 +3,8 @@
 --   - the registry's FCM projects it carries: p_names (NULL: every one), less p_skip, each row
 --     returned with the registry name whose key it goes out with (registry_name);
 --   - with p_own_fcm_project (the pool's own key), the rows of no project ('') and of that FCM
---     project, returned with registry_name NULL: they go out with the pool's own key.
+--     project (unless a skipped entry is that FCM project's), returned with registry_name NULL:
+--     they go out with the pool's own key.
 -- A project an operator paused keeps its rows waiting, as it keeps its jobs; a project paused
 -- for its key is tried (its key may work again), and a key that still fails retries the rows.
 -- herald.claim_topic_work is the claim of a worker of one FCM project.
@@ -24,7 +25,9 @@ AS $fn$
         SELECT s.project, s.topic, s.token FROM herald.topic_subscriptions s
         WHERE s.state IN ('pending', 'removing') AND s.run_at <= now()
           AND (s.locked_until IS NULL OR s.locked_until < now())
-          AND ((p_own_fcm_project IS NOT NULL AND s.project IN ('', p_own_fcm_project))
+          AND ((p_own_fcm_project IS NOT NULL AND s.project IN ('', p_own_fcm_project)
+                AND NOT EXISTS (SELECT 1 FROM herald.projects k
+                                WHERE k.fcm_project_id = s.project AND k.name = ANY (coalesce(p_skip, '{}'::text[]))))
                OR s.project IN (SELECT c.fcm_project_id FROM carried c))
         ORDER BY s.run_at, s.topic, s.token
         LIMIT p_limit

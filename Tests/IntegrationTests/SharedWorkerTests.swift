@@ -395,6 +395,17 @@ import TestSupport
         #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'big' AND state = 'available' AND attempts = 0") == 20)
         #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS DISTINCT FROM 'big' AND state <> 'completed'") == 0)
 
+        // The old shape of workers per project starts none for big.
+        try m.enqueue(2, project: 1)
+        var perProject = m.stack.environment
+        perProject["HERALD_WORKERS_PER_PROJECT"] = "1"
+        let old = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2", "--skip-project", "big"],
+                                        environment: perProject, timeout: 120)
+        #expect(old.status == 0, "\(old.output)")
+        #expect(old.output.contains("project p1") && !old.output.contains("project big"), "\(old.output)")
+        #expect(m.delivered(1) == 7 && m.delivered(3) == 0)
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'big' AND state = 'available' AND attempts = 0") == 20)
+
         // The variable says the same (names separated by commas); big's subscriptions wait too,
         // while p1's, due earlier, are made.
         _ = try c.query("SELECT herald.subscribe('news', ARRAY['big-a'], project => 'herald-project-3')")
@@ -406,7 +417,7 @@ import TestSupport
         defer { pool.signal(SIGKILL); _ = pool.wait(timeout: 10) }
         try m.enqueue(3, project: 1)
         try m.enqueue(3, project: 2)
-        #expect(waitUntil(timeout: 30) { m.delivered(1) == 8 }, "\(pool.output)")
+        #expect(waitUntil(timeout: 30) { m.delivered(1) == 10 }, "\(pool.output)")
         #expect(waitUntil(timeout: 30) {
             (try? m.stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE token = 'p1-a' AND state = 'subscribed'")) == 1
         }, "\(pool.output)")

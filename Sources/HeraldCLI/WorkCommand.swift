@@ -19,6 +19,9 @@ enum WorkCommand {
                help: "Work only the jobs of this registry project (herald projects add), sent with the credentials the registry points at and only if they are for the FCM project it names; its max_rate, if set, replaces --max-rate. Given several times, each worker carries them all (a project whose key is refused is paused, the others go on). An APNs app (herald apns add) may be named too, alone or beside projects: its jobs go out with its .p8 key.",
                defaultText: "the jobs of no project, with GOOGLE_APPLICATION_CREDENTIALS"),
         Option(name: "lease", env: "HERALD_LEASE", value: "SECONDS", help: "How long a claimed job is held before another worker may take it back.", defaultText: "60"),
+        Option(name: "skip-project", env: "HERALD_SKIP_PROJECTS", value: "NAME", repeatable: true,
+               help: "Leave this registry project's jobs and topic subscriptions to a pool of its own (herald work --project NAME elsewhere); for a pool working the whole registry. The variable takes names separated by commas.",
+               defaultText: "none: every registered project"),
         Option(name: "batch", env: "HERALD_BATCH", value: "N", help: "Jobs claimed per statement.", defaultText: "min(concurrency, 256)"),
         Option(name: "retention", env: "HERALD_RETENTION", value: "DURATION", help: "How long finished jobs stay in herald.jobs; 0 deletes them at once.", defaultText: "24h"),
         Option(name: "shutdown-timeout", env: "HERALD_SHUTDOWN_TIMEOUT", value: "SECONDS", help: "On SIGTERM, how long in-flight requests may finish.", defaultText: "30"),
@@ -91,6 +94,7 @@ enum WorkCommand {
         c.drainHorizon = try parsed.seconds("drain-horizon", default: 60)
         c.maxRate = try parsed.rate("max-rate", default: 10_000)
         c.poolProcesses = try parsed.int("processes", default: ProcessInfo.processInfo.activeProcessorCount, minimum: 1)
+        c.skippedProjects = Set(try skippedProjects(parsed).names)
         let logger = try RunEnvironment.logger(parsed, prefix: "herald")
         c.logLevel = logger.level
         c.logFormat = logger.format
@@ -110,7 +114,8 @@ enum WorkCommand {
         let adminAddress = try adminAddress(parsed)
         let environment = RunEnvironment(log: log)
         defer { environment.shutdown() }
-        let projects = try resolveProjects(parsed, checked: checked, environment: environment, log: log)
+        var projects = try resolveProjects(parsed, checked: checked, environment: environment, log: log)
+        try checkSkippedProjects(parsed, &projects, environment: environment)
         // One worker process carries many projects (the registry's, or those named), unless a
         // single --project restricts the pool or HERALD_WORKERS_PER_PROJECT=1 asks for the old
         // shape of workers per project.
@@ -142,12 +147,13 @@ enum WorkCommand {
                                     environment: childEnvironment, drain: drain, log: log,
                                     stopGrace: checked.shutdownTimeout + 15, monitor: monitor, groups: groups)
         if checked.project == nil && !drain && carries == nil {
-            try followRegistry(supervisor, databaseURL: environment.databaseURL, log: log)
+            try followRegistry(supervisor, databaseURL: environment.databaseURL, skipping: checked.skippedProjects, log: log)
         }
         if carries == "registry" {
             let shown = projects.registered.prefix(10).map { "project \($0)" }.joined(separator: ", ")
             let more = projects.registered.count > 10 ? " and \(projects.registered.count - 10) more" : ""
-            log.info("starting \(processes) worker processes, each carrying every registered project (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
+            let skipped = checked.skippedProjects.isEmpty ? "" : " but \(checked.skippedProjects.sorted().joined(separator: ", ")) (--skip-project)"
+            log.info("starting \(processes) worker processes, each carrying every registered project\(skipped) (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
         } else if carries == "named" {
             let carried = projects.named.map { projects.apps.contains($0) ? "APNs app \($0)" : "project \($0)" }
             log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key")
@@ -209,6 +215,46 @@ enum WorkCommand {
             projects.registeredApps = try APNsApps.list(connection).map(\.name)
         }
         return projects
+    }
+
+    /// `--skip-project` (repeatable) or `HERALD_SKIP_PROJECTS` (names separated by commas), and
+    /// which of them said it; an empty name is refused naming the setting.
+    static func skippedProjects(_ parsed: ParsedOptions) throws(UsageError) -> (names: [String], source: String) {
+        let flags = parsed.all("skip-project")
+        let names: [String]
+        let source: String
+        if !flags.isEmpty {
+            (names, source) = (flags, "--skip-project")
+        } else if let text = ProcessInfo.processInfo.environment["HERALD_SKIP_PROJECTS"], !text.isEmpty {
+            (names, source) = (text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) },
+                               "HERALD_SKIP_PROJECTS")
+        } else {
+            return ([], "")
+        }
+        if names.contains("") {
+            throw UsageError("herald work: \(source) holds an empty name; give registry names (herald projects list), e.g. \(source == "--skip-project" ? "--skip-project big" : "HERALD_SKIP_PROJECTS=big,news")")
+        }
+        return (names, source)
+    }
+
+    /// The skipped projects are registry names of a pool that works the registry: a name the
+    /// registry does not hold (a typo would leave the project worked here) or a pool of named
+    /// projects (which works only those anyway) is refused naming the setting. The pool's
+    /// projects then leave them out.
+    static func checkSkippedProjects(_ parsed: ParsedOptions, _ projects: inout PoolProjects, environment: RunEnvironment) throws {
+        let (skipped, source) = try skippedProjects(parsed)
+        guard !skipped.isEmpty else { return }
+        if !projects.named.isEmpty {
+            throw UsageError("herald work: \(source) \(skipped.joined(separator: ",")) leaves projects out of a pool of the whole registry; this pool works --project \(projects.named.joined(separator: ", ")) only, so give one of them")
+        }
+        let connection = try migrated(environment)
+        let known = Set(try ProjectRegistry.list(connection).map(\.name)).union(try APNsApps.list(connection).map(\.name))
+        let unknown = skipped.filter { !known.contains($0) }
+        if !unknown.isEmpty {
+            let hint = unknown.compactMap { name in nearest(name, among: known.sorted()).map { "\"\(name)\": did you mean \"\($0)\"?" } }
+            throw UsageError("herald work: \(source) names \(unknown.map { "\"\($0)\"" }.joined(separator: ", ")), not in the project registry\(hint.isEmpty ? "" : " (" + hint.joined(separator: "; ") + ")"); `herald projects list` and `herald apns list` show the names")
+        }
+        projects.registered.removeAll { skipped.contains($0) }
     }
 
     /// The FCM URL, transport and database of a pool that sends with the registry's keys.
@@ -323,13 +369,13 @@ enum WorkCommand {
 
     /// Projects added to (or removed from) the registry while the pool runs are started (or
     /// stopped) within registryPollInterval seconds, without a restart.
-    static func followRegistry(_ supervisor: Supervisor, databaseURL: String, log: Logger) throws {
+    static func followRegistry(_ supervisor: Supervisor, databaseURL: String, skipping: Set<String> = [], log: Logger) throws {
         var registry: PGConnection? = nil
         var failing = false
         supervisor.registryPoll = {
             do {
                 if registry == nil { registry = try PGConnection(url: databaseURL) }
-                let names = try ProjectRegistry.list(registry!).map(\.name) + APNsApps.list(registry!).map(\.name)
+                let names = try (ProjectRegistry.list(registry!).map(\.name) + APNsApps.list(registry!).map(\.name)).filter { !skipping.contains($0) }
                 if failing { log.info("reading the project registry again") }
                 failing = false
                 return names

@@ -48,6 +48,16 @@ public enum TopicSubscriptions {
         try connection.query(SQL.claimTopicRows, [.text(fcmProject), .text(worker), .int(limit), .double(leaseSeconds)])
     }
 
+    /// The claim of a worker carrying many projects: up to `limit` due rows of the registry's FCM
+    /// projects `names` (nil: every one) less `skip`, and, with `ownFCMProject` (the pool's own
+    /// key), of no project and of that FCM project: registry name (NULL: the pool's own key),
+    /// project, topic, token, state, generation, attempts.
+    public static func claimCarriedWork(_ connection: PGConnection, ownFCMProject: String?, names: [String]?, skip: [String],
+                                        worker: String, limit: Int, leaseSeconds: Double) throws(PostgresError) -> PGResult {
+        try connection.query(SQL.claimCarriedTopicRows, [ownFCMProject.map { .text($0) }, names.map { .textArray($0) }, .textArray(skip),
+                                                         .text(worker), .int(limit), .double(leaseSeconds)])
+    }
+
     /// Records Instance ID's answers (or releases) for claimed rows.
     public static func recordResults(_ connection: PGConnection, _ results: [JSONValue]) throws(PostgresError) {
         try connection.query(SQL.recordTopicAnswers, [.text(JSONValue.array(results).serialized)])

@@ -76,6 +76,9 @@ public struct WorkerConfiguration: Sendable {
     /// Message fields allowed beyond the validation rules (herald.message_extra_fields, read when
     /// the process starts).
     public var extraMessageFields: Set<String> = []
+    /// `--skip-project NAME` (HERALD_SKIP_PROJECTS): registry projects a pool carrying the
+    /// registry leaves alone (their jobs and topic subscriptions), for a pool of their own.
+    public var skippedProjects: Set<String> = []
 
     public init(databaseURL: String, credentialsPath: String) {
         self.databaseURL = databaseURL

@@ -325,6 +325,133 @@ import TestSupport
         #expect(pool.isRunning)
     }
 
+    /// Topic subscriptions of the registry's projects go out, from a worker carrying them, each
+    /// with its own project's access token (the emulator files a batchAdd under the project of
+    /// the token it carried, and a topic's subscribers are a project's own); those of no project
+    /// with the pool's own key. p1 and p2 have no job (the carrier loads their keys itself), p3
+    /// has jobs (the carrier uses the keys the store thread took up).
+    @Test func eachCarriedProjectsTopicSubscriptionsGoOutWithItsOwnToken() throws {
+        let m = try ManyProjects(count: 3)
+        defer { m.close() }
+        let c = m.stack.connection
+        for index in 1...3 {
+            _ = try c.query("SELECT herald.subscribe('news', $1::text[], project => $2)",
+                            [.textArray(["p\(index)-a", "p\(index)-b"]), .text("herald-project-\(index)")])
+        }
+        _ = try c.query("SELECT herald.subscribe('news', ARRAY['none-a'])")
+        try m.enqueue(5, project: 3)
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: m.stack.environment)
+        try pool.start()
+        defer { pool.signal(SIGKILL); _ = pool.wait(timeout: 10) }
+        #expect(waitUntil(timeout: 60) {
+            (try? m.stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE state <> 'subscribed'")) == 0
+        }, "\(pool.output)")
+        let topics = m.stack.emulator.topics
+        for index in 1...3 {
+            #expect(topics.subscribers(project: "herald-project-\(index)", topic: "news") == ["p\(index)-a", "p\(index)-b"], "p\(index)")
+        }
+        #expect(topics.subscribers(project: "e2e-project", topic: "news") == ["none-a"])
+        // One request per project, each carrying that project's token and its tokens alone.
+        let requests = topics.requests
+        #expect(requests.allSatisfy { $0.status == 200 && $0.add }, "\(requests)")
+        #expect(requests.map(\.project).sorted() == ["e2e-project", "herald-project-1", "herald-project-2", "herald-project-3"], "\(requests)")
+        #expect(requests.allSatisfy { $0.tokens == ($0.project == "e2e-project" ? 1 : 2) }, "\(requests)")
+        #expect(waitUntil(timeout: 30) { m.delivered(3) == 5 })
+
+        // Unsubscribing p2's: removed at p2 with p2's token, the others untouched.
+        _ = try c.query("SELECT herald.unsubscribe('news', ARRAY['p2-a'], project => 'herald-project-2')")
+        #expect(waitUntil(timeout: 30) {
+            (try? m.stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE state = 'removing'")) == 0
+        }, "\(pool.output)")
+        let after = m.stack.emulator.topics
+        #expect(after.subscribers(project: "herald-project-2", topic: "news") == ["p2-b"])
+        #expect(after.requests.last.map { !$0.add && $0.project == "herald-project-2" } == true, "\(after.requests)")
+        #expect(after.subscribers(project: "herald-project-1", topic: "news").count == 2)
+        #expect(m.forbidden == 0)
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0, "\(pool.output)")
+    }
+
+    /// `--skip-project big`: the pool works every other project's jobs (and the jobs of no
+    /// project) and leaves big's available, its topic subscriptions too, for a pool of its own.
+    @Test func aPoolSkippingAProjectLeavesItsJobsAvailable() throws {
+        let m = try ManyProjects(count: 3)
+        defer { m.close() }
+        let c = m.stack.connection
+        try c.query("UPDATE herald.projects SET name = 'big' WHERE name = 'p3'")
+        try m.enqueue(5, project: 1)
+        try m.enqueue(5, project: 2)
+        try m.enqueue(5, project: nil)
+        try c.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('token', 'p3-' || g, 'data', jsonb_build_object('k', 'v')), 'big' FROM generate_series(1, 20) AS g
+            """)
+        let run = try m.stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2", "--skip-project", "big"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(run.output.contains("every registered project but big (--skip-project)"), "\(run.output)")
+        #expect(m.delivered(1) == 5 && m.delivered(2) == 5)
+        #expect(m.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 5)
+        #expect(m.delivered(3) == 0, "big's jobs went out")
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'big' AND state = 'available' AND attempts = 0") == 20)
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project IS DISTINCT FROM 'big' AND state <> 'completed'") == 0)
+
+        // The old shape of workers per project starts none for big.
+        try m.enqueue(2, project: 1)
+        var perProject = m.stack.environment
+        perProject["HERALD_WORKERS_PER_PROJECT"] = "1"
+        let old = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2", "--skip-project", "big"],
+                                        environment: perProject, timeout: 120)
+        #expect(old.status == 0, "\(old.output)")
+        #expect(old.output.contains("project p1") && !old.output.contains("project big"), "\(old.output)")
+        #expect(m.delivered(1) == 7 && m.delivered(3) == 0)
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'big' AND state = 'available' AND attempts = 0") == 20)
+
+        // The variable says the same (names separated by commas); big's subscriptions wait too,
+        // while p1's, due earlier, are made.
+        _ = try c.query("SELECT herald.subscribe('news', ARRAY['big-a'], project => 'herald-project-3')")
+        _ = try c.query("SELECT herald.subscribe('news', ARRAY['p1-a'], project => 'herald-project-1')")
+        var environment = m.stack.environment
+        environment["HERALD_SKIP_PROJECTS"] = "p2, big"
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGKILL); _ = pool.wait(timeout: 10) }
+        try m.enqueue(3, project: 1)
+        try m.enqueue(3, project: 2)
+        #expect(waitUntil(timeout: 30) { m.delivered(1) == 10 }, "\(pool.output)")
+        #expect(waitUntil(timeout: 30) {
+            (try? m.stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE token = 'p1-a' AND state = 'subscribed'")) == 1
+        }, "\(pool.output)")
+        #expect(m.delivered(2) == 5 && m.delivered(3) == 0)
+        #expect(try m.stack.count("SELECT count(*) FROM herald.topic_subscriptions WHERE token = 'big-a' AND state = 'pending' AND attempts = 0") == 1)
+        #expect(m.stack.emulator.topics.subscribers(project: "herald-project-3", topic: "news").isEmpty)
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0, "\(pool.output)")
+    }
+
+    /// A name the registry does not hold stops start-up naming the setting (a typo would leave
+    /// the project worked here), before any job is touched; so does --skip-project beside --project.
+    @Test func anUnknownSkippedProjectStopsStartUpNamingTheSetting() throws {
+        let m = try ManyProjects(count: 2)
+        defer { m.close() }
+        try m.enqueue(3, project: 1)
+        let flag = try m.stack.work(["--drain", "--processes", "1", "--skip-project", "p9"], timeout: 60)
+        #expect(flag.status == 2, "\(flag.output)")
+        #expect(flag.output.contains(#"--skip-project names "p9", not in the project registry"#), "\(flag.output)")
+        #expect(flag.output.contains(#"did you mean "p1"?"#), "\(flag.output)")
+        var environment = m.stack.environment
+        environment["HERALD_SKIP_PROJECTS"] = "p2,nosuch"
+        let variable = try HeraldProcess.run(["work", "--drain", "--processes", "1"], environment: environment, timeout: 60)
+        #expect(variable.status == 2, "\(variable.output)")
+        #expect(variable.output.contains(#"HERALD_SKIP_PROJECTS names "nosuch", not in the project registry"#), "\(variable.output)")
+        environment["HERALD_SKIP_PROJECTS"] = "p2,,p1"
+        let empty = try HeraldProcess.run(["work", "--drain", "--processes", "1"], environment: environment, timeout: 60)
+        #expect(empty.status == 2 && empty.output.contains("HERALD_SKIP_PROJECTS holds an empty name"), "\(empty.output)")
+        let named = try m.stack.work(["--drain", "--processes", "1", "--project", "p1", "--skip-project", "p2"], timeout: 60)
+        #expect(named.status == 2 && named.output.contains("--skip-project p2 leaves projects out of a pool of the whole registry"), "\(named.output)")
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available' AND attempts = 0") == 3, "a job was touched")
+        #expect(m.delivered(1) == 0)
+    }
+
     static func rss(_ pids: [Int32]) -> Int {
         pids.reduce(0) { total, pid in
             guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),

@@ -2,6 +2,7 @@ import Emulator
 import Foundation
 import JSON
 import Postgres
+import Queue
 import Testing
 import TestSupport
 
@@ -199,6 +200,38 @@ import TestSupport
         #expect(Set(requests.map(\.topic)).count == 12, "no topic was asked twice")
         pool.signal(SIGTERM)
         #expect(pool.wait(timeout: 60) == 0)
+    }
+
+    /// The claim of a worker carrying many projects (herald.claim_carried_topic_work): the rows
+    /// of the registry projects it carries, each with the entry whose key it goes out with; those
+    /// of no project and of its own FCM project with none (its own key); never a skipped
+    /// project's, an operator-paused one's, or an FCM project the registry does not hold.
+    @Test func aCarryingWorkersClaimTakesTheRowsOfItsProjectsEachWithItsEntry() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let c = try database.connect()
+        try c.query("""
+            INSERT INTO herald.projects (name, fcm_project_id, credentials, paused_reason, paused_at)
+            VALUES ('p1', 'f1', '/keys/f1.json', NULL, NULL), ('p2', 'f2', '/keys/f2.json', NULL, NULL),
+                   ('p3', 'f3', '/keys/f3.json', 'key rotation', now()), ('p4', 'f4', '/keys/f4.json', 'credentials: the file does not exist', now())
+            """)
+        for project in ["", "own", "f1", "f2", "f3", "f4", "elsewhere"] {
+            _ = try c.query("SELECT herald.subscribe('news', ARRAY[$1::text], project => nullif($2, ''))",
+                            [.text("t-" + (project.isEmpty ? "none" : project)), .text(project)])
+        }
+        func claim(own: String?, names: [String]?, skip: [String]) throws -> [String] {
+            let rows = try TopicSubscriptions.claimCarriedWork(c, ownFCMProject: own, names: names, skip: skip, worker: "w", limit: 100, leaseSeconds: 60)
+            let claimed = (0..<rows.rowCount).map { "\(rows[$0, 0] ?? "-"):\(rows[$0, 1] ?? "")" }.sorted()
+            try c.execute("UPDATE herald.topic_subscriptions SET locked_until = NULL, locked_by = NULL")
+            return claimed
+        }
+        // p3 is paused by an operator; p4 for its key (tried: it may work again).
+        #expect(try claim(own: "own", names: nil, skip: ["p2"]) == ["-:", "-:own", "p1:f1", "p4:f4"])
+        #expect(try claim(own: nil, names: nil, skip: []) == ["p1:f1", "p2:f2", "p4:f4"])
+        #expect(try claim(own: nil, names: ["p2"], skip: []) == ["p2:f2"])
+        // The pool's own key is p2's FCM project's, and p2 is skipped: its rows stay too.
+        #expect(try claim(own: "f2", names: nil, skip: ["p2"]) == ["-:", "p1:f1", "p4:f4"])
+        #expect(try claim(own: "f2", names: nil, skip: []) == ["-:", "-:f2", "p1:f1", "p4:f4"])
     }
 
     @Test func theDashboardShowsSubscriberCounts() throws {

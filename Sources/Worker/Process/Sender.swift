@@ -62,7 +62,7 @@ final class Sender: @unchecked Sendable {
     private var random = JitterRandom()
     /// Each project's decisions about what goes out and what becomes of an answer
     /// (SenderMachine.swift), by project; this thread carries them out.
-    private var lanes: [String?: Lane] = [:]
+    private(set) var lanes: [String?: Lane] = [:]
     /// Which lane a probe tag belongs to.
     private var probes: [UInt64: String?] = [:]
     private var nextProbeTag = UInt64.max
@@ -107,7 +107,7 @@ final class Sender: @unchecked Sendable {
     /// The lane of `project`, made from its keys when its first job comes (nil: the store thread
     /// holds no keys for it now: it was dropped or its key broke after the claim). A rotated key
     /// replaces the lane's keys and keeps its state.
-    private func lane(_ project: String?, now: Double) -> Bool {
+    func lane(_ project: String?, now: Double) -> Bool {
         guard let keys = ring.keys(for: project) else { return false }
         if var lane = lanes[project] {
             if lane.keys !== keys {
@@ -301,7 +301,7 @@ final class Sender: @unchecked Sendable {
     /// Once a minute: each lane forgets targets whose hold ended long ago, and a lane idle for
     /// `idleLaneSeconds` (nothing in flight, not paused, circuit closed) is dropped, so a worker's
     /// memory follows the projects that have work, not the registry's size.
-    private func pruneLanes(now: Double) {
+    func pruneLanes(now: Double) {
         for project in Array(lanes.keys) {
             lanes[project]!.machine.prune(now: now)
             guard shared, let lane = lanes[project] else { continue }

@@ -138,6 +138,12 @@ final class StoreProjects {
 
     private static func key(_ project: String?) -> String { project ?? "" }
 
+    /// Whether registry project `name` is this worker's to claim: named (or every one, carrying
+    /// the registry), and not left to a pool of its own (`--skip-project`).
+    func carries(_ name: String) -> Bool {
+        (names?.contains(name) ?? true) && !configuration.skippedProjects.contains(name)
+    }
+
     // MARK: Claiming
 
     /// One claim over the projects with due jobs, in turn.
@@ -182,7 +188,7 @@ final class StoreProjects {
         for due in listed {
             let project = due.project
             if let name = project {
-                if let names, !names.contains(name) { continue }
+                if !carries(name) { continue }
             } else if unaddressed == nil {
                 continue
             }
@@ -431,7 +437,7 @@ final class StoreProjects {
         }
         for name in broken.keys where read[name] == nil && apps[name] == nil { broken[name] = nil }
         if registryRead {
-            for name in read.keys.sorted() where registry[name] == nil && (names?.contains(name) ?? true) { joined(name) }
+            for name in read.keys.sorted() where registry[name] == nil && carries(name) { joined(name) }
         }
         registryRead = true
         registry = read
@@ -518,10 +524,10 @@ final class StoreProjects {
     /// what waits beyond the horizon, over them all.
     func pendingWork(_ claimer: Claimer, connection: PGConnection, queues: [String], horizon: Double) throws -> Claimer.PendingWork {
         var projects: [String?] = unaddressed == nil ? [] : [nil]
-        for entry in try ProjectRegistry.list(connection) where (names?.contains(entry.name) ?? true) && entry.pausedReason == nil {
+        for entry in try ProjectRegistry.list(connection) where carries(entry.name) && entry.pausedReason == nil {
             projects.append(entry.name)
         }
-        for app in try APNsApps.list(connection) where (names?.contains(app.name) ?? true) && app.pausedReason == nil {
+        for app in try APNsApps.list(connection) where carries(app.name) && app.pausedReason == nil {
             projects.append(app.name)
         }
         var total = Claimer.PendingWork(due: false)

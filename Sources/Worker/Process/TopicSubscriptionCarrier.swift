@@ -11,10 +11,15 @@ import Queue
 /// with its own database connection and HTTP client, so the send path never waits on it.
 ///
 /// - Claims due rows under a lease (`herald.claim_topic_work`, SKIP LOCKED, so every process of
-///   every pool shares the work), at most one request's worth (1,000 tokens) a claim.
-/// - One request per topic and action, at most 1,000 tokens each; requests are paced through the
-///   project's token bucket in PostgreSQL (`herald.take_project_tokens` under the key
-///   `iid:PROJECT`), so every pool of the project together stays under 3,000 a second.
+///   every pool shares the work), at most one request's worth (1,000 tokens) a claim. A worker
+///   carrying many projects claims those of its registry projects too
+///   (`herald.claim_carried_topic_work`) and sends each project's rows with that project's own
+///   key, as its jobs: the store thread's keys when it holds the project (`ProjectKeyRing`),
+///   else keys loaded here from the registry entry, checked against its FCM project and
+///   dropped again once the project has had no subscription work for `idleSeconds`.
+/// - One request per project, topic and action, at most 1,000 tokens each; requests are paced
+///   through the FCM project's token bucket in PostgreSQL (`herald.take_project_tokens` under
+///   the key `iid:PROJECT`), so every pool of the project together stays under 3,000 a second.
 /// - Records each token's answer (`herald.record_topic_results`): done, failed with FCM's code
 ///   (NOT_FOUND, INVALID_ARGUMENT, ...), or due again after a backoff like a send's (Retry-After
 ///   honoured, exponential with jitter), up to the retry policy's attempts.
@@ -27,25 +32,67 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     /// Attempts before a token is given up on (as a send's max_attempts).
     static let maxAttempts = 25
 
+    /// A project's keys loaded here unused this long are dropped (as the store thread drops an
+    /// idle project's), so the carrier's memory follows the projects with subscriptions to make.
+    static let idleSeconds = 300.0
+    /// How often a key file loaded here is compared with what it was read from (a rotation).
+    static let keyCheckSeconds = 5.0
+
+    /// The pool's own key and its FCM project: the rows of no project (and of that FCM project).
+    struct Own {
+        var auth: AccessTokenProvider
+        var fcmProject: String
+    }
+
+    /// The registry projects a worker carrying many of them makes subscriptions for.
+    struct Carried {
+        /// Every registry project (nil), or these.
+        var names: [String]?
+        /// Left to another pool (`herald work --skip-project`).
+        var skip: [String]
+        /// The keys the store thread holds for the projects with due jobs.
+        var ring: ProjectKeyRing
+    }
+
+    /// Keys of a carried project this carrier loaded itself (the store thread held none).
+    struct Held {
+        var keys: ProjectKeys
+        /// The entry's reference the keys were read from.
+        var credentials: String
+        var lastUsed: Double
+        var checkedAt: Double
+    }
+
     let configuration: WorkerConfiguration
-    let auth: AccessTokenProvider
-    let fcmProject: String
+    let own: Own?
+    let carried: Carried?
     let stop: Flag
     let log: Logger
     let workerID: String
     var random = JitterRandom()
     var lastWarning = Date.distantPast
+    /// By registry name; `dropIdle` keeps it to the projects in use.
+    private(set) var held: [String: Held] = [:]
+    /// One client for the token requests of the keys held here (made at the first).
+    private var tokenClient: HTTPClient?
 
-    init(configuration: WorkerConfiguration, auth: AccessTokenProvider, fcmProject: String, stop: Flag, log: Logger) {
+    /// A worker of one FCM project (or of the jobs of no project): every row with `own`.
+    convenience init(configuration: WorkerConfiguration, auth: AccessTokenProvider, fcmProject: String, stop: Flag, log: Logger) {
+        self.init(configuration: configuration, own: Own(auth: auth, fcmProject: fcmProject), carried: nil, stop: stop, log: log)
+    }
+
+    init(configuration: WorkerConfiguration, own: Own?, carried: Carried?, stop: Flag, log: Logger) {
         self.configuration = configuration
-        self.auth = auth
-        self.fcmProject = fcmProject
+        self.own = own
+        self.carried = carried
         self.stop = stop
         self.log = log
         workerID = "\(ProcessInfo.processInfo.hostName):\(getpid()):topics"
     }
 
     struct Row {
+        /// The registry project whose key the row goes out with (nil: the pool's own key).
+        var keysOf: String?
         var project: String
         var topic: String
         var token: String
@@ -91,15 +138,32 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
 
     /// One claim and its requests; false when nothing was due.
     func pass(_ connection: PGConnection, _ client: HTTPClient) throws -> Bool {
-        let claimed = try TopicSubscriptions.claimWork(connection, fcmProject: fcmProject, worker: workerID,
+        dropIdle(now: Date().timeIntervalSince1970)
+        let claimed: PGResult
+        // The registry name comes first in the carried claim's rows; the one-project claim has none.
+        let first: Int
+        if let carried {
+            claimed = try TopicSubscriptions.claimCarriedWork(connection, ownFCMProject: own?.fcmProject, names: carried.names, skip: carried.skip,
+                                                              worker: workerID, limit: TopicManagement.maxTokensPerRequest,
+                                                              leaseSeconds: configuration.leaseSeconds)
+            first = 1
+        } else if let own {
+            claimed = try TopicSubscriptions.claimWork(connection, fcmProject: own.fcmProject, worker: workerID,
                                                        limit: TopicManagement.maxTokensPerRequest, leaseSeconds: configuration.leaseSeconds)
+            first = 0
+        } else {
+            return false
+        }
         guard claimed.rowCount > 0 else { return false }
         var groups: [String: [Row]] = [:]
         var order: [String] = []
         for i in 0..<claimed.rowCount {
-            let row = Row(project: claimed[i, 0] ?? "", topic: claimed[i, 1] ?? "", token: claimed[i, 2] ?? "",
-                          removing: claimed[i, 3] == "removing", generation: claimed.int(i, 4) ?? 0, attempts: claimed.int(i, 5) ?? 1)
-            let key = "\(row.removing ? "-" : "+")\(row.topic)"
+            let row = Row(keysOf: first == 1 ? claimed[i, 0] : nil,
+                          project: claimed[i, first] ?? "", topic: claimed[i, first + 1] ?? "", token: claimed[i, first + 2] ?? "",
+                          removing: claimed[i, first + 3] == "removing", generation: claimed.int(i, first + 4) ?? 0,
+                          attempts: claimed.int(i, first + 5) ?? 1)
+            // One request per project's key, action and topic (a topic is a project's own).
+            let key = "\(row.keysOf ?? "")\u{0}\(row.removing ? "-" : "+")\(row.topic)"
             if groups[key] == nil { order.append(key) }
             groups[key, default: []].append(row)
         }
@@ -117,8 +181,14 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
                     released += chunk.map { outcome($0, "retry", error: nil, delay: 0) }
                     continue
                 }
-                try pace(connection)
-                let results = perform(chunk, client)
+                let results: [JSONValue]
+                switch authority(for: chunk[0], connection) {
+                case .success(let (auth, fcmProject)):
+                    try pace(connection, fcmProject: fcmProject)
+                    results = perform(chunk, client, auth: auth)
+                case .failure(let problem):
+                    results = retry(chunk, reason: problem.description, retryAfter: nil, quota: false)
+                }
                 try TopicSubscriptions.recordResults(connection, results)
             }
         }
@@ -128,8 +198,77 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         return true
     }
 
-    /// Waits for the project's bucket to grant one request.
-    func pace(_ connection: PGConnection) throws {
+    /// Why a row's key cannot be had (names the file or variable, never the key).
+    struct NoKey: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// The key `row` goes out with, and the FCM project whose bucket paces it: the pool's own for
+    /// the rows of no project; a registry project's own for its rows, the store thread's when it
+    /// holds the project, else loaded here.
+    func authority(for row: Row, _ connection: PGConnection, now: Double = Date().timeIntervalSince1970)
+        -> Result<(AccessTokenProvider, String), NoKey> {
+        guard let name = row.keysOf else {
+            guard let own else { return .failure(NoKey(description: "no key of the pool's own for the rows of no project")) }
+            return .success((own.auth, own.fcmProject))
+        }
+        if let keys = carried?.ring.keys(for: name), keys.account.projectID == row.project {
+            return .success((keys.auth, row.project))
+        }
+        do {
+            let keys = try heldKeys(name, fcmProject: row.project, connection, now: now)
+            return .success((keys.auth, row.project))
+        } catch let problem as NoKey {
+            return .failure(problem)
+        } catch {
+            return .failure(NoKey(description: "project \(name): \(error)"))
+        }
+    }
+
+    /// Project `name`'s keys loaded here: kept while in use; every `keyCheckSeconds` its registry
+    /// entry and key file are looked at again (a changed entry or a new key is taken up, a key
+    /// that became unusable is not used).
+    func heldKeys(_ name: String, fcmProject: String, _ connection: PGConnection, now: Double) throws -> ProjectKeys {
+        var current: Project? = nil
+        if var entry = held[name], entry.keys.account.projectID == fcmProject {
+            if now - entry.checkedAt < Self.keyCheckSeconds {
+                entry.lastUsed = now
+                held[name] = entry
+                return entry.keys
+            }
+            current = try ProjectRegistry.entry(connection, name: name)
+            if let current, current.credentials == entry.credentials, current.fcmProjectID == fcmProject,
+               entry.keys.keyPath.map({ FileManager.default.contents(atPath: $0) == entry.keys.keyBytes }) ?? true {
+                entry.lastUsed = now
+                entry.checkedAt = now
+                held[name] = entry
+                return entry.keys
+            }
+        } else {
+            current = try ProjectRegistry.entry(connection, name: name)
+        }
+        held[name] = nil
+        guard let entry = current, entry.fcmProjectID == fcmProject else {
+            throw NoKey(description: "project \(name) is no longer the registry's entry for FCM project \(fcmProject)")
+        }
+        let keyPath = entry.credentials.hasPrefix("env:") ? nil : entry.credentials
+        let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
+        // Checked against the entry's FCM project: a row never goes out with another project's key.
+        let account = try entry.account(environment: ProcessInfo.processInfo.environment)
+        if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
+        let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
+        let keys = ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath, keyBytes: bytes)
+        held[name] = Held(keys: keys, credentials: entry.credentials, lastUsed: now, checkedAt: now)
+        return keys
+    }
+
+    /// Forgets the keys of projects unused for `idleSeconds`.
+    func dropIdle(now: Double) {
+        for (name, entry) in held where now - entry.lastUsed >= Self.idleSeconds { held[name] = nil }
+    }
+
+    /// Waits for the FCM project's bucket to grant one request.
+    func pace(_ connection: PGConnection, fcmProject: String) throws {
         while true {
             let granted = try TopicSubscriptions.takeRequestToken(connection, bucket: "iid:" + fcmProject, rate: Self.requestsPerSecond)
             if granted || stop.isSet { return }
@@ -138,7 +277,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
     }
 
     /// One request for `rows` (one topic, one action); the outcome of each row.
-    func perform(_ rows: [Row], _ client: HTTPClient) -> [JSONValue] {
+    func perform(_ rows: [Row], _ client: HTTPClient, auth: AccessTokenProvider) -> [JSONValue] {
         let action: TopicManagement.Action = rows[0].removing ? .remove : .add
         let topic = rows[0].topic
         let answer: TopicManagement.Answer

@@ -163,10 +163,19 @@ public final class WorkerProcess: @unchecked Sendable {
                 log.warning("checking whether herald.jobs needs a VACUUM failed (autovacuum still runs; trying again): \(error)")
             }
         }
-        // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift).
-        // Topic subscriptions go out with the pool's own key (a worker carrying several projects
-        // without one leaves them to a worker that has one).
-        let carrier = auth.map { TopicSubscriptionCarrier(configuration: configuration, auth: $0, fcmProject: account!.projectID, stop: stop, log: log) }
+        // herald.topic_subscriptions: a thread of its own (TopicSubscriptionCarrier.swift). A
+        // worker of one project sends them with its key; a worker carrying several sends each
+        // registry project's with that project's key, and those of no project with the pool's own.
+        let own = auth.map { TopicSubscriptionCarrier.Own(auth: $0, fcmProject: account!.projectID) }
+        let carrier: TopicSubscriptionCarrier?
+        if let carried = configuration.carries {
+            let names: [String]? = if case .named(let list) = carried { list } else { nil }
+            carrier = TopicSubscriptionCarrier(configuration: configuration, own: own,
+                                               carried: .init(names: names, skip: configuration.skippedProjects.sorted(), ring: ring),
+                                               stop: stop, log: log)
+        } else {
+            carrier = own.map { TopicSubscriptionCarrier(configuration: configuration, own: $0, carried: nil, stop: stop, log: log) }
+        }
         // Stopped in reverse order: the store first (it returns only once the sender has finished
         // and its outcomes are recorded), then the sender, the topic carrier and the vacuum. The
         // store's return (a stop, a drain) ends the group; the vacuum's (a role that may not

@@ -4,6 +4,7 @@ import JSON
 import Postgres
 import Testing
 import TestSupport
+@testable import Worker
 
 /// One worker process carrying many registry projects: every job goes out with its own
 /// project's key to its own project's URL over the process's shared connections, and a broken
@@ -16,8 +17,8 @@ import TestSupport
         let folder: String
         let count: Int
 
-        init(count: Int) throws {
-            stack = try WorkerStack()
+        init(count: Int, latencyMilliseconds: Int? = nil) throws {
+            stack = try WorkerStack(latencyMilliseconds: latencyMilliseconds)
             folder = NSTemporaryDirectory() + "herald-shared-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
             self.count = count
@@ -117,6 +118,59 @@ import TestSupport
         // Who claimed each job stays on its row: both workers did.
         let workers = try m.stack.count("SELECT count(DISTINCT locked_by) FROM herald.jobs WHERE project = 'p1' AND state = 'completed'")
         #expect(workers == 2, "\(workers) workers claimed p1's backlog")
+    }
+
+    /// A one-time code of a project whose owning worker is stopped (SIGSTOP: hung, or still
+    /// starting) is taken up by the other worker a moment after its NOTIFY, although that
+    /// worker's own backlogs fill every claim it makes: a code is anyone's.
+    @Test func aCodeOfAStoppedWorkersProjectIsSentByTheOtherWhileItsOwnBacklogsFillItsClaims() throws {
+        let m = try ManyProjects(count: 40, latencyMilliseconds: 200)
+        defer { m.close() }
+        let names = (1...m.count).map { "p\($0)" }
+        let first = names.filter { StoreProjects.owner(of: $0, among: 2) == 0 }
+        let second = names.filter { StoreProjects.owner(of: $0, among: 2) == 1 }
+        try #require(first.count >= 12 && second.count >= 3, "\(first.count) and \(second.count) projects per worker")
+        // The first worker's own backlogs: 300 jobs for each of its projects, at 64 in flight
+        // against an FCM answering in 200 ms (about 320 a second per worker): far more than the
+        // test lasts, and more projects due than a claim of 64 leaves room for.
+        for name in first { try m.enqueue(300, project: Int(name.dropFirst())!) }
+        let pool = try HeraldProcess(["work", "--processes", "2", "--concurrency", "64", "--poll-interval", "0.2"],
+                                     environment: m.stack.environment)
+        try pool.start()
+        var workers: [Int32: Int] = [:]
+        defer {
+            for pid in workers.keys { kill(pid, SIGCONT) }
+            pool.signal(SIGKILL)
+            pool.wait(timeout: 10)
+        }
+        #expect(waitUntil(timeout: 60) { m.stack.emulator.deliveredMessages().count >= 200 }, "\(pool.output)")
+        // Which worker is which place of the pool (the supervisor tells each its index).
+        for pid in EmulatorChoiceTests.children(of: pool.pid) {
+            guard let environ = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { continue }
+            for entry in environ.split(separator: 0) {
+                let text = String(decoding: entry, as: UTF8.self)
+                if text.hasPrefix("HERALD_WORKER_INDEX="), let index = Int(text.dropFirst("HERALD_WORKER_INDEX=".count)) { workers[pid] = index }
+            }
+        }
+        let owner = try #require(workers.first { $0.value == 1 }?.key, "no worker of index 1 among \(workers)")
+        kill(owner, SIGSTOP)
+        // Codes to three of the stopped worker's projects, one at a time.
+        for name in second.prefix(3) {
+            let token = "\(name)-code"
+            let enqueued = Date()
+            try m.stack.connection.query("""
+                INSERT INTO herald.jobs (message, project, queue, priority)
+                VALUES (jsonb_build_object('token', $1::text, 'data', jsonb_build_object('k', 'code')), $2, 'transactional', -1)
+                """, [.text(token), .text(name)])
+            let arrived = waitUntil(timeout: 30) { m.stack.emulator.deliveredMessages().contains { $0.token == token } }
+            let seconds = Date().timeIntervalSince(enqueued)
+            let available = try m.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available'")
+            #expect(arrived && seconds < 5, "\(name)'s code took \(String(format: "%.1f", seconds)) s (\(available) jobs of the other worker's backlogs available)")
+            print("a code of \(name), whose worker is stopped, reached FCM \(String(format: "%.2f", seconds)) s after its insert")
+        }
+        // The backlogs were still there: the other worker had no room of its own to spare.
+        #expect(try m.stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'available'") > 1000)
+        #expect(m.misplaced().isEmpty, "\(m.misplaced().prefix(3))")
     }
 
     /// A quota pause of one project (a 429 with Retry-After: 2 to p1) spreads p1's held retries

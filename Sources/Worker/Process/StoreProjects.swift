@@ -84,6 +84,10 @@ final class StoreProjects {
     private var notifiedProjects: Set<String?> = []
     /// Another worker's projects seen due while this one had room, and since when.
     private var strangersSeen: [String?: Double] = [:]
+    /// Another worker's projects a NOTIFY named (new jobs: maybe a one-time code) and still due:
+    /// helped after `strangerSeconds` even while this worker's own projects fill its claims, so
+    /// a code does not wait for an owner that is starting, stopped or stuck.
+    private var notifiedStrangers: Set<String?> = []
     let registryInterval: Double
     /// The pool's counters: the rate of the jobs of no project is shown as a worker of no
     /// project shows it (herald_project_rate_per_second without a label).
@@ -200,6 +204,7 @@ final class StoreProjects {
             if let name = project, let known = broken[name], known.retryAt > now { continue }  // looked at again later
             if lanes[project] == nil && !owns(project) {
                 strangers.append(due)
+                if notified.contains(project) { notifiedStrangers.insert(project) }
                 continue
             }
             ownDue += 1
@@ -215,13 +220,19 @@ final class StoreProjects {
         // with jobs of its own, it claims again as soon as it has room (a wait here would hold
         // every project's claims back, one-time codes too).
         var strangerWait: Double? = nil
-        if ownDue * Self.minimumShare < limit {
-            for due in strangers {
-                let since = strangersSeen[due.project] ?? now
-                seen[due.project] = since
-                if now - since >= Self.strangerSeconds { try consider(due) } else { strangerWait = Self.strangerSeconds }
-            }
+        let room = ownDue * Self.minimumShare < limit
+        var stillNotified: Set<String?> = []
+        for due in strangers {
+            // Without room, only those a NOTIFY named (their owner did not take the new jobs
+            // within `strangerSeconds`): a backlog is its owner's, a code is anyone's.
+            let named = notifiedStrangers.contains(due.project)
+            guard room || named else { continue }
+            if named { stillNotified.insert(due.project) }
+            let since = strangersSeen[due.project] ?? now
+            seen[due.project] = since
+            if now - since >= Self.strangerSeconds { try consider(due) } else { strangerWait = Self.strangerSeconds }
         }
+        notifiedStrangers = stillNotified
         strangersSeen = seen
         let newlyDue = candidates.filter { !dueBefore.contains($0) || notified.contains($0) }
         let newSet = Set(newlyDue)

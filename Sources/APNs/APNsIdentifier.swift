@@ -6,11 +6,16 @@ public enum APNsIdentifier {
     /// can be told apart from new ones at Apple's side and in the emulator. Made from a digest of
     /// the job's ID laid out as an RFC 9562 version 8 (custom) UUID.
     public static func forJob(_ jobID: Int64) -> String {
-        var bytes = Array(SHA256.hash(Array("herald-apns-job:\(jobID)".utf8)).prefix(16))
+        // The digest of `herald-apns-job:<ID in decimal>`, written without an interpolated String.
+        var input = jobPrefix
+        input.append(contentsOf: String(jobID).utf8)
+        var bytes = SHA256.hash(input)
         bytes[6] = (bytes[6] & 0x0F) | 0x80   // version 8
         bytes[8] = (bytes[8] & 0x3F) | 0x80   // RFC variant
-        return format(bytes)
+        return format(bytes[..<16])
     }
+
+    private static let jobPrefix = Array("herald-apns-job:".utf8)
 
     /// A fresh random UUID (version 4), as APNs makes one when a request carries none.
     public static func random() -> String {
@@ -34,17 +39,24 @@ public enum APNsIdentifier {
         return true
     }
 
-    static func format(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
+    /// The first 16 of `bytes` as 8-4-4-4-12 lowercase hex digits, written straight into the String.
+    static func format(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: 36) { out in
+            var position = 0
+            for (index, byte) in bytes.prefix(16).enumerated() {
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    out[position] = UInt8(ascii: "-")
+                    position += 1
+                }
+                out[position] = hexDigit(byte >> 4)
+                out[position + 1] = hexDigit(byte & 0x0F)
+                position += 2
+            }
+            return position
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 { value < 10 ? 0x30 + value : 0x57 + value }
 }
 
 func isHexDigit(_ byte: UInt8) -> Bool {

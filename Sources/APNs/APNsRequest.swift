@@ -69,9 +69,27 @@ public struct APNsRequest: Sendable, Equatable {
         return headers
     }
 
-    /// Header lines (`name: value`) for an HTTP client, the bearer token first.
+    /// Header lines (`name: value`) for an HTTP client, the bearer token first:
+    /// `sharedHeaderLines` and then `ownHeaderLines`.
     public func headerLines(providerToken: String) -> [String] {
-        ["authorization: bearer " + providerToken, "content-type: application/json"] + headers.map { "\($0.name): \($0.value)" }
+        Self.sharedHeaderLines(providerToken: providerToken, pushType: pushType, topic: topic, priority: priority) + ownHeaderLines
+    }
+
+    /// The header lines every request of one app sends alike while its provider token, the push
+    /// type and the priority stay the same: a sender keeps them (`HTTPRequest.headers`) and
+    /// adds each request's `ownHeaderLines` (`HTTPRequest.varyingHeaders`).
+    public static func sharedHeaderLines(providerToken: String, pushType: APNsPushType, topic: String, priority: Int) -> [String] {
+        ["authorization: bearer " + providerToken, "content-type: application/json", "apns-push-type: " + pushType.rawValue,
+         "apns-topic: " + topic, "apns-priority: " + String(priority)]
+    }
+
+    /// The header lines of this request alone: `apns-id`, and `apns-expiration` and
+    /// `apns-collapse-id` when it has them.
+    public var ownHeaderLines: [String] {
+        var lines = ["apns-id: " + apnsID]
+        if let expiration { lines.append("apns-expiration: " + String(expiration)) }
+        if let collapseID { lines.append("apns-collapse-id: " + collapseID) }
+        return lines
     }
 
     /// The headers a message may set in `apns.headers` (the rule file's `headers`); the rest are
@@ -84,43 +102,57 @@ public struct APNsRequest: Sendable, Equatable {
     ///   - jobID: the job's ID, from which `apns-id` is made.
     ///   - ttlSeconds: how long the job may still wait for delivery; nil: no limit set by Herald.
     ///   - now: seconds since 1970, for `apns-expiration`.
-    public init(message: JSONValue, bundleID: String, jobID: Int64, ttlSeconds: Int64?, now: Int64) throws(APNsRequestError) {
+    ///   - payload: the message's payload already written as compact JSON, e.g. by
+    ///     `APNsMessageRules.validate(_:payload:)`; when empty, it is written here.
+    public init(message: JSONValue, bundleID: String, jobID: Int64, ttlSeconds: Int64?, now: Int64,
+                payload written: [UInt8] = []) throws(APNsRequestError) {
         guard let token = message["apns_token"]?.stringValue else {
             throw APNsRequestError(field: "apns_token", message: "an APNs message needs apns_token, the device token in hex")
         }
-        let tokenBytes = Array(token.utf8)
+        let tokenBytes = token.utf8
         guard !tokenBytes.isEmpty, tokenBytes.count % 2 == 0, tokenBytes.allSatisfy(isHexDigit) else {
             throw APNsRequestError(field: "apns_token", message: "must be the device token as an even number of hex digits (0-9, a-f)")
         }
-        deviceToken = token.lowercased()
+        // Hex digits: lowercased only when some are capitals (tokens are mostly written lowercase).
+        deviceToken = tokenBytes.contains { $0 >= 0x41 && $0 <= 0x46 } ? token.lowercased() : token
         guard let apns = message["apns"]?.objectValue else {
             throw APNsRequestError(field: "apns", message: "an APNs message needs the apns object with its payload")
         }
         guard let payload = apns["payload"], payload.objectValue != nil else {
             throw APNsRequestError(field: "apns.payload", message: "must be a JSON object holding aps")
         }
-        var given: [String: String] = [:]
+        // The values the message gives, each header judged in byte order of the names (so the
+        // first refusal named is the one herald.validate_apns_message names first).
+        var givenPushType: String?, givenPriority: String?, givenID: String?, givenExpiration: String?, givenCollapseID: String?
         if let headers = apns["headers"] {
             guard let object = headers.objectValue else {
                 throw APNsRequestError(field: "apns.headers", message: "must be an object of header names and values")
             }
             let rules = APNsMessageRules.standard
-            for member in object.sorted(by: { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }) {
+            let members = object.count < 2 ? object.members
+                : object.members.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+            for member in members {
                 let name = member.key
-                let field = "apns.headers" + APNsMessageRules.member(name)
                 if member.value.isNull { continue }
                 guard let text = member.value.stringValue else {
-                    throw APNsRequestError(field: field, message: rules.headerReason(name, nil)
+                    throw APNsRequestError(field: "apns.headers" + APNsMessageRules.member(name), message: rules.headerReason(name, nil)
                                            ?? "expected a string, got \(member.value.typeName)")
                 }
                 if let reason = rules.headerReason(name, text) {
-                    throw APNsRequestError(field: field, message: reason)
+                    throw APNsRequestError(field: "apns.headers" + APNsMessageRules.member(name), message: reason)
                 }
-                given[name] = text
+                switch name {
+                case "apns-push-type": givenPushType = text
+                case "apns-priority": givenPriority = text
+                case "apns-id": givenID = text
+                case "apns-expiration": givenExpiration = text
+                case "apns-collapse-id": givenCollapseID = text
+                default: break  // a header the rule file lists that the request does not set
+                }
             }
         }
 
-        if let text = given["apns-push-type"] {
+        if let text = givenPushType {
             guard let type = APNsPushType(rawValue: text) else {
                 throw APNsRequestError(field: "apns.headers.apns-push-type",
                                        message: APNsMessageRules.standard.pushTypeReason(text) ?? "not a push type Herald sends")
@@ -130,7 +162,7 @@ public struct APNsRequest: Sendable, Equatable {
             pushType = .standardDefault
         }
         topic = pushType.topic(bundleID: bundleID)
-        if let text = given["apns-priority"] {
+        if let text = givenPriority {
             let rules = APNsMessageRules.standard
             let typeName = pushType.rawValue
             if let reason = rules.priorityReason(text, pushType: rules.pushTypes.first { $0.name == typeName }) {
@@ -143,7 +175,7 @@ public struct APNsRequest: Sendable, Equatable {
         } else {
             priority = pushType.defaultPriority
         }
-        if let text = given["apns-id"] {
+        if let text = givenID {
             guard APNsIdentifier.isCanonical(text) else {
                 throw APNsRequestError(field: "apns.headers.apns-id", message: "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000, or left out")
             }
@@ -153,7 +185,7 @@ public struct APNsRequest: Sendable, Equatable {
         }
         if let ttlSeconds {
             expiration = ttlSeconds <= 0 ? 0 : now + ttlSeconds
-        } else if let text = given["apns-expiration"] {
+        } else if let text = givenExpiration {
             // Whole seconds in at most the rule file's digits (headerReason above), so it fits.
             guard let value = Int64(text) else {
                 throw APNsRequestError(field: "apns.headers.apns-expiration", message: "expected whole seconds since 1970, got '\(text)'")
@@ -162,11 +194,18 @@ public struct APNsRequest: Sendable, Equatable {
         } else {
             expiration = nil
         }
-        if let text = given["apns-collapse-id"] {
+        if let text = givenCollapseID {
             collapseID = text  // within the rule file's bytes (headerReason above)
         } else {
             collapseID = nil
         }
-        body = Array(payload.serialized.utf8)
+        if written.isEmpty {
+            var out: [UInt8] = []
+            out.reserveCapacity(256)
+            payload.write(into: &out)
+            body = out
+        } else {
+            body = written
+        }
     }
 }

@@ -198,6 +198,13 @@ public struct APNsMessageRules: Sendable {
 
     /// Every issue of `message`, in the rule file's order; empty when it may be sent.
     public func validate(_ message: JSONValue) -> [APNsIssue] {
+        var payload: [UInt8] = []
+        return validate(message, payload: &payload)
+    }
+
+    /// `validate`, handing back in `payload` the message's payload as compact JSON when the size
+    /// rule measured it (empty otherwise): what a sender sends, so it is written once.
+    public func validate(_ message: JSONValue, payload written: inout [UInt8]) -> [APNsIssue] {
         var issues: [APNsIssue] = []
         func add(_ field: String, _ key: String, _ values: [String: String] = [:]) {
             issues.append(APNsIssue(field: field, reason: fill(key, values)))
@@ -229,13 +236,15 @@ public struct APNsMessageRules: Sendable {
             add("message.apns", "object.type", ["type": apns.typeName])
             return issues
         }
-        for key in apnsObject.keys.sorted(by: Self.byteOrder) where !apnsFields.contains(key) {
-            add("message.apns" + Self.member(key), "apns.unknown", ["fields": apnsFields.joined(separator: ", ")])
+        if apnsObject.members.contains(where: { !apnsFields.contains($0.key) }) {
+            for key in apnsObject.keys.sorted(by: Self.byteOrder) where !apnsFields.contains(key) {
+                add("message.apns" + Self.member(key), "apns.unknown", ["fields": apnsFields.joined(separator: ", ")])
+            }
         }
         var pushType = pushTypes.first { $0.name == defaultPushType }
         if let headers = present(apns, "headers") {
             if let headerObject = headers.objectValue {
-                for key in headerObject.keys.sorted(by: Self.byteOrder) {
+                for key in headerObject.count < 2 ? headerObject.keys : headerObject.keys.sorted(by: Self.byteOrder) {
                     guard let value = headerObject[key], !value.isNull else { continue }
                     if let text = value.stringValue {
                         if let reason = headerReason(key, text) {
@@ -299,7 +308,10 @@ public struct APNsMessageRules: Sendable {
             add("message.apns.payload.aps", "object.type", ["type": aps.typeName])
         }
         if let pushType {
-            let size = Self.payloadBytes(payload)
+            written.removeAll(keepingCapacity: true)
+            written.reserveCapacity(256)
+            payload.write(into: &written)
+            let size = written.count
             if size > pushType.maxPayloadBytes {
                 add("message.apns.payload", "payload.size",
                     ["size": String(size), "max": String(pushType.maxPayloadBytes), "push_type": pushType.name])
@@ -384,7 +396,7 @@ public struct APNsMessageRules: Sendable {
         return !digits.isEmpty && digits.allSatisfy { $0 >= 48 && $0 <= 57 }
     }
 
-    static func byteOrder(_ a: String, _ b: String) -> Bool { Array(a.utf8).lexicographicallyPrecedes(Array(b.utf8)) }
+    static func byteOrder(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
 
     /// `.name` for a plain member name; `["name"]` (JSON-quoted) for any other, so a field path
     /// never looks like a deeper one.

@@ -54,8 +54,8 @@ extension HTTPClient {
         if idle.count < HTTPClient.maxIdleHandles { idle.append(easy) }
     }
 
-    /// The parsed handle of `url`; nil when curl does not take it (the string then goes to
-    /// curl as it is, and fails with curl's own error).
+    /// The parsed handle of `url` (one whose path is not plain, see `plainPath`); nil when curl
+    /// does not take it (the string then goes to curl as it is, and fails with curl's own error).
     func parsedURL(_ url: String) -> ParsedURL? {
         if let known = parsedURLs[url] { return known }
         guard let parsed = ParsedURL(url) else { return nil }
@@ -96,6 +96,7 @@ extension HTTPClient {
             curl_easy_reset(h)
             easy.settings = nil
             easy.headerList = nil  // the reset dropped it from the handle: set it again below
+            easy.headerHead = nil
             check(herald_easy_setopt_ptr(h, CURLOPT_ERRORBUFFER, easy.errorBuffer), "CURLOPT_ERRORBUFFER")
             set(CURLOPT_NOSIGNAL, 1, "CURLOPT_NOSIGNAL")
             set(CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds, "CURLOPT_CONNECTTIMEOUT_MS")
@@ -134,7 +135,26 @@ extension HTTPClient {
         }
         let previous = easy.settings
         if previous?.url != request.url {
-            if multiplexed, let parsed = parsedURL(request.url) {
+            if multiplexed, let (origin, path) = plainPath(request.url) {
+                // A URL with a plain path on an origin parsed once (APNs: the device token is in
+                // the path, so every request has a URL of its own): the handle's own copy of the
+                // origin's parsed URL takes the path. Parsing each such URL whole, and keeping a
+                // parsed handle per URL, cost a parse, an allocation and a look-up per request.
+                if easy.ownURLOrigin !== origin {
+                    if let own = easy.ownURL { curl_url_cleanup(own) }
+                    easy.ownURL = curl_url_dup(origin.handle)
+                    easy.ownURLOrigin = origin
+                }
+                if let own = easy.ownURL, setPath(own, request.url.utf8[path...]) {
+                    check(herald_easy_setopt_ptr(h, CURLOPT_URL, nil), "CURLOPT_URL")
+                    check(herald_easy_setopt_ptr(h, CURLOPT_CURLU, UnsafeRawPointer(own)), "CURLOPT_CURLU")
+                    easy.parsedURL = nil
+                } else {
+                    check(herald_easy_setopt_ptr(h, CURLOPT_CURLU, nil), "CURLOPT_CURLU")
+                    easy.parsedURL = nil
+                    set(CURLOPT_URL, request.url, "CURLOPT_URL")
+                }
+            } else if multiplexed, let parsed = parsedURL(request.url) {
                 // A handle parsed once per URL: given a string, curl parses it and prints it back
                 // for every transfer (a tenth of its work per request, by instruction count).
                 // Unsetting the string makes curl take the URL from the parsed handle.
@@ -174,9 +194,16 @@ extension HTTPClient {
             list = made
             lastHeaderList = made
         }
-        if easy.headerList !== list {
-            check(herald_easy_setopt_ptr(h, CURLOPT_HTTPHEADER, list.list), "CURLOPT_HTTPHEADER")
-            easy.headerList = list  // kept alive while curl may read it
+        var head = list.list
+        if !request.varyingHeaders.isEmpty {
+            // The request's own lines in the handle's memory, linked in front of the shared list
+            // (curl reads the list while the transfer runs, and the handle runs one at a time).
+            head = easy.ownLines.link(request.varyingHeaders, before: list.list)
+        }
+        easy.headerList = list  // kept alive while curl may read it
+        if easy.headerHead != head {
+            check(herald_easy_setopt_ptr(h, CURLOPT_HTTPHEADER, head), "CURLOPT_HTTPHEADER")
+            easy.headerHead = head
         }
 
         let context = Unmanaged.passUnretained(transfer).toOpaque()
@@ -186,6 +213,64 @@ extension HTTPClient {
         easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed,
                                                             pipewait: pipewait, sslOptions: sslOptions) : nil
         return failure
+    }
+
+    /// The origin's parsed URL and where the path begins, when `url` is `scheme://authority`
+    /// followed by a plain path: `/` and letters, digits, `-`, `_` and `~` only, so curl would
+    /// take it as it is (no dot segments to remove, no query, no escapes). Nil otherwise.
+    func plainPath(_ url: String) -> (ParsedURL, String.UTF8View.Index)? {
+        let bytes = url.utf8
+        if let last = lastParsedOrigin, let path = HTTPClient.path(of: bytes, after: last.prefix) {
+            return HTTPClient.isPlainPath(bytes[path...]) ? (last.parsed, path) : nil
+        }
+        // `scheme://authority`: up to the first slash after the `//`.
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), bytes[colon...].starts(with: "://".utf8),
+              let slash = bytes[bytes.index(colon, offsetBy: 3)...].firstIndex(of: UInt8(ascii: "/")),
+              HTTPClient.isPlainPath(bytes[slash...]) else { return nil }
+        let prefix = String(url[..<slash])
+        guard !prefix.utf8.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }) else { return nil }
+        let parsed: ParsedURL
+        if let known = parsedOrigins[prefix] {
+            parsed = known
+        } else {
+            guard let made = ParsedURL(prefix) else { return nil }
+            if parsedOrigins.count >= 16 { parsedOrigins.removeAll() }
+            parsedOrigins[prefix] = made
+            parsed = made
+        }
+        lastParsedOrigin = (prefix, parsed)
+        return (parsed, slash)
+    }
+
+    /// Where the path of `url` begins when `url` starts with `prefix` and a slash follows it.
+    static func path(of url: String.UTF8View, after prefix: String) -> String.UTF8View.Index? {
+        var index = url.startIndex
+        for byte in prefix.utf8 {
+            guard index != url.endIndex, url[index] == byte else { return nil }
+            index = url.index(after: index)
+        }
+        guard index != url.endIndex, url[index] == UInt8(ascii: "/") else { return nil }
+        return index
+    }
+
+    static func isPlainPath(_ path: Substring.UTF8View) -> Bool {
+        path.allSatisfy {
+            ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39)
+                || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "~")
+        }
+    }
+
+    /// Sets the path of a parsed URL (no escaping: the path is plain).
+    func setPath(_ url: OpaquePointer, _ path: Substring.UTF8View) -> Bool {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: path.count + 1) { buffer in
+            var end = 0
+            for byte in path {
+                buffer[end] = CChar(bitPattern: byte)
+                end += 1
+            }
+            buffer[end] = 0
+            return curl_url_set(url, CURLUPART_PATH, buffer.baseAddress, 0) == CURLUE_OK
+        }
     }
 
     static func text(_ code: CURLcode) -> String { String(cString: curl_easy_strerror(code)) }
@@ -316,6 +401,14 @@ final class EasyHandle {
     let errorBuffer: UnsafeMutablePointer<CChar>
     var settings: HandleSettings?
     var headerList: HeaderList?
+    /// The header list curl was last given: `headerList`'s, or `ownLines` linked in front of it.
+    var headerHead: UnsafeMutablePointer<curl_slist>?
+    /// The lines of the handle's request alone (`HTTPRequest.varyingHeaders`).
+    let ownLines = LinkedLines()
+    /// A copy of an origin's parsed URL whose path the handle sets per request (`plainPath`),
+    /// and the origin it was copied from.
+    var ownURL: OpaquePointer?
+    var ownURLOrigin: ParsedURL?
     /// `SocketRegistry.closed` when the handle's last multiplexed transfer started (nil: none yet).
     var closesSeen: UInt64?
     var parsedURL: ParsedURL?
@@ -344,8 +437,57 @@ final class EasyHandle {
 
     deinit {
         curl_easy_cleanup(handle)
+        if let ownURL { curl_url_cleanup(ownURL) }
         errorBuffer.deallocate()
         body.deallocate()
+    }
+}
+
+/// Header lines in a curl list of memory of its own, linked in front of another list: the
+/// nodes and the text are kept and overwritten request after request, so a request's own lines
+/// cost no allocation (curl only reads a list it is given; it frees none).
+final class LinkedLines {
+    private var nodes: UnsafeMutablePointer<curl_slist>
+    private var nodeCapacity = 4
+    private var text: UnsafeMutablePointer<CChar>
+    private var textCapacity = 256
+
+    init() {
+        nodes = .allocate(capacity: nodeCapacity)
+        text = .allocate(capacity: textCapacity)
+    }
+
+    /// `lines` (not empty) as a list whose last node leads on to `tail`; valid until the next call.
+    func link(_ lines: [String], before tail: UnsafeMutablePointer<curl_slist>?) -> UnsafeMutablePointer<curl_slist> {
+        if lines.count > nodeCapacity {
+            nodes.deallocate()
+            nodeCapacity = max(lines.count, nodeCapacity * 2)
+            nodes = .allocate(capacity: nodeCapacity)
+        }
+        var bytes = 0
+        for line in lines { bytes += line.utf8.count + 1 }
+        if bytes > textCapacity {
+            text.deallocate()
+            textCapacity = max(bytes, textCapacity * 2)
+            text = .allocate(capacity: textCapacity)
+        }
+        var offset = 0
+        for (index, line) in lines.enumerated() {
+            let start = text + offset
+            for byte in line.utf8 {
+                text[offset] = CChar(bitPattern: byte)
+                offset += 1
+            }
+            text[offset] = 0
+            offset += 1
+            nodes[index] = curl_slist(data: start, next: index + 1 < lines.count ? nodes + index + 1 : tail)
+        }
+        return nodes
+    }
+
+    deinit {
+        nodes.deallocate()
+        text.deallocate()
     }
 }
 

@@ -215,6 +215,10 @@ public final class HTTPClient: @unchecked Sendable {
     /// The generation of connections requests now go to (`connectionGenerationOdd`).
     var generationStarted: UInt64 = 0
     var generationOdd = false
+    /// Origins (`scheme://authority`) parsed by curl, whose URLs with a plain path set only the
+    /// path on a handle's own copy (`plainPath`); the last one used, to find it without hashing.
+    var parsedOrigins: [String: ParsedURL] = [:]
+    var lastParsedOrigin: (prefix: String, parsed: ParsedURL)?
 
     /// Origins whose streams or connections changed in this pass: each admits what now fits.
     var touched: [Origin] = []

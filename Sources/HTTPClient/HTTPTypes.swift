@@ -7,12 +7,19 @@ public struct HTTPRequest: Sendable {
     public var method: String
     public var url: String
     public var headers: [String]
+    /// Lines of this request alone (an ID, a time), sent before `headers`. A sender whose other
+    /// lines repeat request after request passes those as `headers` (best the same array each
+    /// time) and only the changing ones here: the client keeps one curl list of `headers` while
+    /// they stay the same and links these in front of it, copied into memory the request's
+    /// handle owns, instead of making and freeing a whole list per request.
+    public var varyingHeaders: [String]
     public var body: [UInt8]
 
-    public init(method: String = "POST", url: String, headers: [String] = [], body: [UInt8] = []) {
+    public init(method: String = "POST", url: String, headers: [String] = [], varyingHeaders: [String] = [], body: [UInt8] = []) {
         self.method = method
         self.url = url
         self.headers = headers
+        self.varyingHeaders = varyingHeaders
         self.body = body
     }
 }

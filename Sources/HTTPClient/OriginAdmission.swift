@@ -13,6 +13,13 @@ import Glibc
 extension HTTPClient {
     func origin(of url: String) -> Origin? {
         if let last = lastURL, last.url == url { return last.origin }
+        if let known = lastURL?.origin, HTTPClient.path(of: url.utf8, after: known.key) != nil {
+            // Another URL on the last one's origin (an APNs sender's: one URL per device): its
+            // bytes begin with the origin's key and a slash, so its key is that one, found
+            // without building it.
+            lastURL = (url, known)
+            return known
+        }
         var origin: Origin? = nil
         if let key = HTTPClient.cleartextOrigin(url) {
             if let known = origins[key] {

@@ -199,6 +199,47 @@ final class TestClock: Sendable {
         #expect(given.apnsID == "123e4567-e89b-12d3-a456-426614174000")
     }
 
+    /// The same digest of the job's ID as the releases before, so a job retried across an
+    /// upgrade keeps its apns-id (values from an independent SHA-256 of `herald-apns-job:<ID>`).
+    @Test func apnsIDStaysTheDigestOfTheJobID() {
+        #expect(APNsIdentifier.forJob(12_345) == "c8753610-1842-88a1-8ca9-1fc8d7dbe964")
+        #expect(APNsIdentifier.forJob(-7) == "806e14d9-faba-8f52-85a4-b3955f08428b")
+    }
+
+    /// A sender keeps the lines an app's requests share and adds each request's own: together
+    /// they are the request's lines, and the own ones are all that differs from job to job.
+    @Test func sharedAndOwnLinesMakeTheRequestsLines() throws {
+        let first = try request(message(["apns-collapse-id": "order-7"]), jobID: 1, ttl: 60)
+        let second = try request(message(["apns-collapse-id": "order-8"]), jobID: 2, ttl: 60)
+        func shared(_ request: APNsRequest) -> [String] {
+            APNsRequest.sharedHeaderLines(providerToken: "TOKEN", pushType: request.pushType, topic: request.topic, priority: request.priority)
+        }
+        #expect(shared(first) == shared(second))
+        #expect(shared(first) + first.ownHeaderLines == first.headerLines(providerToken: "TOKEN"))
+        #expect(first.ownHeaderLines == ["apns-id: " + first.apnsID, "apns-expiration: 1800000060", "apns-collapse-id: order-7"])
+        #expect(second.ownHeaderLines.first == "apns-id: " + second.apnsID && first.apnsID != second.apnsID)
+        let background = try request(message(["apns-push-type": "background"], payload: ["aps": ["content-available": 1]]))
+        #expect(shared(background).contains("apns-priority: 5") && shared(background).contains("apns-push-type: background"))
+        #expect(background.ownHeaderLines == ["apns-id: " + background.apnsID])
+    }
+
+    /// The payload the rules measured is the body sent: handed over, it is not written again,
+    /// and it is what the request writes itself.
+    @Test func theRulesPayloadIsTheBody() throws {
+        let payload: JSONValue = ["aps": ["alert": ["title": "Grüße \"x\"\n"]], "order": 42, "list": [1, "a", nil]]
+        let whole = message(payload: payload)
+        var written: [UInt8] = []
+        #expect(APNsMessageRules.standard.validate(whole, payload: &written).isEmpty)
+        #expect(try JSONValue.parse(written) == payload)
+        let handed = try APNsRequest(message: whole, bundleID: "com.example.shop", jobID: 7, ttlSeconds: nil, now: 1_800_000_000, payload: written)
+        #expect(handed.body == written)
+        #expect(try request(whole).body == written)
+        // A message the rules refuse before the size rule hands back no payload.
+        var none: [UInt8] = []
+        #expect(!APNsMessageRules.standard.validate(message(payload: ["alert": "no aps"]), payload: &none).isEmpty)
+        #expect(none.isEmpty)
+    }
+
     @Test func expirationComesFromTheTTL() throws {
         #expect(try request(message(), ttl: 3600).expiration == 1_800_003_600)
         #expect(try request(message(), ttl: 0).expiration == 0)

@@ -153,8 +153,10 @@ final class APNsSender {
             settle(job, .dead(reason: "message: not valid JSON (\(error))"), code: "NOT_SENT", into: &result)
             return
         }
-        // The rules enqueue checked (a row written before them, or past the trigger, meets them here).
-        let issues = rules.validate(message)
+        // The rules enqueue checked (a row written before them, or past the trigger, meets them
+        // here). The payload they measured is the request's body, written once.
+        var payload: [UInt8] = []
+        let issues = rules.validate(message, payload: &payload)
         if !issues.isEmpty {
             settle(job, .dead(reason: issues.map(\.description).joined(separator: "; ")), code: "NOT_SENT", into: &result)
             return
@@ -167,7 +169,8 @@ final class APNsSender {
         }
         let request: APNsRequest
         do {
-            request = try APNsRequest(message: message, bundleID: lane.keys.app.topic, jobID: Int64(job.id), ttlSeconds: nil, now: Int64(now))
+            request = try APNsRequest(message: message, bundleID: lane.keys.app.topic, jobID: Int64(job.id), ttlSeconds: nil, now: Int64(now),
+                                      payload: payload)
         } catch {
             settle(job, .dead(reason: error.description), code: "NOT_SENT", into: &result)
             return
@@ -213,10 +216,40 @@ final class APNsSender {
                                  renewed: renewed, sentAt: now)
         lanes[name]?.inFlight += 1
         result.sent += 1
-        // The empty Accept: leaves out curl's `accept: */*`, which means nothing to APNs.
         client.submit(HTTPRequest(method: "POST", url: lane.keys.deviceURL + request.deviceToken,
-                                  headers: request.headerLines(providerToken: providerToken) + ["Accept:"], body: request.body),
+                                  headers: sharedLines(lane.keys, providerToken, request),
+                                  varyingHeaders: request.ownHeaderLines, body: request.body),
                       tag: tag)
+    }
+
+    /// The header lines an app's requests share while its keys, provider token, push type and
+    /// priority stay the same, made once: the client keeps one curl list of them and links each
+    /// request's own lines (`apns-id` and the like) in front of it.
+    private struct SharedLines {
+        let keys: APNsAppKeys
+        let pushType: APNsPushType
+        let priority: Int
+        var providerToken: String
+        var lines: [String]
+    }
+    private var shared: [SharedLines] = []
+
+    private func sharedLines(_ keys: APNsAppKeys, _ providerToken: String, _ request: APNsRequest) -> [String] {
+        let index = shared.firstIndex { $0.keys === keys && $0.priority == request.priority && $0.pushType == request.pushType }
+        if let index, shared[index].providerToken == providerToken { return shared[index].lines }
+        // The empty Accept: leaves out curl's `accept: */*`, which means nothing to APNs.
+        let lines = APNsRequest.sharedHeaderLines(providerToken: providerToken, pushType: request.pushType, topic: request.topic,
+                                                  priority: request.priority) + ["Accept:"]
+        if let index {
+            // A renewed provider token.
+            shared[index].providerToken = providerToken
+            shared[index].lines = lines
+        } else {
+            // Keys taken up again are new objects: the lines of the old ones go in time.
+            if shared.count >= 64 { shared.removeAll() }
+            shared.append(SharedLines(keys: keys, pushType: request.pushType, priority: request.priority, providerToken: providerToken, lines: lines))
+        }
+        return lines
     }
 
     private func settle(_ job: ClaimedJob, _ action: OutcomeAction, code: String, into result: inout Result) {

@@ -16,17 +16,21 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Run the herald migrate of the same release as these rules.';
     END IF;
-    INSERT INTO herald.apns_rules AS r (id, definition, fcm_targets, apns_fields, priorities, push_types, aps_field_names, loaded_at)
+    INSERT INTO herald.apns_rules AS r (id, definition, fcm_targets, apns_fields, priorities, push_types, aps_field_names,
+                                        header_names, bounded_header_names, loaded_at)
     VALUES (true, new_rules,
             ARRAY(SELECT jsonb_array_elements_text(new_rules -> 'fcm_targets')),
             ARRAY(SELECT jsonb_array_elements_text(new_rules -> 'apns_fields')),
             ARRAY(SELECT jsonb_array_elements_text(new_rules -> 'priorities')),
             (SELECT jsonb_object_agg(t.e ->> 'name', t.e) FROM jsonb_array_elements(new_rules -> 'push_types') AS t(e)),
             ARRAY(SELECT f.e ->> 'name' FROM jsonb_array_elements(new_rules -> 'aps_fields') AS f(e)),
+            ARRAY(SELECT h.e ->> 'name' FROM jsonb_array_elements(new_rules -> 'headers') AS h(e)),
+            ARRAY(SELECT h.e ->> 'name' FROM jsonb_array_elements(new_rules -> 'headers') AS h(e) WHERE h.e ? 'message'),
             now())
     ON CONFLICT (id) DO UPDATE
         SET definition = excluded.definition, fcm_targets = excluded.fcm_targets, apns_fields = excluded.apns_fields,
             priorities = excluded.priorities, push_types = excluded.push_types, aps_field_names = excluded.aps_field_names,
+            header_names = excluded.header_names, bounded_header_names = excluded.bounded_header_names,
             loaded_at = excluded.loaded_at
         WHERE r.definition IS DISTINCT FROM excluded.definition;
 END

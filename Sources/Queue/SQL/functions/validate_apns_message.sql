@@ -16,6 +16,8 @@ DECLARE
     known_priorities text[];
     types jsonb;
     aps_names text[];
+    header_list text[];
+    bounded_headers text[];
     texts jsonb;
     vmax integer;
     issues text[] := '{}';
@@ -34,8 +36,11 @@ DECLARE
     field jsonb;
     size bigint;
 BEGIN
-    SELECT r.definition, r.fcm_targets, r.apns_fields, r.priorities, r.push_types, r.aps_field_names
-    INTO def, targets, known_apns, known_priorities, types, aps_names
+    -- The definition is stored uncompressed (migration 335): read once here, each operator
+    -- below reads it in place rather than decompressing all of it again.
+    SELECT r.definition, r.fcm_targets, r.apns_fields, r.priorities, r.push_types, r.aps_field_names,
+           r.header_names, r.bounded_header_names
+    INTO def, targets, known_apns, known_priorities, types, aps_names, header_list, bounded_headers
     FROM herald.apns_rules AS r WHERE r.id;
     IF def IS NULL THEN
         RAISE EXCEPTION 'herald.validate_apns_message: no APNs rules are loaded'
@@ -92,8 +97,7 @@ BEGIN
     ELSIF headers IS NOT NULL THEN
         -- Only a message naming a header the rules do not list, or one the rules bound, or giving
         -- a value that is not a string, has its headers judged one by one.
-        IF (headers - ARRAY(SELECT h ->> 'name' FROM jsonb_array_elements(def -> 'headers') AS h)) <> '{}'::jsonb
-           OR headers ?| ARRAY(SELECT h ->> 'name' FROM jsonb_array_elements(def -> 'headers') AS h WHERE h ? 'message')
+        IF (headers - header_list) <> '{}'::jsonb OR headers ?| bounded_headers
            OR jsonb_path_exists(headers, '$.* ? (@.type() != "string" && @.type() != "null")') THEN
             FOR k, s IN SELECT e.key, herald._apns_header_reason(def, e.key, e.value) FROM jsonb_each(headers) AS e
                         WHERE jsonb_typeof(e.value) <> 'null' ORDER BY e.key COLLATE "C" LOOP

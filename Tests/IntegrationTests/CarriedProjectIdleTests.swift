@@ -38,6 +38,14 @@ import TestSupport
                 """, [.text(project), .int(n)])
         }
 
+        /// A carrying worker's store-thread side: its projects, the key ring its sender reads,
+        /// and its job store on the stack's connection.
+        func storeSide() -> (projects: StoreProjects, ring: ProjectKeyRing, store: JobStore) {
+            let ring = ProjectKeyRing()
+            let projects = StoreProjects(configuration: configuration, ring: ring, names: nil, unaddressed: nil, log: Logger(level: .error))
+            return (projects, ring, JobStore(connection: stack.connection, workerID: "idle-test", fcmProject: nil))
+        }
+
         /// A configuration of a worker carrying the registry, sending to the stack's emulator.
         var configuration: WorkerConfiguration {
             var configuration = WorkerConfiguration(databaseURL: stack.database.url, credentialsPath: "")
@@ -57,9 +65,7 @@ import TestSupport
         let r = try Registry()
         defer { r.close() }
         let c = r.stack.connection
-        let ring = ProjectKeyRing()
-        let projects = StoreProjects(configuration: r.configuration, ring: ring, names: nil, unaddressed: nil, log: Logger(level: .error))
-        let store = JobStore(connection: c, workerID: "idle-test", fcmProject: nil)
+        let (projects, ring, store) = r.storeSide()
         func claim(at now: Double) throws -> [ClaimedJob] {
             try projects.claim(store, connection: c, queues: [], limit: 64, leaseSeconds: 60, now: now).jobs
         }
@@ -102,9 +108,7 @@ import TestSupport
         let r = try Registry()
         defer { r.close() }
         let c = r.stack.connection
-        let ring = ProjectKeyRing()
-        let projects = StoreProjects(configuration: r.configuration, ring: ring, names: nil, unaddressed: nil, log: Logger(level: .error))
-        let store = JobStore(connection: c, workerID: "idle-test", fcmProject: nil)
+        let (projects, ring, store) = r.storeSide()
         let start = Date().timeIntervalSince1970
         try r.enqueue(1, project: "p1")
         try r.enqueue(1, project: "p2")

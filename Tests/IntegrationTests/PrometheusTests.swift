@@ -12,7 +12,7 @@ import TestSupport
 
     @Test func theAlertRulesPassTheirUnitTestsAndTheConfigurationIsValid() throws {
         let rules = try String(contentsOfFile: Self.deploy + "/alerts.yml", encoding: .utf8)
-        for alert in ["HeraldDeadLettersIncreasing", "HeraldBacklogAging", "HeraldFCMErrorRateHigh", "HeraldQuotaExceeded", "HeraldQuotaAnswersHigh", "HeraldWorkersDown"] {
+        for alert in ["HeraldDeadLettersIncreasing", "HeraldBacklogAging", "HeraldFCMErrorRateHigh", "HeraldAPNsErrorRateHigh", "HeraldQuotaExceeded", "HeraldQuotaAnswersHigh", "HeraldWorkersDown"] {
             #expect(rules.contains("- alert: \(alert)\n"), "\(alert) is defined")
             let tests = try String(contentsOfFile: Self.deploy + "/alerts.test.yml", encoding: .utf8)
             #expect(tests.contains("alertname: \(alert)\n"), "\(alert) has a unit test")
@@ -21,7 +21,7 @@ import TestSupport
         #expect(unit.status == 0 && unit.output.contains("SUCCESS"), "promtool test rules:\n\(unit.output)")
         let config = try promtool(["check", "config", "prometheus.yml"], directory: Self.deploy)
         #expect(config.status == 0, "promtool check config:\n\(config.output)")
-        #expect(config.output.contains("SUCCESS: 7 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
+        #expect(config.output.contains("SUCCESS: 8 rules found"), "the configuration loads alerts.yml:\n\(config.output)")
     }
 
     /// A loopback port nobody listens on right now (bound and released).

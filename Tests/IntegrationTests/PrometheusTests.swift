@@ -122,6 +122,6 @@ import TestSupport
         // Herald's rules load and evaluate in a real Prometheus.
         let rules = try curl(url + "/api/v1/rules", over: .http1)
         let loaded = (rules.json?["data"]?["groups"]?.arrayValue ?? []).flatMap { $0["rules"]?.arrayValue ?? [] }
-        #expect(loaded.count == 7 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
+        #expect(loaded.count == 8 && loaded.allSatisfy { $0["health"]?.stringValue != "err" }, "\(rules.body)")
     }
 }

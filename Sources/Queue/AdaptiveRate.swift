@@ -88,8 +88,8 @@ public struct AdaptiveRate: Sendable, Equatable {
     public var regainDoubling: Double = 1
     /// A lowering this many seconds or less after the previous one keeps that one's `regain`.
     public var memory: Double = 60
-    /// The share of a stated limit paced at: FCM's minute is rolling and counts 4xx answers
-    /// (other than 429) too, so pacing at the limit itself would run into it.
+    /// The share of a stated limit paced at: FCM's minute counts 4xx answers (other than 429)
+    /// too, so pacing at the limit itself would run into it.
     public var pace: Double = 0.95
     /// How long a stated limit binds: after an hour without another quota answer the rate may
     /// climb past it again (a project's quota can be raised), and the next answer restates it.

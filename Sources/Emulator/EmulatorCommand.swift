@@ -117,8 +117,8 @@ public enum EmulatorCommand {
           it ends, and the next counted request starts the next window. --quota-window continuous
           counts it in a bucket of a minute's worth (--quota-burst for less) refilled continuously
           at the stated rate. The start-up line and /emulator/stats ("quota") say which is used.
-          As FCM answers (--quota-answer production,
-          the default), the project's quota refuses with
+          As FCM answers (--quota-answer production, the default), the project's quota refuses
+          with
             429 {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded
             for quota metric 'Send requests' and limit 'Send requests per minute' ...", "details":
             [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
@@ -131,8 +131,10 @@ public enum EmulatorCommand {
           "quota_answer": "legacy"): 429 QUOTA_EXCEEDED with a QuotaFailure subject "project:ID",
           "device:TOKEN" or "topic:NAME" and Retry-After (whole seconds until the limit allows one:
           for a minute window, until it ends).
-          A realistic default quota: --quota 600000/min --quota-start 0 (or a scenario's
-          "quota": {"per_minute": 600000, "start": 0}).
+          FCM's default quota: --quota 600000/min (or a scenario's "quota": {"per_minute":
+          600000}); with --quota-start 0, a project whose window is already spent at start-up
+          (refused for its first minute; with --quota-window continuous, an empty bucket that
+          refills from the first request on).
           --capacity N/s: one first-in first-out serving line; a message's time in
           /emulator/messages is when it was served.
 

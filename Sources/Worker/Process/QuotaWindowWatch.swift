@@ -6,7 +6,8 @@
 /// limit, every pool paces at its share (`AdaptiveRate.pace`). Against a quota that refills
 /// continuously that is the end of the 429s; against a window that is already spent, every send
 /// is refused whatever the pace, and a pool that goes on at the stated rate draws a 429 for
-/// every message until the window ends (31.9 % of a drain's requests in one run). So:
+/// every message until the window ends (about a third of a drain's requests: docs/fcm-limits.md,
+/// "A spent minute"). So:
 ///
 /// - sends paced at the stated limit start `settle` seconds after the limit was first stated
 ///   here (what was claimed, in flight or sent by another process at the old rate has been

@@ -20,17 +20,22 @@ final class Backend: Sendable {
     private let nextMessageID = Atomic<Int>(0)
     private let nextSequence = Atomic<Int>(0)
     private let startedAt = realtimeSeconds()
+    /// When the emulator started (or was last reset), CLOCK_MONOTONIC: a quota's `start` is
+    /// what it allowed then (a minute window with it runs from then).
+    private let quotaEpoch = Atomic<UInt64>(monotonicNanoseconds())
+    private var startedAtNanoseconds: UInt64 { quotaEpoch.load(ordering: .relaxed) }
     /// Filled in once the server listens (the port is known then).
     let tokenURI = Mutex<String>("")
     let serverStatistics = Mutex<(@Sendable () -> HTTPServerStatistics?)?>(nil)
     let resetServerStatistics = Mutex<(@Sendable () -> Void)?>(nil)
 
-    /// Per-token attempt counts and Retry-After deadlines, and the projects' quota buckets.
+    /// Per-token attempt counts and Retry-After deadlines, and the projects' quotas.
     struct FaultState {
         var attempts: [String: Int] = [:]
         var tokenNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
         var projectNotBefore: [String: (deadline: UInt64, code: String, answered: UInt64)] = [:]
-        var buckets: [String: TokenBucket] = [:]
+        /// Each project's quota, counted in the scenario's model (`Scenario.Quota.window`).
+        var quotas: [String: ProjectQuotaCounter] = [:]
         /// Per-device (by token) and per-topic limit buckets (`Scenario.limits`).
         var deviceMinute: [String: TokenBucket] = [:]
         var deviceHour: [String: TokenBucket] = [:]
@@ -84,6 +89,7 @@ final class Backend: Sendable {
         case .topicBatch(let add): return topicBatch(request, add: add)
         case .lookUpDeviceGroup: return lookUpDeviceGroup(request)
         case .listMessages: return listMessages(request)
+        case .listRefusals: return listRefusals(request)
         case .reset:
             reset()
             return HTTPServerResponse(status: 204)
@@ -220,9 +226,9 @@ final class Backend: Sendable {
                     limitWait = Self.takeLimits(limits, target: target, state: &state, now: now)
                 }
                 if limitWait == nil, let quota = scenario.quota {
-                    var bucket = state.buckets[project] ?? TokenBucket(perMinute: quota.perMinute, capacity: quota.burst, start: quota.start, now: now)
-                    quotaWait = bucket.take(now: now)
-                    state.buckets[project] = bucket
+                    var counter = state.quotas[project] ?? ProjectQuotaCounter(quota, epoch: startedAtNanoseconds, now: now)
+                    quotaWait = counter.take(now: now)
+                    state.quotas[project] = counter
                 }
                 if quotaWait == nil, limitWait == nil, counting, let key {
                     attempt = (state.attempts[key] ?? 0) + 1
@@ -501,12 +507,36 @@ final class Backend: Sendable {
         return FCMResponses.json(200, ["count": JSONValue(messages.count), "messages": .array(messages.map(\.json))])
     }
 
+    /// The quota answers given, oldest first (the last `RefusalLog.limit` of them): what a
+    /// benchmark needs to tell a message's first send from its retries, measured at FCM's side.
+    private func listRefusals(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        var limit: Int? = nil
+        for item in request.queryItems {
+            guard item.name == "limit" else {
+                return FCMResponses.json(400, ["error": .string("unknown parameter \(item.name); use limit")])
+            }
+            guard let n = Int(item.value), n >= 0 else {
+                return FCMResponses.json(400, ["error": .string("limit must be a whole number, not \(item.value)")])
+            }
+            limit = n
+        }
+        var items = refusals.withLock { $0.items }
+        if let limit, items.count > limit { items = Array(items.prefix(limit)) }
+        let listed: [JSONValue] = items.map { refusal in
+            ["target": .string(refusal.target), "limit": .string(refusal.subject),
+             "time": .string(Timestamp.rfc3339(milliseconds: refusal.atMilliseconds)),
+             "retry_after": refusal.retryAfter.map { JSONValue($0) } ?? .null]
+        }
+        return FCMResponses.json(200, ["count": JSONValue(listed.count), "refusals": .array(listed)])
+    }
+
     func reset() {
         store.reset()
         stats.reset()
         apns.reset()
         topics.withLock { $0 = TopicRegistry() }
         faults.withLock { $0 = FaultState() }
+        quotaEpoch.store(monotonicNanoseconds(), ordering: .relaxed)
         refusals.withLock { $0 = RefusalLog() }
         lineFree.withLock { $0 = 0 }
         hasDeadlines.store(false, ordering: .relaxed)
@@ -545,6 +575,11 @@ final class Backend: Sendable {
                 "peak": JSONValue(s.peakPerSecond),
             ],
             "quota_exceeded_by_limit": .object(quotaBySubject),
+            "quota": configuration.scenario.quota.map { quota -> JSONValue in
+                ["per_minute": JSONValue(quota.perMinute), "window": .string(quota.window.rawValue),
+                 "burst": quota.window == .continuous ? JSONValue(quota.burst ?? quota.perMinute) : .null,
+                 "described": .string(quota.described)]
+            } ?? .null,
             "retry_after_violations": ["count": JSONValue(s.violations), "recent": .array(recent)],
             "http2_requests": JSONValue(server?.http2Requests ?? 0),
             "http1_requests": JSONValue(server?.http1Requests ?? 0),

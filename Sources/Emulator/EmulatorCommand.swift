@@ -15,9 +15,12 @@ public enum EmulatorCommand {
                defaultText: "acceptor"),
         Option(name: "latency-ms", value: "N", help: "Answer every send N milliseconds late.", defaultText: "0"),
         Option(name: "quota", value: "N/s|N/min",
-               help: "The project's quota, FCM's rolling minute: a token bucket of a minute's worth refilled continuously (300/s and 18000/min are the same; FCM's default is 600000/min). Beyond it 429 in the shape --quota-answer says (overrides the scenario's quota)."),
-        Option(name: "quota-burst", value: "N", help: "Make the quota's bucket hold N messages instead of a minute's worth (with --quota)."),
-        Option(name: "quota-start", value: "N", help: "Messages the quota's bucket holds at the start (with --quota; default full)."),
+               help: "The project's quota, a number of messages a minute (300/s and 18000/min are the same; FCM's default is 600000/min), counted as --quota-window says. Beyond it 429 in the shape --quota-answer says (overrides the scenario's quota)."),
+        Option(name: "quota-window", value: "MODEL",
+               help: "How the project's quota is counted: minute (as FCM documents it: windows of 60 s, not aligned to the clock, each starting at the first counted request; every counted request inside it counts, 4xx answers too, 429s not; a spent window refuses every send until it ends) or continuous (a bucket of a minute's worth refilled continuously at the stated rate: after a burst, the stated rate goes through).",
+               defaultText: "minute"),
+        Option(name: "quota-burst", value: "N", help: "Make the continuous quota's bucket hold N messages instead of a minute's worth (with --quota-window continuous)."),
+        Option(name: "quota-start", value: "N", help: "What the quota allows at the start (with --quota; default all of it): what the continuous bucket holds, or what is left of a minute window that runs from start-up."),
         Option(name: "quota-answer", value: "SHAPE",
                help: "How every limit words its 429: production (as FCM: the project quota's RATE_LIMIT_EXCEEDED body stating the limit, no Retry-After; a device's or topic's limit with FcmError QUOTA_EXCEEDED and a QuotaFailure naming it) or legacy (the emulator's older answers: QuotaFailure project:ID / device:TOKEN / topic:NAME, Retry-After on each).",
                defaultText: "production"),
@@ -90,9 +93,12 @@ public enum EmulatorCommand {
                                                     fa110503K... 503, fa110500K... 500 on the first K
                                                     attempts (K hex, 0: always)
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
+          GET  /emulator/refusals[?limit=N]         the quota answers (429) given, oldest first: target,
+                                                    limit (project, device, topic, ...), time
           DELETE /emulator/messages                 forget messages, counters, fault attempts
           GET  /emulator/stats                      counts, rates, streams, Retry-After violations,
-                                                    GOAWAYs sent, refused and unprocessed streams
+                                                    GOAWAYs sent, refused and unprocessed streams,
+                                                    the project's quota and how it is counted
 
         FAULT TOKENS (the message's token; attempts are counted per exact token):
           fail-unregistered...   404 UNREGISTERED            fail-invalid...   400 INVALID_ARGUMENT
@@ -104,9 +110,15 @@ public enum EmulatorCommand {
                                  without Retry-After
 
         LIMITS (--quota, --fcm-limits, --topic-limit, or the scenario's "quota" and "limits"):
-          Every answer but a 429 takes one message from the quota (4xx included, as FCM counts
-          them); refused sends count against no limit. As FCM answers (--quota-answer production,
-          the default), the project's quota refuses with
+          Every answer but a 429 counts against the quota (4xx included, as FCM counts them);
+          refused sends count against no limit. The project's quota is counted as FCM documents
+          it (--quota-window minute, the default): a window of 60 s starts at the first counted
+          request, not aligned to the clock; once it holds the quota, every send is refused until
+          it ends, and the next counted request starts the next window. --quota-window continuous
+          counts it in a bucket of a minute's worth (--quota-burst for less) refilled continuously
+          at the stated rate. The start-up line and /emulator/stats ("quota") say which is used.
+          As FCM answers (--quota-answer production, the default), the project's quota refuses
+          with
             429 {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "message": "Quota exceeded
             for quota metric 'Send requests' and limit 'Send requests per minute' ...", "details":
             [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
@@ -117,9 +129,12 @@ public enum EmulatorCommand {
           FcmError QUOTA_EXCEEDED and a google.rpc.QuotaFailure whose violation's subject is
           "device:TOKEN" or "topic:NAME", without Retry-After. --quota-answer legacy (scenario
           "quota_answer": "legacy"): 429 QUOTA_EXCEEDED with a QuotaFailure subject "project:ID",
-          "device:TOKEN" or "topic:NAME" and Retry-After (whole seconds until the limit allows one).
-          A realistic default quota: --quota 600000/min --quota-start 0 (or a scenario's
-          "quota": {"per_minute": 600000, "start": 0}).
+          "device:TOKEN" or "topic:NAME" and Retry-After (whole seconds until the limit allows one:
+          for a minute window, until it ends).
+          FCM's default quota: --quota 600000/min (or a scenario's "quota": {"per_minute":
+          600000}); with --quota-start 0, a project whose window is already spent at start-up
+          (refused for its first minute; with --quota-window continuous, an empty bucket that
+          refills from the first request on).
           --capacity N/s: one first-in first-out serving line; a message's time in
           /emulator/messages is when it was served.
 
@@ -135,7 +150,8 @@ public enum EmulatorCommand {
         SCENARIO FILE:
           {"seed": 42, "latency_ms": 20 | {"min": 5, "max": 50}, "error_rate": 0.02,
            "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}],
-           "quota": {"per_minute": 600000, "burst": 10000, "start": 0},
+           "quota": {"per_minute": 600000, "window": "minute" | "continuous", "burst": 10000,
+                     "start": 0},  (burst: continuous only)
            "quota_answer": "production" | "legacy",
            "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
                       "collapsible_every_seconds": 180, "topic_per_minute": 600},
@@ -246,6 +262,9 @@ public enum EmulatorCommand {
         }
         let protocols = options.configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
+        if let quota = options.configuration.scenario.quota {
+            print("# the project's quota (--quota-window \(quota.window.rawValue)): \(quota.described)")
+        }
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
                              tlsCertificate: options.configuration.tls?.certificateFile, note: credentialsNote))
         if let apnsKey {
@@ -401,6 +420,13 @@ public enum EmulatorCommand {
                 }
                 return value
             }
+            func quotaWindow() throws(EmulatorError) -> QuotaWindowModel? {
+                guard let (text, source) = parsed.lookup("quota-window") else { return nil }
+                guard let model = QuotaWindowModel(rawValue: text) else {
+                    throw EmulatorError("herald emulator: \(source) must be minute (FCM's documented minute, the default) or continuous, not '\(text)'")
+                }
+                return model
+            }
             if let (text, source) = parsed.lookup("quota") {
                 // N/s or N/min; the bucket holds a minute's worth unless --quota-burst says less.
                 var number = Substring(text)
@@ -419,12 +445,19 @@ public enum EmulatorCommand {
                 let burst = try integer("quota-burst", 1...Int(Int32.max))
                 let start = try integer("quota-start", 0...Int(Int32.max))
                 if let start, start > (burst ?? perMinute) {
-                    throw EmulatorError("herald emulator: --quota-start \(start) must not exceed the bucket (\(burst ?? perMinute) messages)")
+                    throw EmulatorError("herald emulator: --quota-start \(start) must not exceed what the quota allows (\(burst ?? perMinute) messages)")
                 }
-                configuration.scenario.quota = Scenario.Quota(perMinute: perMinute, burst: burst, start: start)
+                configuration.scenario.quota = Scenario.Quota(perMinute: perMinute, burst: burst, start: start, window: try quotaWindow() ?? .minute)
             } else if let flag = ["quota-burst", "quota-start"].first(where: { parsed.lookup($0) != nil }) {
                 throw EmulatorError("herald emulator: --\(flag) needs --quota N/s (or N/min) as well")
+            } else if let window = try quotaWindow() {
+                // The scenario's quota, counted as the command line says.
+                guard configuration.scenario.quota != nil else {
+                    throw EmulatorError("herald emulator: --quota-window needs a quota: --quota N/s (or N/min), or a scenario's \"quota\"")
+                }
+                configuration.scenario.quota?.window = window
             }
+            if let problem = configuration.scenario.quota?.problem { throw EmulatorError("herald emulator: \(problem)") }
             if let (text, source) = parsed.lookup("quota-answer") {
                 guard let shape = QuotaAnswerShape(rawValue: text) else {
                     throw EmulatorError("herald emulator: \(source) must be production or legacy, not '\(text)'")

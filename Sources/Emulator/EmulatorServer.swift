@@ -112,6 +112,7 @@ public final class EmulatorServer: Sendable {
         guard configuration.tokenLifetimeSeconds > 0 else {
             throw EmulatorError("the token lifetime must be at least 1 second, not \(configuration.tokenLifetimeSeconds)")
         }
+        if let problem = configuration.scenario.quota?.problem { throw EmulatorError("the emulator's quota: \(problem)") }
         do {
             try server.start()
         } catch {

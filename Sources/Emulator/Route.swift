@@ -16,6 +16,8 @@ public enum Route: Sendable, Equatable {
     case reset
     /// `GET /emulator/stats`.
     case stats
+    /// `GET /emulator/refusals[?limit=N]`: the quota answers given (QUOTA_EXCEEDED), oldest first.
+    case listRefusals
     /// `GET /emulator/health`: 200 once listening, for scripts waiting on start-up.
     case health
     /// A known path with a method it does not take; `allowed` lists the ones it does.
@@ -46,6 +48,8 @@ public enum Route: Sendable, Equatable {
             }
         case "/emulator/stats":
             return method == "GET" ? .stats : .methodNotAllowed(allowed: "GET")
+        case "/emulator/refusals":
+            return method == "GET" ? .listRefusals : .methodNotAllowed(allowed: "GET")
         case "/emulator/health":
             return method == "GET" ? .health : .methodNotAllowed(allowed: "GET")
         default:

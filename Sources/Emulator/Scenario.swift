@@ -10,7 +10,7 @@ import JSON
 ///   "latency_ms": 20,
 ///   "error_rate": 0.02,
 ///   "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}, {"error": "INTERNAL"}],
-///   "quota": {"per_minute": 600000, "burst": 10000, "start": 0},
+///   "quota": {"per_minute": 600000, "window": "minute", "start": 0},
 ///   "quota_answer": "production",
 ///   "limits": {"device_per_minute": 240, "device_per_hour": 5000, "collapsible_burst": 20,
 ///              "collapsible_every_seconds": 180, "topic_per_minute": 600},
@@ -32,16 +32,20 @@ import JSON
 /// - `error_rate` (0...1, default 0): the share of sends, not already answered by a script or
 ///   a fault token, that get a random error from `random_errors` (default: 503 UNAVAILABLE
 ///   without Retry-After).
-/// - `quota`: the project's quota, FCM's rolling minute: a token bucket of `per_minute` messages
-///   refilled continuously at `per_minute / 60` a second, so at most a minute's worth goes
-///   through at once and then the stated rate. `burst` makes the bucket smaller (default
-///   `per_minute`); `start` is what it holds at the start (default full: a project that sent
-///   nothing for a minute). Every answer but a 429 takes a message from it (4xx included, as FCM
-///   counts them). When empty, in the `production` shape (`quota_answer`): FCM's answer as seen in
+/// - `quota`: the project's quota of `per_minute` messages, counted as `window` says:
+///   `"minute"` (the default, as FCM documents it): windows of 60 s that are not aligned to the
+///   clock, each starting at the first counted request after the last one ended; a window that
+///   holds `per_minute` refuses everything until it ends. `"continuous"`: a token bucket of
+///   `per_minute` messages refilled continuously at `per_minute / 60` a second, so at most a
+///   minute's worth goes through at once and then the stated rate; `burst` makes the bucket
+///   smaller (default `per_minute`; continuous only). `start` is what the quota allows at the
+///   start (default all of it: a project that sent nothing for a minute): what the bucket holds,
+///   or what is left of a minute window running from start-up. Every answer but a 429 counts
+///   (4xx included, as FCM counts them). When spent, in the `production` shape (`quota_answer`): FCM's answer as seen in
 ///   production (429 RESOURCE_EXHAUSTED, `ErrorInfo` reason `RATE_LIMIT_EXCEEDED` with
 ///   `quota_limit_value` = `per_minute`, a `Help` link; no `FcmError`, no `QuotaFailure`, no
 ///   Retry-After); in the `legacy` shape 429 QUOTA_EXCEEDED with a QuotaFailure `project:ID` and
-///   `Retry-After` set to the seconds until a message is available, rounded up.
+///   `Retry-After` set to the seconds until a message is available (the window's end), rounded up.
 /// - `quota_answer`: `production` (the default) or `legacy`, how every limit above and below
 ///   words its 429 (docs/fcm-limits.md).
 /// - `limits`: FCM's per-target limits, each optional (absent: not enforced). Per device (the
@@ -107,14 +111,47 @@ public struct Scenario: Sendable, Equatable {
 
     public struct Quota: Sendable, Equatable {
         public var perMinute: Int
-        /// The bucket's size (nil: `perMinute`, FCM's rolling minute).
+        /// How it is counted: FCM's documented minute (the default) or a bucket refilled
+        /// continuously.
+        public var window: QuotaWindowModel
+        /// The continuous bucket's size (nil: `perMinute`); refused with the minute window, which
+        /// has no bucket (`problem`).
         public var burst: Int?
-        /// Messages the bucket holds at the start (nil: full).
+        /// What the quota allows at the start (nil: all of it): the continuous bucket's content,
+        /// or what is left of a minute window already running at start-up.
         public var start: Int?
-        public init(perMinute: Int, burst: Int? = nil, start: Int? = nil) {
+        public init(perMinute: Int, burst: Int? = nil, start: Int? = nil, window: QuotaWindowModel = .minute) {
             self.perMinute = perMinute
+            self.window = window
             self.burst = burst
             self.start = start
+        }
+
+        /// Why the quota cannot be used as given (nil: it can), naming the setting.
+        public var problem: String? {
+            if burst != nil && window == .minute {
+                return "a burst (--quota-burst, \"quota.burst\") sizes the continuous bucket: give --quota-window continuous (\"window\": \"continuous\") with it, or leave it out for FCM's minute window"
+            }
+            if let start, start > (burst ?? perMinute) {
+                return "the quota's start (--quota-start, \"quota.start\": \(start)) must not exceed what it allows (\(burst ?? perMinute) messages)"
+            }
+            return nil
+        }
+
+        /// The model in words, for the start-up line and `/emulator/stats`.
+        public var described: String {
+            switch window {
+            case .minute:
+                return "\(perMinute) messages a minute, counted in windows of 60 s that start at the first counted request (not aligned to the clock); once a window holds \(perMinute), every send is refused until it ends"
+                    + (start.map { "; a window with \($0) left is running at start-up" } ?? "")
+            case .continuous:
+                return "\(perMinute) messages a minute, a bucket of \(burst ?? perMinute) refilled continuously at \(Self.figure(Double(perMinute) / 60)) a second"
+                    + (start.map { "; holding \($0) at start-up" } ?? "")
+            }
+        }
+
+        static func figure(_ value: Double) -> String {
+            value == value.rounded() ? String(Int(value)) : String(Double(Int(value * 100)) / 100)
         }
     }
 
@@ -204,8 +241,14 @@ public struct Scenario: Sendable, Equatable {
                 var perMinute: Int? = nil
                 var burst: Int? = nil
                 var start: Int? = nil
+                var window = QuotaWindowModel.minute
                 for field in quota {
                     switch field.key {
+                    case "window":
+                        guard let text = field.value.stringValue, let model = QuotaWindowModel(rawValue: text) else {
+                            throw ParseError("\"quota.window\" must be \"minute\" (FCM's documented minute, the default) or \"continuous\", not \(field.value)")
+                        }
+                        window = model
                     case "per_minute":
                         guard let n = field.value.intValue, n > 0 else { throw ParseError("\"quota.per_minute\" must be a positive integer") }
                         perMinute = n
@@ -215,14 +258,13 @@ public struct Scenario: Sendable, Equatable {
                     case "start":
                         guard let n = field.value.intValue, n >= 0 else { throw ParseError("\"quota.start\" must be a whole number of messages >= 0") }
                         start = n
-                    default: throw ParseError("unknown member \"quota.\(field.key)\" (known: per_minute, burst, start)")
+                    default: throw ParseError("unknown member \"quota.\(field.key)\" (known: per_minute, window, burst, start)")
                     }
                 }
                 guard let perMinute else { throw ParseError("\"quota\" needs \"per_minute\"") }
-                if let start, start > (burst ?? perMinute) {
-                    throw ParseError("\"quota.start\" (\(start)) must not exceed the bucket (\"burst\", else \"per_minute\": \(burst ?? perMinute))")
-                }
-                scenario.quota = Quota(perMinute: perMinute, burst: burst, start: start)
+                let parsed = Quota(perMinute: perMinute, burst: burst, start: start, window: window)
+                if let problem = parsed.problem { throw ParseError(problem) }
+                scenario.quota = parsed
             case "quota_answer":
                 guard let text = member.value.stringValue, let shape = QuotaAnswerShape(rawValue: text) else {
                     throw ParseError("\"quota_answer\" must be \"production\" or \"legacy\", not \(member.value)")

@@ -1,7 +1,7 @@
 /// A token bucket: `capacity` sends at most, refilled continuously at `perMinute / 60` a second.
-/// The project's quota uses one of a minute's size: FCM's quota is per minute but its minutes are
-/// not aligned to the clock, and a bucket refilled continuously lets a minute's worth through at
-/// once, then the stated rate (docs/fcm-limits.md says why a bucket and not a sliding window).
+/// The per-device and per-topic limits use one, and so does the project's quota in the
+/// continuous model (`--quota-window continuous`, a bucket of a minute's size: a minute's worth at
+/// once, then the stated rate); FCM's documented minute is `MinuteWindow` (docs/fcm-limits.md).
 public struct TokenBucket: Sendable, Equatable {
     public let capacity: Double
     public let perSecond: Double

@@ -31,6 +31,12 @@
 ///   `memory` seconds before if that is higher. Once FCM accepts again the rate doubles back to
 ///   it every second instead of climbing from a fraction of itself at 1/s a second: before this,
 ///   a ten-second storm left a pool sending tens of messages a second for minutes.
+///
+/// A limit the quota answer states caps the rate at its `pace` share. When the answers keep
+/// coming while every pool already paces there, the project's quota window is spent (FCM counts
+/// it per minute and refuses everything until the quota is refilled in the following one): the
+/// sender that sees it holds the window (`State.windowHeldUntil`) and every pool sends at
+/// `probeRate` until a probe is accepted or the hold ends, then at the paced rate again.
 public struct AdaptiveRate: Sendable, Equatable {
     /// The shared state (herald.project_rates); nil members: never lowered.
     public struct State: Sendable, Equatable {
@@ -41,12 +47,24 @@ public struct AdaptiveRate: Sendable, Equatable {
         /// `quota_limit_value` per `quota_unit`), and when it was stated.
         public var stated: Double?
         public var statedAt: Double?
-        public init(adapted: Double? = nil, at: Double? = nil, regain: Double? = nil, stated: Double? = nil, statedAt: Double? = nil) {
+        /// The project's quota window is spent (its quota answers kept coming while the pools
+        /// paced at the stated limit): until then (seconds since 1970) every pool sends at
+        /// `probeRate`, unless a probe is accepted first (nil: no hold).
+        public var windowHeldUntil: Double?
+        public init(adapted: Double? = nil, at: Double? = nil, regain: Double? = nil, stated: Double? = nil, statedAt: Double? = nil,
+                    windowHeldUntil: Double? = nil) {
             self.adapted = adapted
             self.at = at
             self.regain = regain
             self.stated = stated
             self.statedAt = statedAt
+            self.windowHeldUntil = windowHeldUntil
+        }
+
+        /// Whether the window hold is in force at `now`.
+        public func windowHeld(at now: Double) -> Bool {
+            guard let until = windowHeldUntil, until.isFinite else { return false }
+            return until > now
         }
     }
 
@@ -70,8 +88,8 @@ public struct AdaptiveRate: Sendable, Equatable {
     public var regainDoubling: Double = 1
     /// A lowering this many seconds or less after the previous one keeps that one's `regain`.
     public var memory: Double = 60
-    /// The share of a stated limit paced at: FCM's minute is rolling and counts 4xx answers
-    /// (other than 429) too, so pacing at the limit itself would run into it.
+    /// The share of a stated limit paced at: FCM's minute counts 4xx answers (other than 429)
+    /// too, so pacing at the limit itself would run into it.
     public var pace: Double = 0.95
     /// How long a stated limit binds: after an hour without another quota answer the rate may
     /// climb past it again (a project's quota can be raised), and the next answer restates it.
@@ -81,6 +99,9 @@ public struct AdaptiveRate: Sendable, Equatable {
     /// was sent (a minute's pause: 2 % a second is +120 %), so 80 % of it was 1.76 times the last
     /// lowering, and each storm ended with a higher rate than the one before.
     public var noRaise: Double = 600
+    /// While the project's quota window is held, every pool together sends about this many
+    /// messages a second: probes, the first accepted of which ends the hold.
+    public var probeRate: Double = 1
 
     public init(ceiling: Double) { self.ceiling = ceiling }
 
@@ -91,8 +112,16 @@ public struct AdaptiveRate: Sendable, Equatable {
         return max(floor, stated * pace)
     }
 
-    /// The rate in force at `now`: `uncapped`, never above a stated limit.
+    /// The rate in force at `now`: `paced`, or `probeRate` while the quota window is held.
     public func rate(_ state: State, now: Double, started: Double? = nil) -> Double {
+        let rate = paced(state, now: now, started: started)
+        guard state.windowHeld(at: now) else { return rate }
+        return min(rate, probeRate)
+    }
+
+    /// The rate paced at when no window is held: `uncapped`, never above a stated limit. What a
+    /// lowering or a stated limit starts from: the probes of a hold are no rate FCM measured.
+    public func paced(_ state: State, now: Double, started: Double? = nil) -> Double {
         let rate = uncapped(state, now: now, started: started)
         guard let cap = statedCap(state, now: now) else { return rate }
         return min(rate, cap)
@@ -146,7 +175,7 @@ public struct AdaptiveRate: Sendable, Equatable {
     public func lowered(_ state: State, now: Double, accepted: Double, proven: Double = 0, started: Double? = nil) -> State? {
         guard ceiling > 0 else { return nil }
         if let at = state.at, at.isFinite, now - at < episode, now >= at { return nil }
-        let current = rate(state, now: now, started: started)
+        let current = paced(state, now: now, started: started)
         var next = current * decrease
         // Not finite: not known (too short a time to tell), so it bounds nothing.
         let seen = accepted.isFinite ? max(0, accepted) : Double.infinity
@@ -156,7 +185,8 @@ public struct AdaptiveRate: Sendable, Equatable {
             next = min(next, adapted)
         }
         next = min(ceiling, max(floor, next))
-        var lowered = State(adapted: next, at: now, regain: nil, stated: state.stated, statedAt: state.statedAt)
+        var lowered = State(adapted: next, at: now, regain: nil, stated: state.stated, statedAt: state.statedAt,
+                            windowHeldUntil: state.windowHeldUntil)
         // FCM went on accepting at least half of the rate: a limit, found; nothing to regain.
         guard !(seen.isFinite && seen >= current * 0.5) else { return lowered }
         var regain = min(current, proven.isFinite ? max(0, proven) : 0)
@@ -172,9 +202,10 @@ public struct AdaptiveRate: Sendable, Equatable {
     /// force is at or under it, so a burst of such answers writes once.
     public func stated(_ state: State, perSecond: Double, now: Double, started: Double? = nil) -> State? {
         guard ceiling > 0, perSecond.isFinite, perSecond > 0 else { return nil }
-        let current = rate(state, now: now, started: started)
+        let current = paced(state, now: now, started: started)
         let cap = max(floor, perSecond * pace)
         if state.stated == perSecond, statedCap(state, now: now) != nil, current <= cap { return nil }
-        return State(adapted: min(ceiling, max(floor, min(current, cap))), at: now, regain: nil, stated: perSecond, statedAt: now)
+        return State(adapted: min(ceiling, max(floor, min(current, cap))), at: now, regain: nil, stated: perSecond, statedAt: now,
+                     windowHeldUntil: state.windowHeldUntil)
     }
 }

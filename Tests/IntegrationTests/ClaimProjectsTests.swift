@@ -112,6 +112,49 @@ import TestSupport
         }
     }
 
+    /// A spent quota window one worker found is every pool's: each reads it (a statement of its
+    /// own, or a claim over several projects), and sends at the probes' rate until the hold's
+    /// end or an accepted probe; an answer to a send made earlier than the one that last changed
+    /// it changes nothing.
+    @Test func aSpentQuotaWindowIsHeldForEveryPoolUntilAProbeIsAccepted() throws {
+        try withProjects { c, _ in
+            let store = JobStore(connection: c, workerID: "w", fcmProject: nil)
+            let rates = store.fcmProjectRates
+            let adaptive = AdaptiveRate(ceiling: 10_000)
+            let now = try #require(try c.query("SELECT extract(epoch FROM now())::float8").double(0, 0))
+            // Every pool paces at 95/s: 100/s stated.
+            _ = try rates.stateQuota("fcm-a", to: AdaptiveRate.State(adapted: 95, at: now, stated: 100, statedAt: now), ceiling: 10_000)
+            // A worker found fcm-a's window spent by the refusal of a send made a second ago.
+            let held = try #require(try rates.holdWindow("fcm-a", until: now + 60, seenAt: now - 1, ceiling: 10_000))
+            #expect(abs((held.windowHeldUntil ?? 0) - (now + 60)) < 0.01)
+            #expect(held.stated == 100, "the stated limit stays, for after the hold")
+            #expect(adaptive.rate(held, now: now + 1) == 1, "every pool: about one message a second")
+            #expect(adaptive.rate(held, now: now + 61) == 95, "after the hold's end: the stated limit's share again")
+            // Every pool reads it: with a statement of its own, or in a claim over several projects.
+            #expect(try rates.state("fcm-a").rate.windowHeldUntil == held.windowHeldUntil)
+            let visits = try store.claimer.claimProjects(targets(["a", "b"], rate: 1), queues: [], limit: 10, leaseSeconds: 60, minimumShare: 1)
+            #expect(visits.first { $0.project == "a" }?.rate?.windowHeldUntil == held.windowHeldUntil)
+            #expect(visits.first { $0.project == "b" }?.rate?.windowHeldUntil == nil, "fcm-b's window is its own")
+            #expect((visits.first { $0.project == "a" }?.jobs.count ?? 99) <= 1, "at the probes' rate a claim takes one job at most")
+            // Another worker finds it spent a moment later: the hold keeps the earlier end.
+            let again = try #require(try rates.holdWindow("fcm-a", until: now + 70, seenAt: now - 0.5, ceiling: 10_000))
+            #expect(again.windowHeldUntil == held.windowHeldUntil)
+            // A probe sent 30 s on is accepted: the hold ends for every pool.
+            let renewed = try #require(try rates.endWindowHold("fcm-a", seenAt: now + 30))
+            #expect(renewed.windowHeldUntil == nil)
+            #expect(adaptive.rate(renewed, now: now + 31) == 95)
+            // A refusal answered late, of a send made before that probe, holds nothing again...
+            #expect(try rates.holdWindow("fcm-a", until: now + 90, seenAt: now + 29, ceiling: 10_000) == nil)
+            #expect(try rates.state("fcm-a").rate.windowHeldUntil == nil)
+            // ...and the acceptance of a send made before a later refusal ends no hold.
+            #expect(try rates.holdWindow("fcm-a", until: now + 90, seenAt: now + 31, ceiling: 10_000)?.windowHeldUntil != nil)
+            #expect(try rates.endWindowHold("fcm-a", seenAt: now + 30.5) == nil)
+            #expect(try rates.state("fcm-a").rate.windowHeld(at: now + 32))
+            // An FCM project without a row yet gets one, with the bucket at the ceiling.
+            #expect(try rates.holdWindow("fcm-c", until: now + 60, seenAt: now, ceiling: 500)?.windowHeldUntil != nil)
+        }
+    }
+
     @Test func mismatchedArraysAreRefusedNamingThem() throws {
         try withProjects { c, _ in
             #expect {

@@ -188,7 +188,7 @@ import TestSupport
 
     @Test func theProjectBucketNamesTheProjectInTheOlderShape() throws {
         let emulator = try startEmulator {
-            $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 1)
+            $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 1, window: .continuous)
             $0.scenario.quotaAnswer = .legacy
         }
         defer { emulator.stop() }
@@ -200,6 +200,52 @@ import TestSupport
         #expect(Self.violation(refused)?.subject == "project:\(account.projectID)")
         #expect(refused.headers["retry-after"].flatMap { Int($0) } != nil)
         #expect(emulator.quotaRefusals().map(\.subject) == ["project"])
+    }
+
+    /// The same quota, counted in the two models: both let what they hold through at once and
+    /// refuse the next send; the documented minute until its window ends (the older answer's
+    /// Retry-After says when: most of a minute), the continuous bucket until it has refilled one
+    /// message (at 30 a minute, 2 s).
+    @Test func theDocumentedMinuteRefusesUntilItsWindowEndsTheBucketUntilItRefills() throws {
+        for window in QuotaWindowModel.allCases {
+            let emulator = try startEmulator {
+                $0.scenario.quota = window == .minute ? Scenario.Quota(perMinute: 3) : Scenario.Quota(perMinute: 30, burst: 3, window: .continuous)
+                $0.scenario.quotaAnswer = .legacy
+            }
+            defer { emulator.stop() }
+            let account = try TestAccount(emulator)
+            let token = try account.accessToken()
+            for i in 1...3 {
+                let answer = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("m-\(window)-\(i)"))
+                #expect(answer.status == 200, "\(window): send \(i): \(answer.status)")
+            }
+            let refused = try sendMessage(emulator, project: account.projectID, accessToken: token, body: tokenMessage("m-\(window)-4"))
+            #expect(refused.status == 429)
+            let wait = try #require(refused.headers["retry-after"].flatMap { Int($0) }, "\(refused.headers)")
+            #expect(window == .minute ? (50...60).contains(wait) : (1...2).contains(wait), "\(window): Retry-After \(wait)")
+            // The refusal is listed with its target and time, for a benchmark measuring at FCM's side.
+            let listed = try curl(emulator.baseURL + "/emulator/refusals").json?["refusals"]?.arrayValue ?? []
+            #expect(listed.map { $0["target"]?.stringValue } == ["m-\(window)-4"] && listed.first?["limit"]?.stringValue == "project", "\(listed)")
+            #expect(listed.first?["time"]?.stringValue?.hasSuffix("Z") == true)
+            // It says which it uses.
+            let stats = try #require(try curl(emulator.baseURL + "/emulator/stats").json?["quota"])
+            #expect(stats["window"]?.stringValue == window.rawValue, "\(stats)")
+            #expect(stats["described"]?.stringValue?.contains(window == .minute ? "windows of 60 s" : "refilled continuously") == true, "\(stats)")
+        }
+    }
+
+    @Test func theStartUpLineNamesTheQuotasModel() throws {
+        for (arguments, words) in [(["--quota", "100/s"], "(--quota-window minute): 6000 messages a minute, counted in windows of 60 s"),
+                                   (["--quota", "300/s", "--quota-window", "continuous", "--quota-burst", "300"],
+                                    "(--quota-window continuous): 18000 messages a minute, a bucket of 300 refilled continuously at 300 a second")] {
+            let emulator = try HeraldProcess(["emulator", "--port", "0"] + arguments, environment: [:])
+            try emulator.start()
+            defer { emulator.signal(SIGKILL) }
+            #expect(waitUntil(timeout: 30) { emulator.output.contains("# the project's quota " + words) }, "\(arguments): \(emulator.output)")
+        }
+        // A burst without the continuous bucket says what to give instead, and starts nothing.
+        let refused = try HeraldProcess.run(["emulator", "--port", "0", "--quota", "300/s", "--quota-burst", "300"], environment: [:], timeout: 30)
+        #expect(refused.status != 0 && refused.output.contains("--quota-window continuous"), "\(refused.output)")
     }
 
     /// The ErrorInfo detail of an answer.
@@ -333,17 +379,22 @@ import TestSupport
         #expect(limits.devicePerMinute == 240 && limits.devicePerHour == 5000)
         #expect(limits.collapsibleBurst == 20 && limits.collapsibleEverySeconds == 180)
         #expect(limits.topicPerMinute == 600)
-        // A rolling minute: the bucket holds a minute's worth unless told otherwise.
-        #expect(options.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000))
+        // FCM's documented minute unless told otherwise.
+        #expect(options.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, window: .minute))
         #expect(options.configuration.scenario.quotaAnswer == .production)
         let stated = try #require(try EmulatorCommand.Options.parse(["--quota", "600000/min", "--quota-start", "0"]))
-        #expect(stated.configuration.scenario.quota == Scenario.Quota(perMinute: 600_000, start: 0))
-        let older = try #require(try EmulatorCommand.Options.parse(["--quota", "300/s", "--quota-burst", "300", "--quota-answer", "legacy"]))
-        #expect(older.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, burst: 300))
+        #expect(stated.configuration.scenario.quota == Scenario.Quota(perMinute: 600_000, start: 0, window: .minute))
+        // The continuous bucket is asked for by name, and a burst only goes with it.
+        let older = try #require(try EmulatorCommand.Options.parse(["--quota", "300/s", "--quota-window", "continuous", "--quota-burst", "300",
+                                                                     "--quota-answer", "legacy"]))
+        #expect(older.configuration.scenario.quota == Scenario.Quota(perMinute: 18_000, burst: 300, window: .continuous))
         #expect(older.configuration.scenario.quotaAnswer == .legacy)
         for (arguments, fragment) in [(["--quota-answer", "modern"], "--quota-answer"), (["--quota-start", "5"], "--quota-start needs --quota"),
                                       (["--quota", "10/min", "--quota-start", "11"], "--quota-start 11"),
-                                      (["--quota", "300/hour"], "--quota")] {
+                                      (["--quota", "300/hour"], "--quota"),
+                                      (["--quota", "300/s", "--quota-burst", "300"], "--quota-window continuous"),
+                                      (["--quota", "300/s", "--quota-window", "rolling"], "--quota-window must be minute"),
+                                      (["--quota-window", "continuous"], "--quota-window needs a quota")] {
             do {
                 _ = try EmulatorCommand.Options.parse(arguments)
                 Issue.record("accepted \(arguments)")

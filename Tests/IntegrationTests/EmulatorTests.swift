@@ -223,7 +223,7 @@ import TestSupport
         let emulator = try startEmulator {
             // Three at once, then one a minute: slow test machines cannot refill it in time. The
             // older shape, whose answers carry a Retry-After to break.
-            $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 3)
+            $0.scenario.quota = Scenario.Quota(perMinute: 1, burst: 3, window: .continuous)
             $0.scenario.quotaAnswer = .legacy
         }
         defer { emulator.stop() }

@@ -98,7 +98,7 @@ import TestSupport
         // FCM allows 300 a second (a bucket holding one second's worth); --max-rate stays at its
         // default of 10,000.
         var scenario = Scenario()
-        scenario.quota = Scenario.Quota(perMinute: 18_000, burst: 300)
+        scenario.quota = Scenario.Quota(perMinute: 18_000, burst: 300, window: .continuous)
         // The emulator's older answer (QuotaFailure project:ID with Retry-After): an unannounced
         // quota in that shape is still found as before.
         scenario.quotaAnswer = .legacy

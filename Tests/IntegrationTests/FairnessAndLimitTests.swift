@@ -148,7 +148,7 @@ import TestSupport
     @Test func maxRateKeepsAFullSpeedDrainWithinTheProjectQuota() throws {
         // FCM's bucket for the project: 100 sends a second, holding at most a second's worth.
         var scenario = Scenario()
-        scenario.quota = Scenario.Quota(perMinute: 6_000, burst: 100)
+        scenario.quota = Scenario.Quota(perMinute: 6_000, burst: 100, window: .continuous)
         // The older answer (QuotaFailure project:ID with Retry-After), which Herald reads today.
         scenario.quotaAnswer = .legacy
         let stack = try WorkerStack(scenario: scenario)

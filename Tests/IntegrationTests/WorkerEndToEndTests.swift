@@ -173,7 +173,7 @@ import TestSupport
 
     @Test func aProjectQuotaSlowsEveryWorkerAndLosesNothing() throws {
         var scenario = Scenario()
-        scenario.quota = Scenario.Quota(perMinute: 6000, burst: 100)
+        scenario.quota = Scenario.Quota(perMinute: 6000, burst: 100, window: .continuous)
         // The older answer (QuotaFailure project:ID with Retry-After), which Herald reads today.
         scenario.quotaAnswer = .legacy
         let stack = try WorkerStack(scenario: scenario)

@@ -21,6 +21,8 @@ import Testing
         #expect(Route.match(method: "GET", path: "/emulator/messages") == .listMessages)
         #expect(Route.match(method: "DELETE", path: "/emulator/messages") == .reset)
         #expect(Route.match(method: "GET", path: "/emulator/stats") == .stats)
+        #expect(Route.match(method: "GET", path: "/emulator/refusals") == .listRefusals)
+        #expect(Route.match(method: "DELETE", path: "/emulator/refusals") == .methodNotAllowed(allowed: "GET"))
         #expect(Route.match(method: "GET", path: "/nothing") == .notFound)
     }
 }
@@ -186,7 +188,7 @@ import Testing
         let scenario = try Scenario.parse(#"""
             {"seed": 42, "latency_ms": {"min": 5, "max": 50}, "error_rate": 0.25,
              "random_errors": [{"error": "UNAVAILABLE", "retry_after": 1}, {"error": "INTERNAL", "status": 502}],
-             "quota": {"per_minute": 600000, "burst": 100},
+             "quota": {"per_minute": 600000, "window": "continuous", "burst": 100},
              "scripts": [{"prefix": "flaky-", "answers": [{"error": "QUOTA_EXCEEDED", "retry_after": 3}, "success", {"error": "UNAUTHENTICATED"}],
                           "then": {"error": "UNREGISTERED", "message": "gone"}}]}
             """#)
@@ -194,7 +196,7 @@ import Testing
         #expect(scenario.latency == .range(5, 50))
         #expect(scenario.errorRate == 0.25)
         #expect(scenario.randomErrors == [ErrorAnswer(code: .unavailable, retryAfter: 1), ErrorAnswer(code: .internal, status: 502)])
-        #expect(scenario.quota == Scenario.Quota(perMinute: 600000, burst: 100))
+        #expect(scenario.quota == Scenario.Quota(perMinute: 600000, burst: 100, window: .continuous))
         let script = try #require(scenario.script(for: "flaky-7"))
         #expect(script.behaviour(attempt: 1) == .error(ErrorAnswer(code: .quotaExceeded, retryAfter: 3)))
         #expect(script.behaviour(attempt: 2) == .success)
@@ -208,7 +210,8 @@ import Testing
              "scripts": [{"prefix": "r-", "answers": [{"error": "QUOTA_EXCEEDED", "quota": "rate-limit", "quota_limit_value": 1000000000000}]}]}
             """#)
         #expect(older.quotaAnswer == .legacy)
-        #expect(older.quota == Scenario.Quota(perMinute: 600000, start: 0))
+        // FCM's documented minute unless the scenario says otherwise.
+        #expect(older.quota == Scenario.Quota(perMinute: 600000, start: 0, window: .minute))
         #expect(older.script(for: "r-1")?.behaviour(attempt: 1)
                 == .error(ErrorAnswer(code: .quotaExceeded, quotaSubject: .rateLimit, quotaLimitValue: "1000000000000")))
     }
@@ -219,6 +222,8 @@ import Testing
         (#"{"latency_ms": {"min": 9, "max": 1}}"#, "latency_ms"),
         (#"{"quota": {"burst": 5}}"#, "per_minute"),
         (#"{"quota": {"per_minute": 60, "start": 61}}"#, "quota.start"),
+        (#"{"quota": {"per_minute": 60, "burst": 10}}"#, "\"window\": \"continuous\""),
+        (#"{"quota": {"per_minute": 60, "window": "sliding"}}"#, "quota.window"),
         (#"{"quota_answer": "modern"}"#, "quota_answer"),
         (#"{"scripts": [{"prefix": "x", "answers": [{"error": "QUOTA_EXCEEDED", "quota_limit_value": 5}]}]}"#, "quota_limit_value"),
         (#"{"scripts": [{"answers": []}]}"#, "scripts[0]\" needs a \"prefix\""),
@@ -259,6 +264,37 @@ import Testing
         #expect(slow.take(now: 0) == nil)
         #expect(slow.take(now: 0) == 10)
         #expect(slow.take(now: 3 * second) == 7)
+    }
+
+    @Test func theDocumentedMinuteRefusesEverythingUntilItsWindowEnds() {
+        let second: UInt64 = 1_000_000_000
+        // 100 a second as FCM states it: 6,000 a minute. Nothing counted yet: no window runs.
+        var minute = MinuteWindow(perMinute: 6_000, now: 0)
+        #expect(minute.startedAt == nil)
+        // The first counted request, 7 s after start-up, starts a window there (not on the clock's minute).
+        let first = 7 * second
+        var taken = 0
+        while minute.take(now: first) == nil { taken += 1 }
+        #expect(taken == 6_000, "the window lets its minute's worth through at any pace")
+        #expect(minute.startedAt == first)
+        // Spent: refused for the rest of the window, at any pace; the wait is until its end.
+        #expect(minute.take(now: first + 1 * second) == 59)
+        #expect(minute.take(now: first + 59 * second + second / 2) == 1)
+        var refused = 0
+        for tenth in 1..<600 where minute.take(now: first + UInt64(tenth) * second / 10) != nil { refused += 1 }
+        #expect(refused == 599, "a spent window refused only \(refused) of 599 sends at 10 a second")
+        // A refusal is not counted, so it started nothing: the next window begins at the first
+        // request after the end, and holds a whole minute's worth again.
+        let next = first + 75 * second
+        taken = 0
+        while minute.take(now: next) == nil { taken += 1 }
+        #expect(taken == 6_000)
+        #expect(minute.startedAt == next)
+        // A window already running at start-up with nothing left (a project spending its quota):
+        // refused until a minute after start-up, then a fresh window.
+        var spent = MinuteWindow(perMinute: 600, start: 0, now: 0)
+        #expect(spent.take(now: second) == 59)
+        #expect(spent.take(now: 60 * second) == nil)
     }
 
     @Test func aRollingMinuteLetsAMinuteThroughThenTheRate() {

@@ -220,6 +220,23 @@ import Testing
         #expect(rate.rate(set, now: t0) <= rate.rate(low, now: t0))
     }
 
+    @Test func aHeldWindowIsProbedAtOneASecondAndThePaceIsKeptForAfter() throws {
+        let rate = AdaptiveRate(ceiling: 10_000)
+        let paced = try #require(rate.stated(State(), perSecond: 100, now: t0, started: t0))
+        var held = paced
+        held.windowHeldUntil = t0 + 60
+        #expect(rate.rate(held, now: t0 + 1) == 1, "every pool together: one message a second")
+        #expect(rate.rate(held, now: t0 + 60.01) == 95, "the hold over: the stated limit's share again")
+        // The same figure stated by a probe's refusal writes nothing; a new one sets the pace
+        // from the paced rate, not from the probes', and keeps the hold.
+        #expect(rate.stated(held, perSecond: 100, now: t0 + 2) == nil)
+        let raised = try #require(rate.stated(held, perSecond: 80, now: t0 + 2))
+        #expect(raised.adapted == 76 && raised.windowHeldUntil == t0 + 60)
+        // A lowering meanwhile starts from the paced rate too.
+        let lowered = try #require(rate.lowered(State(adapted: 500, at: t0 - 100, windowHeldUntil: t0 + 60), now: t0 + 2, accepted: .infinity))
+        #expect(lowered.adapted! > 100 && lowered.windowHeldUntil == t0 + 60)
+    }
+
     @Test func loweringsAMinuteApartNeverRaiseTheRate() throws {
         // The storms seen: lowered to 959/s, then a minute's pause while the rate in force kept
         // climbing 2 % a second, so 80 % of it was 1,690, then 2,980.
@@ -398,5 +415,146 @@ extension SenderMachineTests {
         #expect(machine.window == 256)
         #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 100), project: "p").window == 100)
         #expect(SenderMachine(settings: SenderMachine.Settings(concurrency: 1024, adaptive: false), project: "p").window == 1024)
+    }
+}
+
+/// FCM's minute as it documents it: past the quota every send is refused until the quota is
+/// refilled in the following minute. The sender tells a spent window from a quota it paces
+/// under, holds the project's sends, probes, and paces again once a probe is accepted.
+extension SenderMachineTests {
+    static let minuteQuota = ProjectQuotaStatement.perSecond(100, window: 60)
+    static let delivered = SendClassification.delivered(name: "projects/p/messages/1")
+
+    /// The outcome of `job` answered with FCM's production quota answer (100/s stated).
+    static func refuse(_ machine: inout SenderMachine, _ id: Int, sent: Double, answered: Double) -> JobOutcome? {
+        guard case .outcome(let outcome) = machine.answered(answer(job(id, token: "t\(id)"), productionQuota, at: sent, stated: minuteQuota),
+                                                            now: answered) else { return nil }
+        return outcome
+    }
+
+    static func accept(_ machine: inout SenderMachine, _ id: Int, sent: Double, answered: Double) {
+        _ = machine.answered(answer(job(id, token: "t\(id)"), delivered, at: sent), now: answered)
+    }
+
+    /// What the machine told the store thread about the quota window.
+    static func tells(_ effects: [SenderMachine.Effect]) -> [SenderEvent] {
+        effects.compactMap {
+            switch $0 {
+            case .tell(let event):
+                switch event {
+                case .quotaWindowSpent, .quotaWindowRenewed: event
+                default: nil
+                }
+            default: nil
+            }
+        }
+    }
+
+    @Test func aSpentWindowIsHeldForEveryPoolProbedAndPacedAgainOnceAProbeIsAccepted() throws {
+        var machine = machine()
+        let t0 = Self.t0
+        // The window is spent at t0: the first refusal states the limit, and the pool's rate is
+        // set from it; the messages refused back off from a minute.
+        let first = try #require(Self.refuse(&machine, 1, sent: t0 - 0.01, answered: t0))
+        guard case .snoozed(_, let firstDelay, _, _) = first.action else { Issue.record("\(first)"); return }
+        #expect(firstDelay >= 60)
+        #expect(machine.takeEffects().contains(.tell(.projectQuota(accepted: nil, proven: nil, stated: 100))))
+        // What was claimed or in flight at the old rate is refused within the next second: not
+        // yet a sign of anything, whatever their number.
+        for id in 2...40 { _ = Self.refuse(&machine, id, sent: t0 + Double(id) * 0.02, answered: t0 + Double(id) * 0.02 + 0.01) }
+        #expect(Self.tells(machine.takeEffects()).isEmpty)
+        #expect(!machine.quotaWindow.isHeld(at: t0 + 1))
+        // Sends paced at the stated limit are refused too, every one: the window is spent.
+        for id in 41...44 { _ = Self.refuse(&machine, id, sent: t0 + 1 + Double(id - 40) * 0.01, answered: t0 + 1.1) }
+        #expect(Self.tells(machine.takeEffects()).isEmpty, "four refusals in a row hold nothing yet")
+        let fifth = try #require(Self.refuse(&machine, 45, sent: t0 + 1.05, answered: t0 + 1.1))
+        let effects = machine.takeEffects()
+        // Held until a minute after its first refusal at the latest (the window began before it).
+        #expect(Self.tells(effects) == [.quotaWindowSpent(until: t0 + 61, seenAt: t0 + 1.05)])
+        #expect(effects.contains { if case .warning(let text) = $0 { text.contains("quota window is spent") } else { false } })
+        // What the spent window refused goes again once it has ended, not a minute after its
+        // own refusal; no attempt is used.
+        guard case .snoozed(_, let heldDelay, _, let backoff) = fifth.action else { Issue.record("\(fifth)"); return }
+        #expect(heldDelay >= 61 - 1.1 && heldDelay <= 61 - 1.1 + 3.01, "\(heldDelay)")
+        #expect(backoff == nil)
+        // Held: one probe now and then, the other jobs back unsent (no attempt used).
+        let job = Self.job(50, token: "t50")
+        #expect(machine.admit(job.0, job.1, now: t0 + 1.2) == .send)
+        guard case .settle(let back) = machine.admit(Self.job(51, token: "t51").0, Self.job(51, token: "t51").1, now: t0 + 1.3),
+              case .released(let delay) = back.action else {
+            Issue.record("a second send within half a second of a probe")
+            return
+        }
+        #expect(delay >= 1 && back.attempt == 1)
+        #expect(machine.admit(Self.job(52, token: "t52").0, Self.job(52, token: "t52").1, now: t0 + 1.8) == .send)
+        // A probe refused: the hold goes on, nothing more is told.
+        guard case .snoozed(_, let probeDelay, _, _)? = Self.refuse(&machine, 50, sent: t0 + 30, answered: t0 + 30.01)?.action else {
+            Issue.record("the refused probe was not snoozed")
+            return
+        }
+        #expect(probeDelay >= 61 - 30.01 && probeDelay < 61 - 30 + 3.01)
+        #expect(Self.tells(machine.takeEffects()).isEmpty)
+        // A send made before the hold, accepted: says nothing of the new window.
+        Self.accept(&machine, 46, sent: t0 + 1.01, answered: t0 + 31)
+        #expect(Self.tells(machine.takeEffects()).isEmpty)
+        #expect(machine.quotaWindow.isHeld(at: t0 + 31))
+        // A probe accepted: a new window; every pool paces at the stated limit again.
+        Self.accept(&machine, 52, sent: t0 + 59.5, answered: t0 + 59.52)
+        #expect(Self.tells(machine.takeEffects()) == [.quotaWindowRenewed(seenAt: t0 + 59.5)])
+        #expect(!machine.quotaWindow.isHeld(at: t0 + 59.6))
+        for id in 60...65 { #expect(machine.admit(Self.job(id, token: "t\(id)").0, Self.job(id, token: "t\(id)").1, now: t0 + 59.6) == .send) }
+    }
+
+    @Test func aQuotaRefilledContinuouslyPacedUnderIsNeverHeld() {
+        var machine = machine()
+        let t0 = Self.t0
+        _ = Self.refuse(&machine, 1, sent: t0 - 0.01, answered: t0)
+        _ = machine.takeEffects()
+        // Ten seconds at 95 a second against a bucket: now and then a refusal, answered in
+        // batches that mix both sides; every refusal has sends accepted around it.
+        var id = 2
+        for tick in 0..<950 {
+            let sent = t0 + 1 + Double(tick) / 95
+            if tick % 3 == 0 {
+                _ = Self.refuse(&machine, id, sent: sent, answered: sent + 0.05)
+            } else {
+                Self.accept(&machine, id, sent: sent, answered: sent + 0.05)
+            }
+            id += 1
+        }
+        #expect(Self.tells(machine.takeEffects()).allSatisfy { if case .quotaWindowSpent = $0 { false } else { true } })
+        #expect(!machine.quotaWindow.isHeld(at: t0 + 11))
+        #expect(machine.admit(Self.job(id, token: "x").0, Self.job(id, token: "x").1, now: t0 + 11) == .send)
+        #expect(machine.admit(Self.job(id + 1, token: "y").0, Self.job(id + 1, token: "y").1, now: t0 + 11) == .send)
+    }
+
+    @Test func refusalsAreOrderedByWhenTheirSendsWentNotWhenTheyCameBack() {
+        var machine = machine()
+        let t0 = Self.t0
+        _ = Self.refuse(&machine, 1, sent: t0 - 0.01, answered: t0)
+        _ = machine.takeEffects()
+        // Four refusals of sends made at t0 + 2.00 to 2.03, then the acceptance of one made at
+        // 2.02 that came back last: FCM accepted a send made among them, so no window was spent.
+        for id in 2...5 { _ = Self.refuse(&machine, id, sent: t0 + 2 + Double(id - 2) * 0.01, answered: t0 + 2.1) }
+        Self.accept(&machine, 6, sent: t0 + 2.02, answered: t0 + 2.2)
+        _ = Self.refuse(&machine, 7, sent: t0 + 2.04, answered: t0 + 2.2)
+        #expect(Self.tells(machine.takeEffects()).isEmpty)
+        #expect(!machine.quotaWindow.isHeld(at: t0 + 2.2))
+        // But five in a row, all sent after the last accepted send, are.
+        for id in 8...11 { _ = Self.refuse(&machine, id, sent: t0 + 2.05 + Double(id - 8) * 0.01, answered: t0 + 2.3) }
+        #expect(machine.quotaWindow.isHeld(at: t0 + 2.3))
+    }
+
+    @Test func aHoldNoProbeEndsRunsOutAndTheNextRunHoldsAWholeWindow() {
+        var machine = machine()
+        let t0 = Self.t0
+        _ = Self.refuse(&machine, 1, sent: t0 - 0.01, answered: t0)
+        for id in 2...6 { _ = Self.refuse(&machine, id, sent: t0 + 1.5, answered: t0 + 1.6) }
+        #expect(Self.tells(machine.takeEffects()).contains(.quotaWindowSpent(until: t0 + 61, seenAt: t0 + 1.5)))
+        // Nothing accepted: the hold ends at its end, and sends go out at the pace again.
+        for id in 10...13 { #expect(machine.admit(Self.job(id, token: "t\(id)").0, Self.job(id, token: "t\(id)").1, now: t0 + 61.1) == .send) }
+        // Refused still (a quota counted over longer than a minute): held again, a whole window on.
+        for id in 20...24 { _ = Self.refuse(&machine, id, sent: t0 + 61.2, answered: t0 + 61.3) }
+        #expect(Self.tells(machine.takeEffects()) == [.quotaWindowSpent(until: t0 + 61.3 + 60 + 1, seenAt: t0 + 61.2)])
     }
 }

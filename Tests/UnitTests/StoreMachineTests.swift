@@ -413,3 +413,29 @@ import Testing
         #expect(machine.next(now: t0 + 0.2) == .promote(limit: 10_000))
     }
 }
+
+extension StoreMachineTests {
+    @Test func aSpentQuotaWindowIsWrittenAfterTheOutcomesAndItsEndLetsTheClaimsGoAtOnce() {
+        var machine = idle()
+        let refused = JobOutcome(id: 1, attempt: 1, .snoozed(error: "QUOTA_EXCEEDED", delay: 60, cap: 20))
+        // Two findings of the same kind in a row: the latest is written, once.
+        machine.received([.outcomes([refused]), .quotaWindowSpent(until: t0 + 60, seenAt: t0 - 1),
+                          .quotaWindowSpent(until: t0 + 61, seenAt: t0 - 0.5)], now: t0)
+        #expect(machine.next(now: t0) == .record([refused]), "the outcomes first, as for a pause")
+        machine.recorded(count: 1)
+        #expect(machine.next(now: t0) == .holdQuotaWindow(until: t0 + 61, seenAt: t0 - 0.5))
+        machine.quotaWindowWritten()
+        // The probes' one a second holds the next claims back.
+        machine.notified(now: t0)
+        _ = machine.next(now: t0)
+        machine.promoted(Promotion(promoted: 0, nextDueIn: nil), now: t0)
+        #expect(machine.next(now: t0) == .claim(limit: 40))
+        machine.claimed(jobs(2...2), limit: 40, heldBackFor: 0.9, now: t0)
+        guard case .wait = machine.next(now: t0 + 0.1) else { Issue.record("claimed within the probes' second"); return }
+        // A probe accepted: the end is written, and the claims go at once at the paced rate.
+        machine.received([.quotaWindowRenewed(seenAt: t0 + 0.05)], now: t0 + 0.1)
+        #expect(machine.next(now: t0 + 0.1) == .endQuotaWindowHold(seenAt: t0 + 0.05))
+        machine.quotaWindowWritten()
+        #expect(machine.next(now: t0 + 0.1) == .claim(limit: 40))
+    }
+}

@@ -180,7 +180,7 @@ public final class Claimer: @unchecked Sendable {
         let whole = try result.column("whole_share"), comeBackIn = try result.column("come_back_in")
         let adapted = try result.column("adapted_per_second"), adaptedAt = try result.column("adapted_at")
         let regain = try result.column("regain_per_second"), stated = try result.column("stated_per_second")
-        let statedAt = try result.column("stated_at")
+        let statedAt = try result.column("stated_at"), windowHeld = try result.column("window_held_until")
         let columns = try JobColumns(result)
         var withFCMProject: Set<String?> = []
         for target in targets where target.fcmProject != nil { withFCMProject.insert(target.project) }
@@ -195,7 +195,8 @@ public final class Claimer: @unchecked Sendable {
                     project: name, jobs: [], wholeShare: result.bool(row, whole) ?? false, heldBackFor: result.double(row, comeBackIn),
                     rate: !withFCMProject.contains(name) ? nil : AdaptiveRate.State(
                         adapted: result.double(row, adapted), at: result.double(row, adaptedAt), regain: result.double(row, regain),
-                        stated: result.double(row, stated), statedAt: result.double(row, statedAt))))
+                        stated: result.double(row, stated), statedAt: result.double(row, statedAt),
+                        windowHeldUntil: result.double(row, windowHeld))))
             }
             guard var job = columns.job(result, row) else { continue }
             job.project = visits[visits.count - 1].project

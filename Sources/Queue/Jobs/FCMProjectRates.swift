@@ -33,12 +33,38 @@ public final class FCMProjectRates: @unchecked Sendable {
     /// it is held (nil: it is not).
     public func state(_ fcmProject: String) throws(PostgresError) -> (rate: AdaptiveRate.State, heldUntil: Double?) {
         let result = try connection.query(SQL.fcmProjectRate, [.text(fcmProject)])
-        let state = AdaptiveRate.State(adapted: result.double(0, try result.column("adapted_per_second")),
-                                       at: result.double(0, try result.column("adapted_at")),
-                                       regain: result.double(0, try result.column("regain_per_second")),
-                                       stated: result.double(0, try result.column("stated_per_second")),
-                                       statedAt: result.double(0, try result.column("stated_at")))
-        return (state, result.double(0, try result.column("paused_until")))
+        return (try Self.rateState(result, row: 0), result.double(0, try result.column("paused_until")))
+    }
+
+    /// The adapted-rate state in `row` of a statement that returns herald.project_rates' columns
+    /// (adapted_per_second, adapted_at, regain_per_second, stated_per_second, stated_at,
+    /// window_held_until; times in seconds since 1970).
+    static func rateState(_ result: PGResult, row: Int) throws(PostgresError) -> AdaptiveRate.State {
+        AdaptiveRate.State(adapted: result.double(row, try result.column("adapted_per_second")),
+                           at: result.double(row, try result.column("adapted_at")),
+                           regain: result.double(row, try result.column("regain_per_second")),
+                           stated: result.double(row, try result.column("stated_per_second")),
+                           statedAt: result.double(row, try result.column("stated_at")),
+                           windowHeldUntil: result.double(row, try result.column("window_held_until")))
+    }
+
+    /// `fcmProject`'s quota window is spent: every worker of it sends at the probe rate
+    /// (`AdaptiveRate.probeRate`) until `until` (seconds since 1970) at the latest, or until a
+    /// probe is accepted (`endWindowHold`). `seenAt`: when the refused request that showed it
+    /// was sent; nothing changes (nil) when an answer to a request sent later came first.
+    public func holdWindow(_ fcmProject: String, until: Double, seenAt: Double, ceiling: Double) throws(PostgresError) -> AdaptiveRate.State? {
+        let result = try connection.query(SQL.holdFcmProjectWindow, [.text(fcmProject), .double(until), .double(seenAt), .double(ceiling)])
+        guard result.rowCount > 0 else { return nil }
+        return try Self.rateState(result, row: 0)
+    }
+
+    /// A probe of `fcmProject` sent at `seenAt` was accepted: its window is renewed and every
+    /// worker paces at the rate in force again. Nil when nothing changed (no row, or the refusal
+    /// of a request sent later held it again).
+    public func endWindowHold(_ fcmProject: String, seenAt: Double) throws(PostgresError) -> AdaptiveRate.State? {
+        let result = try connection.query(SQL.endFcmProjectWindowHold, [.text(fcmProject), .double(seenAt)])
+        guard result.rowCount > 0 else { return nil }
+        return try Self.rateState(result, row: 0)
     }
 
     /// Sets the adapted rate of `fcmProject` to `state` (its `at` is the database's now) unless
@@ -49,11 +75,9 @@ public final class FCMProjectRates: @unchecked Sendable {
         let result = try connection.query(SQL.lowerFcmProjectRate, [.text(fcmProject), .double(state.adapted ?? ceiling),
                                                                     since.map { .double($0) }, .double(ceiling),
                                                                     state.regain.map { .double($0) }])
-        guard result.rowCount > 0, let adapted = result.double(0, try result.column("adapted_per_second")),
-              let at = result.double(0, try result.column("adapted_at")) else { return nil }
-        return AdaptiveRate.State(adapted: adapted, at: at, regain: result.double(0, try result.column("regain_per_second")),
-                                  stated: result.double(0, try result.column("stated_per_second")),
-                                  statedAt: result.double(0, try result.column("stated_at")))
+        guard result.rowCount > 0, result.double(0, try result.column("adapted_per_second")) != nil,
+              result.double(0, try result.column("adapted_at")) != nil else { return nil }
+        return try Self.rateState(result, row: 0)
     }
 
     /// Sets the limit FCM stated for `fcmProject` (`stated.stated`, messages a second) and the
@@ -62,10 +86,9 @@ public final class FCMProjectRates: @unchecked Sendable {
         throws(PostgresError) -> AdaptiveRate.State? {
         guard let stated = state.stated, let adapted = state.adapted else { return nil }
         let result = try connection.query(SQL.stateFcmProjectQuota, [.text(fcmProject), .double(stated), .double(adapted), .double(ceiling)])
-        guard result.rowCount > 0, let rate = result.double(0, try result.column("adapted_per_second")),
-              let at = result.double(0, try result.column("adapted_at")) else { return nil }
-        return AdaptiveRate.State(adapted: rate, at: at, regain: nil, stated: result.double(0, try result.column("stated_per_second")),
-                                  statedAt: result.double(0, try result.column("stated_at")))
+        guard result.rowCount > 0, result.double(0, try result.column("adapted_per_second")) != nil,
+              result.double(0, try result.column("adapted_at")) != nil else { return nil }
+        return try Self.rateState(result, row: 0)
     }
 
     /// Every FCM project's rate and hold, for `herald stats`.

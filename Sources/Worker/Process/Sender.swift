@@ -188,7 +188,14 @@ final class Sender: @unchecked Sendable {
                 outbox.put(shared ? .forProject(project, event) : event)
                 // herald_quota_paused: a carried project's in its row; the slot's own is the jobs of
                 // no project's pause (or, in a worker of one project, that project's).
-                if case .projectPaused(let until, _) = event {
+                // A spent quota window holds the project's sends too, until a probe is accepted.
+                var pausedUntil: Double? = nil
+                switch event {
+                case .projectPaused(let until, _), .quotaWindowSpent(let until, _): pausedUntil = until
+                case .quotaWindowRenewed: pausedUntil = max(0, lane.machine.pause.until)
+                default: break
+                }
+                if let until = pausedUntil {
                     if let project = rowProject(project) { metrics.fcmProjectPausedUntil(until, project: project) } else { metrics.fcmProjectPausedUntil(until) }
                 }
             case .warning(let text): log.warning(prefix + text)

@@ -18,6 +18,9 @@ import Queue
 ///   rate drops (to the stated limit's share at once when the answer states one), the refused
 ///   message backs off from a minute (doubling with its snoozes, jitter on top), everything else
 ///   goes on at the rate;
+/// - such answers still coming while every pool paces at the stated limit: the quota's window is
+///   spent (`QuotaWindowWatch`): every pool holds the project's sends, probing about one message a
+///   second, until a probe is accepted (a new window), then paces at the stated limit again;
 /// - the project's limit with Retry-After: nothing is sent before it (a pause, shared by every
 ///   pool), and the rate drops;
 /// - FCM not answering at all opens the circuit: a pause, probes, jobs put back unused.
@@ -40,6 +43,8 @@ struct SenderMachine {
         /// Nothing but unprocessed streams (refused, or left out by a GOAWAY) for this long, no
         /// HTTP answer among them: taken as an outage, each such request a lost answer.
         var unprocessedOutage = 10.0
+        /// When the project's quota window is taken for spent, and how it is probed.
+        var quotaWindow = QuotaWindowWatch.Settings()
     }
 
     enum Admission: Equatable {
@@ -104,6 +109,8 @@ struct SenderMachine {
     private(set) var pause = ProjectPause()
     private(set) var circuit = FCMCircuit()
     private(set) var tracker: QuotaTracker
+    /// Whether the project's quota window is spent, and the hold while it is.
+    private(set) var quotaWindow: QuotaWindowWatch
     private(set) var limiter: InFlightLimit?
     private var random: JitterRandom
     private(set) var effects: [Effect] = []
@@ -121,6 +128,7 @@ struct SenderMachine {
         self.project = project
         self.random = random
         tracker = QuotaTracker(policy: settings.policy)
+        quotaWindow = QuotaWindowWatch(settings: settings.quotaWindow)
         if settings.adaptive {
             limiter = InFlightLimit(floor: settings.minConcurrency, ceiling: settings.concurrency, start: settings.startWindow)
         }
@@ -147,6 +155,11 @@ struct SenderMachine {
             return .settle(job.outcome(.released(delay: pause.releaseDelay(now: now, jitter: settings.policy.jitter, random: draw()))))
         }
         if case .settled(let outcome) = preparation { return .settle(outcome) }
+        if case .send = preparation, !quotaWindow.probe(now: now) {
+            // The project's quota window is spent: one probe now and then, the others back unsent
+            // (no attempt used); every pool's claims come about one a second meanwhile.
+            return .settle(job.outcome(.released(delay: settings.quotaWindow.probeSpacing * 2 + draw())))
+        }
         guard !tracker.isEmpty, case .send(let body, let token) = preparation,
               let target = QuotaTracker.target(token: token, body: body), let remaining = tracker.held(target, now: now) else { return .send }
         let delay = remaining * (1 + settings.policy.jitter * draw())
@@ -201,7 +214,10 @@ struct SenderMachine {
             return .outcome(answer.job.outcome(.released(delay: pause.releaseDelay(now: now, jitter: settings.policy.jitter, random: draw()))))
         }
         let target = Self.target(answer.preparation)
-        if case .delivered = answer.classification, !tracker.isEmpty, let target { tracker.cleared(target) }
+        if case .delivered = answer.classification {
+            if !tracker.isEmpty, let target { tracker.cleared(target) }
+            if let change = quotaWindow.accepted(sent: answer.sentAt, now: now) { quotaWindowChanged(change, now: now) }
+        }
         if case .retry(let code, let message, let retryAfter, let limit?) = answer.classification {
             return .outcome(quota(answer, limit: limit, code: code, message: message, retryAfter: retryAfter, target: target, now: now))
         }
@@ -267,6 +283,17 @@ struct SenderMachine {
         // No Retry-After (FCM's own answer): no pause, so no burst at its end. The rate drops,
         // for every pool; the message FCM refused backs off from a minute, doubling with its
         // snoozes, jitter on top; everything else goes on at the rate.
+        if case .perSecond(let rate, let window)? = answer.stated { quotaWindow.stated(rate, window: window, now: now) }
+        if quotaWindow.stated != nil, let change = quotaWindow.refused(sent: answer.sentAt, now: now) { quotaWindowChanged(change, now: now) }
+        if quotaWindow.isHeld(at: now), let hold = quotaWindow.hold {
+            // The window is spent: what it refused goes again once it has ended (its end at the
+            // latest, which is at most a minute after its first refusal: "until the quota is
+            // refilled in the following minute"), spread over a few seconds; the claims pace it
+            // then. A new figure stated meanwhile is still shared.
+            if let stated, stated != lastStated { report(accepted: nil, stated: stated, now: now) }
+            let delay = max(1, hold.until - now) + draw() * max(1, quotaWindow.windowSeconds * 0.05)
+            return job.outcome(.snoozed(error: reason + " (its quota window is spent)", delay: delay, cap: policy.snoozeCap))
+        }
         if now - lastReport >= settings.reportInterval || (stated != nil && stated != lastStated) {
             if now - lastReport >= settings.reportInterval {
                 effects.append(.warning("FCM quota exceeded for project \(project)\(stated.map { " (its answer states \(StoreLoop.figure($0))/s)" } ?? ""): lowering the project's rate; the messages refused retry from a minute on, the others go on"))
@@ -277,6 +304,19 @@ struct SenderMachine {
         let first = policy.quotaMinimum * spread
         return job.outcome(.snoozed(error: reason, delay: first, cap: policy.snoozeCap,
                                     backoff: Backoff(first: first, most: max(first, policy.cap * spread))))
+    }
+
+    /// The quota window was found spent, or a probe found it renewed: every pool is told
+    /// (through herald.project_rates), and the log says what happens.
+    private mutating func quotaWindowChanged(_ change: QuotaWindowWatch.Change, now: Double) {
+        effects.append(.tell(SenderEvent(change)))
+        let paced = quotaWindow.stated.map { " (\(StoreLoop.figure($0))/s stated)" } ?? ""
+        switch change {
+        case .spent(let until, _):
+            effects.append(.warning("FCM quota exceeded for project \(project) while every pool paced at its stated limit\(paced): its quota window is spent; every pool holds the project's sends, probing about one message a second until one is accepted (for \(Int((until - now).rounded(.up))) s at most), then paces at the stated limit again; the messages held use no attempt"))
+        case .renewed:
+            effects.append(.info("FCM accepts project \(project)'s sends again (a new quota window): every pool paces at the stated limit\(paced)"))
+        }
     }
 
     private mutating func report(accepted: Double?, stated: Double?, now: Double) {

@@ -214,6 +214,14 @@ final class StoreLoop: @unchecked Sendable {
                     try lowerRate(accepted: accepted, proven: proven, now: now)
                 }
                 machine.rateLowered()
+            case .holdQuotaWindow(let until, let seenAt):
+                try quotaWindow(now: now) { (rates, fcmProject) throws(PostgresError) in
+                    try rates.holdWindow(fcmProject, until: until, seenAt: seenAt, ceiling: adaptive.ceiling)
+                }
+                machine.quotaWindowWritten()
+            case .endQuotaWindowHold(let seenAt):
+                try quotaWindow(now: now) { (rates, fcmProject) throws(PostgresError) in try rates.endWindowHold(fcmProject, seenAt: seenAt) }
+                machine.quotaWindowWritten()
             case .claim(let limit):
                 let claim: Claim
                 if let projects {
@@ -299,6 +307,21 @@ final class StoreLoop: @unchecked Sendable {
            let set = try store.fcmProjectRates.stateQuota(fcmProject, to: target, ceiling: adaptive.ceiling) {
             rateState = set
             log.warning("FCM project \(fcmProject): its quota answer states \(Self.figure(perSecond))/s; every pool of the project now sends at most \(Self.figure(adaptive.rate(set, now: now, started: startedAt)))/s (\(Int((adaptive.pace * 100).rounded())) % of it; ceiling \(Int(adaptive.ceiling.rounded()))/s, --max-rate); the messages refused retry from a minute on")
+        }
+        store.claimer.fcmProjectRate = adaptive.rate(rateState, now: now, started: startedAt)
+        metrics.fcmProjectRate(store.claimer.fcmProjectRate)
+    }
+
+    /// Writes the FCM project's quota window hold (or its end) with `write` for every worker of
+    /// the project, and sets the rate in force from what it returns (nil: an answer to a later
+    /// send came first; the state is read again at the next claim).
+    private func quotaWindow(now: Double, _ write: (FCMProjectRates, String) throws(PostgresError) -> AdaptiveRate.State?) throws(PostgresError) {
+        guard let fcmProject = store.claimer.fcmProject, adaptive.ceiling > 0 else { return }
+        if let state = try write(store.fcmProjectRates, fcmProject) {
+            rateState = state
+            rateReadAt = now
+        } else {
+            rateReadAt = 0
         }
         store.claimer.fcmProjectRate = adaptive.rate(rateState, now: now, started: startedAt)
         metrics.fcmProjectRate(store.claimer.fcmProjectRate)

@@ -13,6 +13,14 @@ public enum SenderEvent: Sendable, Equatable {
     /// answer stated (messages a second, ErrorInfo `quota_limit_value` per `quota_unit`), which
     /// sets the rate at once (nil: none, or one that could not be used).
     case projectQuota(accepted: Double?, proven: Double?, stated: Double? = nil)
+    /// The project's quota window is spent (its quota answers kept coming while every pool
+    /// paced at the stated limit): every pool holds the project's sends, probing about one
+    /// message a second, until `until` (seconds since 1970) at the latest. `seenAt`: when the
+    /// last refused send that showed it was sent.
+    case quotaWindowSpent(until: Double, seenAt: Double)
+    /// A probe sent at `seenAt` was accepted while the window was held: a new window; every pool
+    /// paces at the stated limit again.
+    case quotaWindowRenewed(seenAt: Double)
     /// The sender's window (requests in flight it wants at most) changed.
     case window(Int)
     /// The sender has stopped: nothing is in flight any more.
@@ -24,6 +32,15 @@ public enum SenderEvent: Sendable, Equatable {
     /// An APNs app's answer every job of it would meet (a 403 of its key, TopicDisallowed, a URL
     /// that is not APNs's): pause the app with `reason` (only inside `forProject`).
     case apnsAppRefused(reason: String)
+}
+
+extension SenderEvent {
+    init(_ change: QuotaWindowWatch.Change) {
+        switch change {
+        case .spent(let until, let seenAt): self = .quotaWindowSpent(until: until, seenAt: seenAt)
+        case .renewed(let seenAt): self = .quotaWindowRenewed(seenAt: seenAt)
+        }
+    }
 }
 
 /// The store thread's decisions, without I/O: a value that holds the loop's phase, its timers
@@ -89,6 +106,10 @@ struct StoreMachine: Sendable {
         /// Lower the project's adapted rate (a project quota answer), or set it from the limit
         /// the answer stated.
         case lowerRate(accepted: Double?, proven: Double?, stated: Double?)
+        /// Hold the project's spent quota window for every pool (herald.project_rates), or end
+        /// the hold (a probe was accepted).
+        case holdQuotaWindow(until: Double, seenAt: Double)
+        case endQuotaWindowHold(seenAt: Double)
         case extendLeases([Int])
         case maintain
         case promote(limit: Int)
@@ -127,6 +148,9 @@ struct StoreMachine: Sendable {
     var projectPauseReason: String { pause.reason }
     /// A project quota answer asks to lower the adapted rate (what FCM accepted, if known).
     private(set) var lowering: (accepted: Double?, proven: Double?, stated: Double?)? = nil
+    /// The sender's findings about the project's quota window, to be written in order
+    /// (`.quotaWindowSpent`, `.quotaWindowRenewed`).
+    private(set) var quotaWindowEvents: [SenderEvent] = []
 
     /// Requests in flight the sender wants at most now (its adaptive window; at most concurrency).
     private(set) var window: Int
@@ -179,6 +203,12 @@ struct StoreMachine: Sendable {
         }
 
         if let lowering { return .lowerRate(accepted: lowering.accepted, proven: lowering.proven, stated: lowering.stated) }
+
+        switch quotaWindowEvents.first {
+        case .quotaWindowSpent(let until, let seenAt)?: return .holdQuotaWindow(until: until, seenAt: seenAt)
+        case .quotaWindowRenewed(let seenAt)?: return .endQuotaWindowHold(seenAt: seenAt)
+        default: break
+        }
 
         if case .stopping = phase, senderFinished, outstanding <= 0 {
             phase = .exited(status: 0)
@@ -258,6 +288,10 @@ struct StoreMachine: Sendable {
                 } else {
                     lowering = (accepted, proven, stated)
                 }
+            case .quotaWindowSpent, .quotaWindowRenewed:
+                // The latest finding of each kind is the one that counts; written in order.
+                if let last = quotaWindowEvents.last, Self.sameKind(last, event) { quotaWindowEvents.removeLast() }
+                quotaWindowEvents.append(event)
             case .window(let size):
                 window = min(settings.concurrency, max(1, size))
             case .finished:
@@ -367,6 +401,23 @@ struct StoreMachine: Sendable {
     }
 
     mutating func rateLowered() { lowering = nil }
+
+    /// The first of `quotaWindowEvents` is written. A renewal lets the claims go at once: the
+    /// rate in force is the paced one again, not the probes' one a second that held the last claim.
+    mutating func quotaWindowWritten() {
+        guard !quotaWindowEvents.isEmpty else { return }
+        if case .quotaWindowRenewed = quotaWindowEvents.removeFirst() {
+            limitedUntil = 0
+            claimWanted = true
+        }
+    }
+
+    private static func sameKind(_ a: SenderEvent, _ b: SenderEvent) -> Bool {
+        switch (a, b) {
+        case (.quotaWindowSpent, .quotaWindowSpent), (.quotaWindowRenewed, .quotaWindowRenewed): true
+        default: false
+        }
+    }
 
     mutating func projectPausePublished(until: Double) {
         publishedProjectPause = max(publishedProjectPause, until)

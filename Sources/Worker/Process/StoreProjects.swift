@@ -524,6 +524,18 @@ final class StoreProjects {
                     lane.rateReadAt = -Double.infinity
                 }
             }
+        case .quotaWindowSpent(let until, let seenAt):
+            guard lane.adaptive.ceiling > 0, lane.apns == nil else { return }
+            if let state = try rates.holdWindow(fcmProject, until: until, seenAt: seenAt, ceiling: lane.adaptive.ceiling) {
+                lane.rateState = state
+                lane.rateReadAt = now
+            }
+        case .quotaWindowRenewed(let seenAt):
+            guard lane.adaptive.ceiling > 0, lane.apns == nil else { return }
+            if let state = try rates.endWindowHold(fcmProject, seenAt: seenAt) {
+                lane.rateState = state
+                lane.rateReadAt = now
+            }
         default:
             break
         }

@@ -1,9 +1,11 @@
 -- The adapted rate of FCM project $1 (herald.project_rates, migrations 120 and 170): the rate
 -- set after its last quota answer and when (seconds since 1970), the rate to regain quickly
--- after it (NULL: none), the limit FCM stated and when (migration 260; NULL: none), and until when the project is paused (seconds since 1970; NULL when it
--- is not). No row: nothing was adapted yet.
+-- after it (NULL: none), the limit FCM stated and when (migration 260; NULL: none), until when
+-- its spent quota window is held (migration 355; NULL: no hold), and until when the project is
+-- paused (seconds since 1970; NULL when it is not). No row: nothing was adapted yet.
 SELECT r.adapted_per_second, extract(epoch FROM r.adapted_at)::float8 AS adapted_at, r.regain_per_second,
        r.stated_per_second, extract(epoch FROM r.stated_at)::float8 AS stated_at,
+       extract(epoch FROM r.window_held_until)::float8 AS window_held_until,
        (SELECT extract(epoch FROM s.paused_until)::float8 FROM herald.project_pauses s
         WHERE s.project_id = $1 AND s.paused_until > now()) AS paused_until
 FROM (SELECT $1::text AS project_id) p

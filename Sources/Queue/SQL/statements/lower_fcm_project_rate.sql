@@ -11,4 +11,5 @@ SET adapted_per_second = excluded.adapted_per_second, adapted_at = excluded.adap
     regain_per_second = excluded.regain_per_second
 WHERE r.adapted_at IS NULL OR r.adapted_at <= to_timestamp($3::float8) + interval '1 millisecond'
 RETURNING r.adapted_per_second, extract(epoch FROM r.adapted_at)::float8 AS adapted_at, r.regain_per_second,
-          r.stated_per_second, extract(epoch FROM r.stated_at)::float8 AS stated_at
+          r.stated_per_second, extract(epoch FROM r.stated_at)::float8 AS stated_at,
+          extract(epoch FROM r.window_held_until)::float8 AS window_held_until

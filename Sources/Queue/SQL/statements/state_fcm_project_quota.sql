@@ -10,4 +10,5 @@ ON CONFLICT (project_id) DO UPDATE
 SET adapted_per_second = excluded.adapted_per_second, adapted_at = excluded.adapted_at, regain_per_second = NULL,
     stated_per_second = excluded.stated_per_second, stated_at = excluded.stated_at
 RETURNING r.adapted_per_second, extract(epoch FROM r.adapted_at)::float8 AS adapted_at, r.regain_per_second,
-          r.stated_per_second, extract(epoch FROM r.stated_at)::float8 AS stated_at
+          r.stated_per_second, extract(epoch FROM r.stated_at)::float8 AS stated_at,
+          extract(epoch FROM r.window_held_until)::float8 AS window_held_until

@@ -12,6 +12,9 @@
 #include <openssl/ec.h>
 #include <openssl/bn.h>
 #include <openssl/decoder.h>
+#include <openssl/kdf.h>
+#include <openssl/core_names.h>
+#include <openssl/param_build.h>
 
 /* Macros Swift cannot import, as functions. */
 static inline long herald_bio_get_mem_data(BIO *b, char **p) { return BIO_get_mem_data(b, p); }
@@ -63,5 +66,78 @@ static inline int herald_ecdsa_raw_to_der(const unsigned char *raw, int half, un
     length = i2d_ECDSA_SIG(signature, &cursor);
     ECDSA_SIG_free(signature);
     return length;
+}
+
+/* A P-256 public key from its uncompressed point (0x04 || x || y, 65 bytes). NULL unless the
+   bytes are a point on the curve: decoding the point checks that it lies on it. */
+static inline EVP_PKEY *herald_p256_from_point(const unsigned char *point, size_t length) {
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (context == NULL) return NULL;
+    EVP_PKEY *key = NULL;
+    OSSL_PARAM params[3];
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME, (char *)"prime256v1", 0);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *)point, length);
+    params[2] = OSSL_PARAM_construct_end();
+    if (EVP_PKEY_fromdata_init(context) != 1 || EVP_PKEY_fromdata(context, &key, EVP_PKEY_PUBLIC_KEY, params) != 1) key = NULL;
+    EVP_PKEY_CTX_free(context);
+    return key;
+}
+
+/* A P-256 key pair from its private scalar (32 big-endian bytes), the public point computed
+   from it; for known-answer tests, whose keys are published as raw scalars. */
+static inline EVP_PKEY *herald_p256_from_scalar(const unsigned char *scalar) {
+    EVP_PKEY *key = NULL;
+    unsigned char point[65];
+    EC_GROUP *group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+    EC_POINT *public_point = group ? EC_POINT_new(group) : NULL;
+    BIGNUM *d = BN_bin2bn(scalar, 32, NULL);
+    OSSL_PARAM_BLD *builder = OSSL_PARAM_BLD_new();
+    OSSL_PARAM *params = NULL;
+    EVP_PKEY_CTX *context = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL);
+    if (group && public_point && d && builder && context
+        && EC_POINT_mul(group, public_point, d, NULL, NULL, NULL) == 1
+        && EC_POINT_point2oct(group, public_point, POINT_CONVERSION_UNCOMPRESSED, point, sizeof point, NULL) == sizeof point
+        && OSSL_PARAM_BLD_push_utf8_string(builder, OSSL_PKEY_PARAM_GROUP_NAME, "prime256v1", 0) == 1
+        && OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_PRIV_KEY, d) == 1
+        && OSSL_PARAM_BLD_push_octet_string(builder, OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point) == 1
+        && (params = OSSL_PARAM_BLD_to_param(builder)) != NULL
+        && EVP_PKEY_fromdata_init(context) == 1) {
+        if (EVP_PKEY_fromdata(context, &key, EVP_PKEY_KEYPAIR, params) != 1) key = NULL;
+    }
+    EVP_PKEY_CTX_free(context);
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(builder);
+    BN_clear_free(d);
+    EC_POINT_free(public_point);
+    EC_GROUP_free(group);
+    return key;
+}
+
+/* HKDF-SHA256 (RFC 5869) with the KDF fetched once by the caller. mode: EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND,
+   _EXTRACT_ONLY (the output is the 32-byte PRK) or _EXPAND_ONLY (key is the PRK). 1 on success. */
+static inline int herald_hkdf_sha256(EVP_KDF *kdf, int mode, const unsigned char *salt, size_t salt_length,
+                                     const unsigned char *key, size_t key_length, const unsigned char *info,
+                                     size_t info_length, unsigned char *out, size_t out_length) {
+    EVP_KDF_CTX *context = EVP_KDF_CTX_new(kdf);
+    if (context == NULL) return 0;
+    OSSL_PARAM params[6];
+    int n = 0;
+    params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[n++] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
+    params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key, key_length);
+    if (salt_length > 0) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_length);
+    if (info_length > 0) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_length);
+    params[n] = OSSL_PARAM_construct_end();
+    int ok = EVP_KDF_derive(context, out, out_length, params);
+    EVP_KDF_CTX_free(context);
+    return ok == 1;
+}
+
+/* EVP_CTRL_GCM_SET_TAG / GET_TAG through one function each (the ctrl takes a void pointer). */
+static inline int herald_gcm_get_tag(EVP_CIPHER_CTX *context, unsigned char *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, length, tag);
+}
+static inline int herald_gcm_set_tag(EVP_CIPHER_CTX *context, const unsigned char *tag, int length) {
+    return EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_SET_TAG, length, (void *)tag);
 }
 #endif

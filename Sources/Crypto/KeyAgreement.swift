@@ -1,0 +1,159 @@
+import COpenSSL
+
+// P-256 keys as raw points and the ECDH agreement between them, for Web Push (RFC 8291): a
+// browser hands out its public key as an uncompressed point (`p256dh`), and a VAPID public key
+// travels the same way (`k=`, a page's `applicationServerKey`).
+
+extension P256PublicKey {
+    /// The key of an uncompressed point (0x04, then x and y, 32 big-endian bytes each). Nil unless
+    /// `point` is 65 such bytes naming a point on P-256: a compressed point, the point at infinity
+    /// or one off the curve are all refused (an off-curve point in an ECDH is how a peer learns
+    /// bits of the private key).
+    public convenience init?(uncompressedPoint point: [UInt8]) {
+        guard point.count == 65, point[0] == 0x04, let key = herald_p256_from_point(point, point.count) else {
+            ERR_clear_error()
+            return nil
+        }
+        self.init(pkey: key)
+    }
+
+    /// The key as an uncompressed point, 65 bytes.
+    public var uncompressedPoint: [UInt8] { encodedPoint(pkey) }
+}
+
+extension P256PrivateKey {
+    /// The public half as an uncompressed point, 65 bytes.
+    public var uncompressedPublicPoint: [UInt8] { encodedPoint(pkey) }
+
+    /// The private scalar, 32 big-endian bytes: for the emulator, which plays a browser and keeps
+    /// a subscription's key, and for tests. Never logged or stored by the product.
+    public var rawScalar: [UInt8] {
+        var bignum: OpaquePointer? = nil
+        guard EVP_PKEY_get_bn_param(pkey, "priv", &bignum) == 1, let bignum else { return [] }
+        defer { BN_clear_free(bignum) }
+        var out = [UInt8](repeating: 0, count: 32)
+        guard BN_bn2binpad(bignum, &out, 32) == 32 else { return [] }
+        return out
+    }
+
+    /// The key pair of a raw private scalar (32 big-endian bytes), its public point computed from
+    /// it. For known-answer tests and the emulator; nil when the bytes are not a valid scalar.
+    public convenience init?(rawScalar scalar: [UInt8]) {
+        guard scalar.count == 32, let key = herald_p256_from_scalar(scalar) else {
+            ERR_clear_error()
+            return nil
+        }
+        self.init(pkey: key)
+    }
+
+    /// ECDH (the x coordinate of this key times the peer's point, 32 bytes), as RFC 8291's
+    /// shared secret.
+    public func sharedSecret(with peer: P256PublicKey) throws(CryptoError) -> [UInt8] {
+        guard let context = EVP_PKEY_CTX_new(pkey, nil) else { throw CryptoError("out of memory") }
+        defer { EVP_PKEY_CTX_free(context) }
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.pkey) == 1 else {
+            throw CryptoError("cannot start an ECDH agreement")
+        }
+        var secret = [UInt8](repeating: 0, count: 32)
+        var length = secret.count
+        guard EVP_PKEY_derive(context, &secret, &length) == 1, length == 32 else {
+            throw CryptoError("ECDH agreement failed")
+        }
+        return secret
+    }
+}
+
+/// The public point of an EC key, as OpenSSL encodes it: uncompressed unless the key says
+/// otherwise, and no key made here does.
+private func encodedPoint(_ pkey: OpaquePointer) -> [UInt8] {
+    var point = [UInt8](repeating: 0, count: 65)
+    var length = 0
+    guard EVP_PKEY_get_octet_string_param(pkey, "encoded-pub-key", &point, point.count, &length) == 1, length == 65 else {
+        ERR_clear_error()
+        return []
+    }
+    return point
+}
+
+/// HKDF with SHA-256 (RFC 5869) over OpenSSL's KDF, fetched once.
+public enum HKDF {
+    nonisolated(unsafe) private static let kdf: OpaquePointer? = EVP_KDF_fetch(nil, "HKDF", nil)
+
+    /// Extract then expand: `length` bytes (at most 255 × 32) of key from `ikm` under `salt` and `info`.
+    public static func sha256(salt: [UInt8], ikm: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
+        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND), salt: salt, key: ikm, info: info, length: length)
+    }
+
+    /// The extract step alone: the 32-byte pseudorandom key of `ikm` under `salt`.
+    public static func extract(salt: [UInt8], ikm: [UInt8]) throws(CryptoError) -> [UInt8] {
+        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXTRACT_ONLY), salt: salt, key: ikm, info: [], length: 32)
+    }
+
+    /// The expand step alone: `length` bytes from the pseudorandom key `prk` and `info`.
+    public static func expand(prk: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
+        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXPAND_ONLY), salt: [], key: prk, info: info, length: length)
+    }
+
+    private static func derive(mode: Int32, salt: [UInt8], key: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
+        guard let kdf else { throw CryptoError("this OpenSSL has no HKDF") }
+        var out = [UInt8](repeating: 0, count: length)
+        guard herald_hkdf_sha256(kdf, mode, salt, salt.count, key, key.count, info, info.count, &out, length) == 1 else {
+            throw CryptoError("HKDF-SHA256 failed")
+        }
+        return out
+    }
+}
+
+/// AES-128-GCM (16-byte key, 12-byte nonce, 16-byte tag, no associated data), as RFC 8188's
+/// records use it.
+public enum AES128GCM {
+    nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-GCM", nil)
+    public static let tagLength = 16
+
+    /// The ciphertext followed by the 16-byte tag.
+    public static func seal(_ plaintext: [UInt8], key: [UInt8], nonce: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard key.count == 16, nonce.count == 12 else { throw CryptoError("AES-128-GCM needs a 16-byte key and a 12-byte nonce") }
+        guard let cipher, let context = EVP_CIPHER_CTX_new() else { throw CryptoError("this OpenSSL has no AES-128-GCM") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        var out = [UInt8](repeating: 0, count: plaintext.count + tagLength)
+        var written: Int32 = 0
+        var final: Int32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { buffer -> Bool in
+            guard let base = buffer.baseAddress,
+                  EVP_EncryptInit_ex2(context, cipher, key, nonce, nil) == 1,
+                  EVP_EncryptUpdate(context, base, &written, plaintext, Int32(plaintext.count)) == 1,
+                  EVP_EncryptFinal_ex(context, base + Int(written), &final) == 1
+            else { return false }
+            return herald_gcm_get_tag(context, base + Int(written + final), Int32(tagLength)) == 1
+        }
+        guard ok, Int(written + final) == plaintext.count else { throw CryptoError("AES-128-GCM encryption failed") }
+        return out
+    }
+
+    /// The plaintext of `sealed` (ciphertext then tag), or nil when the tag does not verify: a
+    /// wrong key or nonce, or bytes changed on the way.
+    public static func open(_ sealed: [UInt8], key: [UInt8], nonce: [UInt8]) -> [UInt8]? {
+        guard key.count == 16, nonce.count == 12, sealed.count >= tagLength,
+              let cipher, let context = EVP_CIPHER_CTX_new() else { return nil }
+        defer {
+            EVP_CIPHER_CTX_free(context)
+            ERR_clear_error()
+        }
+        let length = sealed.count - tagLength
+        var out = [UInt8](repeating: 0, count: max(length, 1))
+        var written: Int32 = 0
+        var final: Int32 = 0
+        let ok = sealed.withUnsafeBufferPointer { input -> Bool in
+            out.withUnsafeMutableBufferPointer { buffer -> Bool in
+                guard let base = buffer.baseAddress, let inputBase = input.baseAddress,
+                      EVP_DecryptInit_ex2(context, cipher, key, nonce, nil) == 1,
+                      EVP_DecryptUpdate(context, base, &written, inputBase, Int32(length)) == 1,
+                      herald_gcm_set_tag(context, inputBase + length, Int32(tagLength)) == 1
+                else { return false }
+                return EVP_DecryptFinal_ex(context, base + Int(written), &final) == 1
+            }
+        }
+        guard ok, Int(written + final) == length else { return nil }
+        return Array(out.prefix(length))
+    }
+}

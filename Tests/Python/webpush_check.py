@@ -73,6 +73,9 @@ def main():
 
     emulator = cases["emulator"]
     session = requests.Session()
+    # requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE from the environment override a
+    # session's own CA file; the emulator's self-signed certificate is the only one to trust.
+    session.trust_env = False
     session.verify = emulator["ca_file"]
     for index, push in enumerate(emulator["pushes"]):
         try:

@@ -10,7 +10,8 @@ extension P256PublicKey {
     /// or one off the curve are all refused (an off-curve point in an ECDH is how a peer learns
     /// bits of the private key).
     public convenience init?(uncompressedPoint point: [UInt8]) {
-        guard point.count == 65, point[0] == 0x04, let key = herald_p256_from_point(point, point.count) else {
+        guard point.count == 65, point[0] == 0x04, let like = P256Curve.template,
+              let key = herald_p256_from_point(like, point, point.count) else {
             ERR_clear_error()
             return nil
         }
@@ -51,7 +52,10 @@ extension P256PrivateKey {
     public func sharedSecret(with peer: P256PublicKey) throws(CryptoError) -> [UInt8] {
         guard let context = EVP_PKEY_CTX_new(pkey, nil) else { throw CryptoError("out of memory") }
         defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer(context, peer.pkey) == 1 else {
+        // The peer is not validated again (EVP_PKEY_derive_set_peer would, at the price of a
+        // second scalar multiplication, 185 against 93 µs): its point was checked on the curve
+        // when it was read, and on P-256 (cofactor 1) every such point is in the group.
+        guard EVP_PKEY_derive_init(context) == 1, EVP_PKEY_derive_set_peer_ex(context, peer.pkey, 0) == 1 else {
             throw CryptoError("cannot start an ECDH agreement")
         }
         var secret = [UInt8](repeating: 0, count: 32)
@@ -60,6 +64,18 @@ extension P256PrivateKey {
             throw CryptoError("ECDH agreement failed")
         }
         return secret
+    }
+}
+
+/// One P-256 key made at first use, whose curve every key read from a point or generated for a
+/// message copies: read only, so threads share it.
+enum P256Curve {
+    nonisolated(unsafe) static let template: OpaquePointer? = herald_p256_generate()
+
+    /// A fresh key pair, made from the template's curve.
+    static func generate() -> OpaquePointer? {
+        guard let template else { return herald_p256_generate() }
+        return herald_p256_generate_like(template)
     }
 }
 

@@ -24,9 +24,9 @@ public final class P256PrivateKey: @unchecked Sendable {
         pkey = key
     }
 
-    /// A fresh key pair (for the emulator and tests; production keys come from Apple).
+    /// A fresh key pair: a VAPID key, a Web Push message's ephemeral key, the emulator's keys.
     public static func generate() throws(CryptoError) -> P256PrivateKey {
-        guard let key = herald_p256_generate() else { throw CryptoError("P-256 key generation failed") }
+        guard let key = P256Curve.generate() else { throw CryptoError("P-256 key generation failed") }
         return P256PrivateKey(pkey: key)
     }
 

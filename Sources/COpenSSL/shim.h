@@ -12,7 +12,6 @@
 #include <openssl/ec.h>
 #include <openssl/bn.h>
 #include <openssl/decoder.h>
-#include <openssl/kdf.h>
 #include <openssl/core_names.h>
 #include <openssl/param_build.h>
 
@@ -123,24 +122,36 @@ static inline EVP_PKEY *herald_p256_from_scalar(const unsigned char *scalar) {
     return key;
 }
 
-/* HKDF-SHA256 (RFC 5869) with the KDF fetched once by the caller. mode: EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND,
-   _EXTRACT_ONLY (the output is the 32-byte PRK) or _EXPAND_ONLY (key is the PRK). 1 on success. */
-static inline int herald_hkdf_sha256(EVP_KDF *kdf, int mode, const unsigned char *salt, size_t salt_length,
-                                     const unsigned char *key, size_t key_length, const unsigned char *info,
-                                     size_t info_length, unsigned char *out, size_t out_length) {
-    EVP_KDF_CTX *context = EVP_KDF_CTX_new(kdf);
+/* An HMAC-SHA256 context with its digest set, made once: each HMAC copies it, which spares the
+   look-up of the MAC and digest by name that a fresh context (or EVP_KDF's HKDF, 5.5 µs a step)
+   pays every time. */
+static inline EVP_MAC_CTX *herald_hmac_sha256_template(void) {
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    if (mac == NULL) return NULL;
+    EVP_MAC_CTX *context = EVP_MAC_CTX_new(mac);
+    EVP_MAC_free(mac);
+    if (context == NULL) return NULL;
+    OSSL_PARAM params[2];
+    params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[1] = OSSL_PARAM_construct_end();
+    if (EVP_MAC_CTX_set_params(context, params) != 1) { EVP_MAC_CTX_free(context); return NULL; }
+    return context;
+}
+
+/* HMAC-SHA256 of `first` then `second` (either may be empty) under `key`, 32 bytes into `out`,
+   from a copy of `template`. 1 on success. */
+static inline int herald_hmac_sha256(const EVP_MAC_CTX *template, const unsigned char *key, size_t key_length,
+                                     const unsigned char *first, size_t first_length,
+                                     const unsigned char *second, size_t second_length, unsigned char *out) {
+    EVP_MAC_CTX *context = EVP_MAC_CTX_dup(template);
     if (context == NULL) return 0;
-    OSSL_PARAM params[6];
-    int n = 0;
-    params[n++] = OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0);
-    params[n++] = OSSL_PARAM_construct_int(OSSL_KDF_PARAM_MODE, &mode);
-    params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)key, key_length);
-    if (salt_length > 0) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_length);
-    if (info_length > 0) params[n++] = OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, (void *)info, info_length);
-    params[n] = OSSL_PARAM_construct_end();
-    int ok = EVP_KDF_derive(context, out, out_length, params);
-    EVP_KDF_CTX_free(context);
-    return ok == 1;
+    size_t written = 0;
+    int ok = EVP_MAC_init(context, key, key_length, NULL) == 1
+        && (first_length == 0 || EVP_MAC_update(context, first, first_length) == 1)
+        && (second_length == 0 || EVP_MAC_update(context, second, second_length) == 1)
+        && EVP_MAC_final(context, out, &written, 32) == 1 && written == 32;
+    EVP_MAC_CTX_free(context);
+    return ok;
 }
 
 /* EVP_CTRL_GCM_SET_TAG / GET_TAG through one function each (the ctrl takes a void pointer). */

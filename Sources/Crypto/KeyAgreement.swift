@@ -91,30 +91,44 @@ private func encodedPoint(_ pkey: OpaquePointer) -> [UInt8] {
     return point
 }
 
-/// HKDF with SHA-256 (RFC 5869) over OpenSSL's KDF, fetched once.
+/// HKDF with SHA-256 (RFC 5869) on OpenSSL's HMAC, its context made once and copied for each
+/// HMAC: a Web Push message runs five of them, and EVP_KDF's HKDF looked the digest up by name
+/// at every step (5.5 µs a step against 1.7 for a copied HMAC context).
 public enum HKDF {
-    nonisolated(unsafe) private static let kdf: OpaquePointer? = EVP_KDF_fetch(nil, "HKDF", nil)
+    nonisolated(unsafe) private static let hmac: OpaquePointer? = herald_hmac_sha256_template()
 
     /// Extract then expand: `length` bytes (at most 255 × 32) of key from `ikm` under `salt` and `info`.
     public static func sha256(salt: [UInt8], ikm: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
-        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXTRACT_AND_EXPAND), salt: salt, key: ikm, info: info, length: length)
+        try expand(prk: try extract(salt: salt, ikm: ikm), info: info, length: length)
     }
 
-    /// The extract step alone: the 32-byte pseudorandom key of `ikm` under `salt`.
+    /// The extract step alone: the 32-byte pseudorandom key, HMAC(salt, ikm).
     public static func extract(salt: [UInt8], ikm: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXTRACT_ONLY), salt: salt, key: ikm, info: [], length: 32)
+        // RFC 5869: no salt is a salt of 32 zero bytes.
+        try authenticate(key: salt.isEmpty ? [UInt8](repeating: 0, count: 32) : salt, ikm, [])
     }
 
-    /// The expand step alone: `length` bytes from the pseudorandom key `prk` and `info`.
+    /// The expand step alone: `length` bytes from the pseudorandom key `prk` and `info`:
+    /// T(1) || T(2) || ..., T(i) = HMAC(prk, T(i-1) || info || i).
     public static func expand(prk: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
-        try derive(mode: Int32(EVP_KDF_HKDF_MODE_EXPAND_ONLY), salt: [], key: prk, info: info, length: length)
+        guard length > 0, length <= 255 * 32 else { throw CryptoError("HKDF cannot make \(length) bytes (1 to 8160)") }
+        var out: [UInt8] = []
+        out.reserveCapacity(length)
+        var previous: [UInt8] = []
+        var counter: UInt8 = 1
+        while out.count < length {
+            previous = try authenticate(key: prk, previous + info, [counter])
+            out += previous.prefix(length - out.count)
+            counter &+= 1
+        }
+        return out
     }
 
-    private static func derive(mode: Int32, salt: [UInt8], key: [UInt8], info: [UInt8], length: Int) throws(CryptoError) -> [UInt8] {
-        guard let kdf else { throw CryptoError("this OpenSSL has no HKDF") }
-        var out = [UInt8](repeating: 0, count: length)
-        guard herald_hkdf_sha256(kdf, mode, salt, salt.count, key, key.count, info, info.count, &out, length) == 1 else {
-            throw CryptoError("HKDF-SHA256 failed")
+    private static func authenticate(key: [UInt8], _ first: [UInt8], _ second: [UInt8]) throws(CryptoError) -> [UInt8] {
+        guard let hmac else { throw CryptoError("this OpenSSL has no HMAC-SHA256") }
+        var out = [UInt8](repeating: 0, count: 32)
+        guard herald_hmac_sha256(hmac, key, key.count, first, first.count, second, second.count, &out) == 1 else {
+            throw CryptoError("HMAC-SHA256 failed")
         }
         return out
     }

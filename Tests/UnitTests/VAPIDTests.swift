@@ -133,6 +133,16 @@ import JSON
         #expect(key.publicKeyBase64URL.count == 87 && !key.publicKeyBase64URL.contains("="))
         let read = try VAPIDKey(pem: key.pem)
         #expect(read.publicKeyBase64URL == key.publicKeyBase64URL)
+        // A SEC1 key as `openssl ecparam -name prime256v1 -genkey -noout` writes it (a test key,
+        // used nowhere else), and its public key as `openssl ec -pubout` gives the point.
+        let sec1 = """
+        -----BEGIN EC PRIVATE KEY-----
+        MHcCAQEEIJJ4+mKLpp+jQtV+pax+sGUVhAVqbUv4qtAUGIOEFodEoAoGCCqGSM49
+        AwEHoUQDQgAE8LkbFD/jLwbWcKCP5XvEKpx+eHKshimYQ+fBAvIXrqQj4AZh2WFh
+        wI03l8f7A1JJWAgVikWHBxHciTlSrojiHw==
+        -----END EC PRIVATE KEY-----
+        """
+        #expect(try VAPIDKey(pem: sec1).publicKeyBase64URL == "BPC5GxQ_4y8G1nCgj-V7xCqcfnhyrIYpmEPnwQLyF66kI-AGYdlhYcCNN5fH-wNSSVgIFYpFhwcR3Ik5Uq6I4h8")
         // Another kind of key is named, never quoted.
         let rsa = try RSAPrivateKey.generate(bits: 1024).pemPKCS8
         let error = #expect(throws: WebPushError.self) { try VAPIDKey(pem: rsa, field: "--vapid-key") }

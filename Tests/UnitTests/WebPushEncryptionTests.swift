@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 import Testing
 @testable import Crypto
 @testable import WebPush
@@ -88,6 +90,30 @@ enum RFC8291Example {
         #expect(try WebPushEncryption.decrypt(padded, privateKey: browser, auth: auth) == message)
         // An empty message is a valid message.
         #expect(try WebPushEncryption.decrypt(try WebPushEncryption.encrypt([], for: keys), privateKey: browser, auth: auth) == [])
+    }
+
+    /// The worker encrypts on several threads at once; the curve template and the HMAC context
+    /// they share are only read.
+    @Test func threadsEncryptingAtOnceEachGetTheirOwnMessageBack() throws {
+        let browsers = try (0..<4).map { _ in try P256PrivateKey.generate() }
+        let auths = (0..<4).map { _ in Random.bytes(16) }
+        let failures = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { thread in
+            for index in 0..<50 {
+                let message = Array("thread \(thread) message \(index)".utf8)
+                do {
+                    let keys = try WebPushSubscriptionKeys(p256dh: Base64URL.encode(browsers[thread].uncompressedPublicPoint),
+                                                           auth: Base64URL.encode(auths[thread]))
+                    let body = try WebPushEncryption.encrypt(message, for: keys)
+                    if try WebPushEncryption.decrypt(body, privateKey: browsers[thread], auth: auths[thread]) != message {
+                        failures.withLock { $0 += 1 }
+                    }
+                } catch {
+                    failures.withLock { $0 += 1 }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == 0)
     }
 
     @Test func theLargestPayloadFillsA4096ByteBodyAndOneMoreByteIsRefused() throws {

@@ -37,6 +37,9 @@ let package = Package(
         // APNs's wire: provider tokens, requests from messages, Apple's answers as actions (pure; no database);
         // FCM for the APNs rule file (push types, topic suffixes, headers) the requests are made by
         .target(name: "APNs", dependencies: ["Crypto", "JSON", "HTTPClient", "FCM"]),
+        // Web Push's wire, pure: RFC 8291 encryption, VAPID (RFC 8292) tokens and subjects, the
+        // endpoint check against internal addresses
+        .target(name: "WebPush", dependencies: ["Crypto", "JSON"]),
         .target(name: "Queue", dependencies: ["Postgres", "JSON", "FCM", "Crypto", "Lifecycle"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedMigrations"), .plugin(name: "EmbedQueries")]),
         // Prometheus text format, and the shared-memory counters a pool's workers write (counted
@@ -44,10 +47,10 @@ let package = Package(
         .target(name: "Metrics", dependencies: ["Queue"]),
         .target(name: "Worker", dependencies: ["Queue", "FCM", "APNs", "Crypto", "HTTPClient", "HTTPServer", "Postgres", "JSON", "CEpoll",
                                               "Logging", "Metrics", "Lifecycle"]),
-        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "APNs", "JSON", "Crypto", "CommandOptions"]),
+        .target(name: "Emulator", dependencies: ["HTTPServer", "FCM", "APNs", "WebPush", "JSON", "Crypto", "CommandOptions"]),
         // herald bench's phases, its own SQL, the PostgreSQL ceiling and the sends-alone measurements, kept out of the product's Queue
         .target(name: "Benchmark", dependencies: ["Queue", "Postgres", "Metrics", "HTTPClient", "JSON", "Logging", "Worker", "FCM",
-                                                 "Emulator", "CommandOptions"],
+                                                 "Emulator", "CommandOptions", "WebPush", "Crypto"],
                 exclude: ["SQL"], plugins: [.plugin(name: "EmbedQueries")]),
         .target(name: "Dashboard", dependencies: ["HTTPServer", "Queue", "Postgres", "JSON", "Crypto", "Lifecycle"]),
         .executableTarget(name: "HeraldCLI",
@@ -72,10 +75,10 @@ let package = Package(
         // and real HTTP/2 servers on loopback)
         .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
-                    dependencies: ["JSON", "Crypto", "FCM", "APNs", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
+                    dependencies: ["JSON", "Crypto", "FCM", "APNs", "WebPush", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
         .testTarget(name: "IntegrationTests",
                     dependencies: ["TestSupport", "Postgres", "LocalPostgres", "Queue", "Worker", "Emulator", "Dashboard", "HTTPClient",
-                                   "HTTPServer", "FCM", "APNs", "JSON", "Crypto", "Metrics", "Benchmark"]),
+                                   "HTTPServer", "FCM", "APNs", "WebPush", "JSON", "Crypto", "Metrics", "Benchmark"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -97,6 +97,14 @@ public enum JWT {
         return signingInput + "." + Base64URL.encode(signature)
     }
 
+    /// `header.claims.signature` with the header given (VAPID's is `{"typ":"JWT","alg":"ES256"}`)
+    /// and the signature as r||s.
+    public static func signES256(header: JSONValue, claims: JSONValue, key: P256PrivateKey) throws(CryptoError) -> String {
+        let signingInput = Base64URL.encode(Array(header.serialized.utf8)) + "." + Base64URL.encode(Array(claims.serialized.utf8))
+        let signature = try key.signSHA256(Array(signingInput.utf8))
+        return signingInput + "." + Base64URL.encode(signature)
+    }
+
     /// A token's parts read without checking its signature: to learn its `kid` and pick the key
     /// that must verify it. Nil when it is not three base64url parts of which the first two are
     /// JSON objects.

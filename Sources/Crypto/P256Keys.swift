@@ -6,17 +6,17 @@ import COpenSSL
 public final class P256PrivateKey: @unchecked Sendable {
     let pkey: OpaquePointer
 
-    private init(pkey: OpaquePointer) { self.pkey = pkey }
+    init(pkey: OpaquePointer) { self.pkey = pkey }
     deinit { EVP_PKEY_free(pkey) }
 
     /// Reads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY`, as in Apple's `.p8` files, or SEC1
     /// `BEGIN EC PRIVATE KEY`) and refuses any key that is not on P-256. The errors say what kind
-    /// of key it was, never what it holds.
-    public init(pem: String) throws(CryptoError) {
+    /// of key it was, never what it holds, and name `use` (`APNs`, `VAPID`): what the key is for.
+    public init(pem: String, use: String = "APNs") throws(CryptoError) {
         guard let key = withMemoryBIO(pem, { PEM_read_bio_PrivateKey($0, nil, nil, nil) }) else {
-            throw CryptoError("not a PEM private key (an APNs key file starts with -----BEGIN PRIVATE KEY-----)")
+            throw CryptoError("not a PEM private key (\(use) key files start with -----BEGIN PRIVATE KEY-----)")
         }
-        if let problem = P256PrivateKey.curveProblem(key) {
+        if let problem = P256PrivateKey.curveProblem(key, use: use) {
             EVP_PKEY_free(key)
             ERR_clear_error()
             throw CryptoError(problem)
@@ -24,14 +24,14 @@ public final class P256PrivateKey: @unchecked Sendable {
         pkey = key
     }
 
-    /// A fresh key pair (for the emulator and tests; production keys come from Apple).
+    /// A fresh key pair: a VAPID key, a Web Push message's ephemeral key, the emulator's keys.
     public static func generate() throws(CryptoError) -> P256PrivateKey {
-        guard let key = herald_p256_generate() else { throw CryptoError("P-256 key generation failed") }
+        guard let key = P256Curve.generate() else { throw CryptoError("P-256 key generation failed") }
         return P256PrivateKey(pkey: key)
     }
 
     /// Why `key` is not a P-256 key, or nil when it is one.
-    static func curveProblem(_ key: OpaquePointer, what: String = "private key") -> String? {
+    static func curveProblem(_ key: OpaquePointer, what: String = "private key", use: String = "APNs") -> String? {
         let type = EVP_PKEY_get_base_id(key)
         guard type == EVP_PKEY_EC else {
             let kind: String
@@ -41,11 +41,11 @@ public final class P256PrivateKey: @unchecked Sendable {
             case EVP_PKEY_DSA: kind = "a DSA key"
             default: kind = "not an elliptic-curve key"
             }
-            return "the \(what) is \(kind), not a P-256 (ES256) key as APNs uses"
+            return "the \(what) is \(kind), not a P-256 (ES256) key as \(use) uses"
         }
         let curve = groupName(key)
         guard curve == "prime256v1" || curve == "P-256" else {
-            return "the \(what) is on the curve \(curve ?? "unknown"), not P-256 (prime256v1) as APNs uses"
+            return "the \(what) is on the curve \(curve ?? "unknown"), not P-256 (prime256v1) as \(use) uses"
         }
         return nil
     }
@@ -87,6 +87,7 @@ public final class P256PrivateKey: @unchecked Sendable {
 public final class P256PublicKey: @unchecked Sendable {
     let pkey: OpaquePointer
 
+    init(pkey: OpaquePointer) { self.pkey = pkey }
     deinit { EVP_PKEY_free(pkey) }
 
     /// Reads a PEM public key (`-----BEGIN PUBLIC KEY-----`) on P-256.

@@ -14,6 +14,8 @@ final class Backend: Sendable {
     let stats = SendStatistics()
     /// APNs's provider API, on the same port by path (`/3/device/{token}`).
     let apns: APNsStandIn
+    /// The browsers' push services (Web Push), on the same port by path (`/webpush/...`).
+    let webPush: WebPushStandIn
     private let groups = Mutex(DeviceGroupRegistry())
     let topics = Mutex(TopicRegistry())
     private let faults: Mutex<FaultState>
@@ -58,6 +60,7 @@ final class Backend: Sendable {
         credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds, tokenBytes: configuration.tokenBytes)
         store = MessageStore(capacity: configuration.maxStoredMessages)
         apns = APNsStandIn(capacity: configuration.maxStoredMessages, maxTokenAge: configuration.apnsProviderTokenMaxAge)
+        webPush = WebPushStandIn(capacity: configuration.maxStoredMessages)
         faults = Mutex(FaultState())
         let scenario = configuration.scenario
         var ranged = false
@@ -84,6 +87,9 @@ final class Backend: Sendable {
         case .send(let project): return send(project: project, request)
         case .apnsSend(let deviceToken): return apns.handle(request, deviceToken: deviceToken)
         case .apnsBadPath: return APNsStandIn.answer(404, reason: "BadPath", apnsID: APNsIdentifier.random())
+        case .webPushSubscribe: return webPush.subscribe(request)
+        case .webPushSend(let id): return webPush.handle(request, subscriptionID: id)
+        case .webPushMessages: return webPush.listMessages(request)
         case .token: return credentials.exchange(request, tokenURI: tokenURI.withLock { $0 }, now: realtimeSeconds())
         case .manageDeviceGroup: return manageDeviceGroup(request)
         case .topicBatch(let add): return topicBatch(request, add: add)
@@ -534,6 +540,7 @@ final class Backend: Sendable {
         store.reset()
         stats.reset()
         apns.reset()
+        webPush.reset()
         topics.withLock { $0 = TopicRegistry() }
         faults.withLock { $0 = FaultState() }
         quotaEpoch.store(monotonicNanoseconds(), ordering: .relaxed)
@@ -598,6 +605,7 @@ final class Backend: Sendable {
             "unstored_messages": JSONValue(counts.dropped),
             "uptime_seconds": JSONValue(Int(now - startedAt)),
             "apns": apns.statisticsJSON,
+            "webpush": webPush.statisticsJSON,
         ]
     }
 }

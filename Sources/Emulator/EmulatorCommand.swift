@@ -92,6 +92,16 @@ public enum EmulatorCommand {
                                                     BadDeviceToken, fa110429K... 429 TooManyRequests,
                                                     fa110503K... 503, fa110500K... 500 on the first K
                                                     attempts (K hex, 0: always)
+          POST /webpush/subscriptions               Web Push: a subscription as a browser's
+                                                    PushSubscription.toJSON(); body (optional)
+                                                    {"mode": "standard"|"apple"|"constrained",
+                                                    "fault": "404"|"410"|"429"|"5xx", "failures": K,
+                                                    "retry_after": S, "application_server_key": K}
+          POST /webpush/push/{id}                   a push: VAPID (RFC 8292; apple mode: Apple's
+                                                    subject rules, 403 BadJwtToken), TTL required,
+                                                    aes128gcm decrypted; 201 with Location; 413 above
+                                                    4,096 bytes (3,070 constrained) (docs/webpush.md)
+          GET  /emulator/webpush/messages[?subscription=ID][&limit=N]
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
           GET  /emulator/refusals[?limit=N]         the quota answers (429) given, oldest first: target,
                                                     limit (project, device, topic, ...), time

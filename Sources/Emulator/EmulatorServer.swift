@@ -77,8 +77,9 @@ public struct EmulatorError: Error, Sendable, CustomStringConvertible {
 ///
 /// Endpoints: `POST /token`, `POST /v1/projects/{p}/messages:send`, `POST|GET /fcm/notification`,
 /// `GET /emulator/messages[?token=T|topic=T|condition=C][&limit=N]`, `DELETE /emulator/messages`,
-/// `GET /emulator/stats`, `GET /emulator/health`, and APNs's `POST /3/device/{token}` (see
-/// `APNsStandIn`, `writeAPNsKey(folder:)`). Fault tokens: see `FaultToken` and `APNsFaultToken`;
+/// `GET /emulator/stats`, `GET /emulator/health`, APNs's `POST /3/device/{token}` (see
+/// `APNsStandIn`, `writeAPNsKey(folder:)`), and Web Push's `POST /webpush/subscriptions`,
+/// `POST /webpush/push/{id}`, `GET /emulator/webpush/messages` (see `WebPushStandIn`). Fault tokens: see `FaultToken` and `APNsFaultToken`;
 /// scenario files: see `Scenario`.
 public final class EmulatorServer: Sendable {
     public let configuration: EmulatorConfiguration
@@ -119,6 +120,7 @@ public final class EmulatorServer: Sendable {
             throw EmulatorError("the emulator cannot start on \(configuration.host):\(configuration.port): \(error)")
         }
         backend.tokenURI.withLock { $0 = baseURL + "/token" }
+        backend.webPush.origin.withLock { $0 = baseURL }
     }
 
     /// Closes the port and every connection; joins the threads.
@@ -298,6 +300,23 @@ public final class EmulatorServer: Sendable {
 
     /// The APNs side's counters.
     public var apnsStatistics: APNsStatistics { backend.apns.statistics }
+
+    // MARK: Web Push
+
+    /// A subscription issued as a browser would, its endpoint on this emulator (call after
+    /// `start()`): `json` is what `PushSubscription.toJSON()` gives a page. Pushes to it are
+    /// decrypted with the keys it keeps (see `WebPushStandIn`).
+    public func webPushSubscribe(_ options: WebPushSubscriptionOptions = WebPushSubscriptionOptions()) throws(EmulatorError) -> WebPushSubscription {
+        do { return try backend.webPush.subscribe(options) } catch { throw EmulatorError("cannot make a subscription's key pair: \(error)") }
+    }
+
+    /// The pushes the Web Push side accepted (to `subscriptionID`, or all), oldest first.
+    public func webPushDeliveries(subscriptionID: String? = nil) -> [WebPushDelivery] {
+        backend.webPush.deliveries(subscriptionID: subscriptionID)
+    }
+
+    /// The Web Push side's counters.
+    public var webPushStatistics: WebPushStatistics { backend.webPush.statistics }
 
     /// Every QUOTA_EXCEEDED answer given (up to the last 200,000), oldest first: the emulator's
     /// own record of when a target was refused and which limit was named.

@@ -26,6 +26,12 @@ public enum Route: Sendable, Equatable {
     case apnsSend(deviceToken: String)
     /// Any other path under `/3/`: APNs's 404 BadPath.
     case apnsBadPath
+    /// `POST /webpush/subscriptions`: a subscription issued as a browser would.
+    case webPushSubscribe
+    /// `POST /webpush/push/{id}`: a push to an issued subscription (any method; the Web Push side answers 405 itself).
+    case webPushSend(subscriptionID: String)
+    /// `GET /emulator/webpush/messages[?subscription=ID][&limit=N]`.
+    case webPushMessages
     case notFound
 
     public static func match(method: String, path: String) -> Route {
@@ -52,6 +58,10 @@ public enum Route: Sendable, Equatable {
             return method == "GET" ? .listRefusals : .methodNotAllowed(allowed: "GET")
         case "/emulator/health":
             return method == "GET" ? .health : .methodNotAllowed(allowed: "GET")
+        case "/webpush/subscriptions":
+            return method == "POST" ? .webPushSubscribe : .methodNotAllowed(allowed: "POST")
+        case "/emulator/webpush/messages":
+            return method == "GET" ? .webPushMessages : .methodNotAllowed(allowed: "GET")
         default:
             break
         }
@@ -62,6 +72,13 @@ public enum Route: Sendable, Equatable {
             let token = String(path.dropFirst(prefix.count))
             guard !token.utf8.contains(UInt8(ascii: "/")) else { return .apnsBadPath }
             return .apnsSend(deviceToken: token)
+        }
+        // Web Push: /webpush/push/{id}, the id up to the end
+        let pushPrefix = "/webpush/push/"
+        if path.hasPrefix(pushPrefix) {
+            let id = String(path.dropFirst(pushPrefix.count))
+            guard !id.isEmpty, !id.utf8.contains(UInt8(ascii: "/")) else { return .notFound }
+            return .webPushSend(subscriptionID: id)
         }
         // /v1/projects/{project}/messages:send
         let prefix = "/v1/projects/"

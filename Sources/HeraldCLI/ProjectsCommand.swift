@@ -83,7 +83,7 @@ enum ProjectsCommand {
     static func set(_ parsed: ParsedOptions, name: String) throws -> Int32 {
         let apps = parsed.all("android-app")
         let clear = parsed.has("no-android-apps")
-        guard apps.isEmpty != clear else {
+        guard apps.isEmpty == clear else {
             throw UsageError(clear ? "herald projects set: give --android-app APP_ID or --no-android-apps, not both"
                                    : "herald projects set: give --android-app APP_ID (repeat it for several apps) or --no-android-apps")
         }

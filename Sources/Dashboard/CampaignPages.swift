@@ -117,7 +117,7 @@ enum CampaignPages {
         var body = card(campaign, request: request)
         if let delivery { body += deliverySection(delivery) }
         body += "<p class=\"legend\"><a href=\"/campaigns\">All campaigns</a> · <code>herald campaigns show \(campaign.id)</code> shows the same.</p>"
-        return .html(200, HTML.layout(title: "Campaign \(campaign.id)", current: "/campaigns", body: body, dashboard: request.dashboard, session: request.session))
+        return .html(200, HTML.layout(title: "Campaign \(campaign.id) · \(campaign.name)", current: "/campaigns", body: body, dashboard: request.dashboard, session: request.session))
     }
 
     /// The shares of a day's bar, in the order drawn; what is left is unaccounted for by FCM.
@@ -130,20 +130,20 @@ enum CampaignPages {
         html += "<p class=\"legend\">Per day, what Herald sent (accepted by the provider) beside what FCM's Data API reports of the campaign's analytics label"
             + "\(d.analyticsLabel.map { " <code>\(HTML.escape($0))</code>" } ?? "") in its project's Android apps: messages FCM accepted for devices that share usage statistics,"
             + " and their shares delivered, pending, collapsed and dropped. Days end at midnight America/Los_Angeles, as FCM's; FCM reports a day a day or more later.</p>"
-        if let warning = d.labelPlace?.warning { html += "<p class=\"reason\" id=\"label-warning\">\(HTML.escape(warning))</p>" }
+        if let warning = d.labelPlace?.warning { html += "<p class=\"warning\" id=\"label-warning\">\(HTML.escape(warning))</p>" }
         if let why = d.unavailable {
-            html += "<p class=\"notice\" id=\"delivery-unavailable\">FCM's numbers: none, \(HTML.escape(why)).</p>"
+            html += "<p class=\"banner\" id=\"delivery-unavailable\">FCM's numbers: none, \(HTML.escape(why)).</p>"
         } else if let note = d.fetchNote {
-            html += "<p class=\"notice\" id=\"delivery-note\">\(HTML.escape(note))</p>"
+            html += "<p class=\"warning\" id=\"delivery-note\">\(HTML.escape(note))</p>"
         }
         guard !d.days.isEmpty else { return html + "<p>Nothing sent yet.</p>" }
         func share(_ value: Double?) -> String { value.map { String(format: "%.1f %%", $0) } ?? "–" }
         html += "<table id=\"delivery-days\"><thead><tr><th>Day</th><th>Sent</th><th>FCM accepted</th><th>Delivered</th><th>Pending</th><th>Collapsed</th><th>Dropped</th><th>Delivered without delay</th><th></th><th>FCM's numbers</th></tr></thead><tbody>"
         for day in d.days {
-            html += "<tr id=\"day-\(HTML.escape(day.day))\"><td>\(HTML.escape(day.day))</td><td class=\"sent\">\(day.sent)</td>"
+            html += "<tr id=\"day-\(HTML.escape(day.day))\"><td style=\"white-space:nowrap\">\(HTML.escape(day.day))</td><td class=\"sent\">\(day.sent)</td>"
             guard day.reported else {
-                let why = d.unavailable == nil ? "not reported by FCM yet (it lags a day or more)" : "–"
-                html += "<td class=\"accepted\">–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td></td><td class=\"source\">\(why)</td></tr>"
+                let why = d.unavailable == nil ? d.missingDayNote : "–"
+                html += "<td class=\"accepted\">–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td></td><td class=\"source\">\(HTML.escape(why))</td></tr>"
                 continue
             }
             let shares = ["delivered": day.shares["delivered"], "pending": day.shares["pending"], "collapsed": day.shares["collapsed"], "dropped": day.dropped]

@@ -189,8 +189,7 @@ enum CampaignsCommand {
         var rows = [["  DAY", "SENT", "FCM ACCEPTED", "DELIVERED", "PENDING", "COLLAPSED", "DROPPED", "NO DELAY", "FCM'S NUMBERS"]]
         for day in d.days {
             guard day.reported else {
-                let why = d.unavailable == nil ? "not reported by FCM yet (it lags a day or more)" : "-"
-                rows.append(["  " + day.day, String(day.sent), "-", "-", "-", "-", "-", "-", why])
+                rows.append(["  " + day.day, String(day.sent), "-", "-", "-", "-", "-", "-", d.missingDayNote])
                 continue
             }
             var source = "fetched \(day.fcmFetchedAt ?? "")"

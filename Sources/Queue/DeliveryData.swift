@@ -271,6 +271,14 @@ public struct CampaignDelivery: Sendable, Equatable {
         return nil
     }
 
+    /// What a day without FCM's figures says: not fetched (FCM's numbers cannot be had, or the
+    /// last fetch did not succeed), or not reported by FCM yet.
+    public var missingDayNote: String {
+        if unavailable != nil { return "-" }
+        if fetchNote != nil { return "not fetched (see above)" }
+        return "not reported by FCM yet (it lags a day or more)"
+    }
+
     /// Where the project's fetches stand, in words (nil: the last one succeeded).
     public var fetchNote: String? {
         guard unavailable == nil, let project else { return nil }

@@ -67,10 +67,36 @@ public enum DeliveryData {
         case failed
     }
 
-    public static func recordFetch(_ connection: PGConnection, project: String, outcome: FetchOutcome, reason: String?,
-                                   rows: Int = 0, pages: Int = 0) throws(PostgresError) {
-        try connection.query(SQL.recordDeliveryDataFetch, [.text(project), .text(outcome.rawValue), reason.map { .text(String($0.prefix(1000))) },
-                                                           .int(rows), .int(pages)])
+    /// One project's fetch, for `recordFetches`.
+    public struct Fetch: Sendable {
+        public var project: String
+        public var outcome: FetchOutcome
+        public var reason: String?
+        public var rows: Int
+        public var pages: Int
+
+        public init(project: String, outcome: FetchOutcome, reason: String?, rows: Int = 0, pages: Int = 0) {
+            self.project = project
+            self.outcome = outcome
+            self.reason = reason
+            self.rows = rows
+            self.pages = pages
+        }
+    }
+
+    /// Records the fetches (herald.delivery_data_fetches), in one statement.
+    public static func recordFetches(_ connection: PGConnection, _ fetches: [Fetch]) throws(PostgresError) {
+        guard !fetches.isEmpty else { return }
+        let rows: [JSONValue] = fetches.map { fetch in
+            var row = JSONObject()
+            row["project"] = .string(fetch.project)
+            row["outcome"] = .string(fetch.outcome.rawValue)
+            row["reason"] = fetch.reason.map { .string(String($0.prefix(1000))) } ?? .null
+            row["rows"] = JSONValue(fetch.rows)
+            row["pages"] = JSONValue(fetch.pages)
+            return .object(row)
+        }
+        try connection.query(SQL.recordDeliveryDataFetch, [.utf8(Array(JSONValue.array(rows).serialized.utf8))])
     }
 
     /// The FCM projects due a fetch: never asked, asked more than `every` seconds ago, or failed

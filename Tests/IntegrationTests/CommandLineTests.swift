@@ -6,7 +6,7 @@ import TestSupport
 
 /// Every command as a user starts it from a shell: the real binary.
 @Suite struct CommandLineTests {
-    static let commands = ["work", "migrate", "grant", "send", "groups", "dead", "stats", "campaigns", "queues", "projects", "dashboard", "bench", "emulator"]
+    static let commands = ["work", "migrate", "grant", "send", "groups", "dead", "stats", "campaigns", "queues", "projects", "delivery-data", "dashboard", "bench", "emulator"]
 
     @Test(arguments: commands) func everyCommandExplainsItself(_ command: String) throws {
         let run = try HeraldProcess.run([command, "--help"], environment: [:], timeout: 30)

@@ -60,9 +60,12 @@ final class DeliveryDataFetch: MaintenanceTask {
         // A project without apps is skipped here, at no cost; the others go to the thread. A
         // deployment where no project names an app is told nothing of it daily (debug lines).
         let anyApps = due.contains { !$0.androidApps.isEmpty }
-        for project in due where project.androidApps.isEmpty {
-            let report = DeliveryDataFetcher.Report(project: project.name, outcome: .skipped, reason: DeliveryDataFetcher.noAppsReason(project.name))
-            try DeliveryData.recordFetch(run.connection, project: project.name, outcome: .skipped, reason: report.reason)
+        let skipped = due.filter { $0.androidApps.isEmpty }.map {
+            DeliveryDataFetcher.Report(project: $0.name, outcome: .skipped, reason: DeliveryDataFetcher.noAppsReason($0.name))
+        }
+        // One statement however many projects (a registry of a thousand costs the store thread one).
+        try DeliveryData.recordFetches(run.connection, skipped.map { DeliveryData.Fetch(project: $0.project, outcome: .skipped, reason: $0.reason) })
+        for report in skipped {
             counts["delivery_data_skipped", default: 0] += 1
             if anyApps { log.warning(report.line) } else { log.debug(report.line) }
         }

@@ -103,8 +103,8 @@ public final class DeliveryDataFetcher: @unchecked Sendable {
     public func fetch(_ connection: PGConnection, project: Project) -> Report {
         var report = fetchAndStore(connection, project: project)
         do {
-            try DeliveryData.recordFetch(connection, project: project.name, outcome: report.outcome, reason: report.reason,
-                                         rows: report.rows, pages: report.pages)
+            try DeliveryData.recordFetches(connection, [DeliveryData.Fetch(project: project.name, outcome: report.outcome, reason: report.reason,
+                                                                           rows: report.rows, pages: report.pages)])
         } catch {
             if report.outcome == .fetched { report.outcome = .failed }
             report.reason = [report.reason, "recording the fetch failed: \(error)"].compactMap { $0 }.joined(separator: "; ")

@@ -329,6 +329,8 @@ struct DeliveryScenario {
         defer { scenario.close() }
         let c = scenario.stack.connection
         try c.query("SELECT herald.create_campaign('c-' || g, analytics_label => 'label-' || g, project => 'shop') FROM generate_series(1, 100) AS g")
+        // A busy morning: the hundred sent earlier today (as record_outcomes.sql counts a send).
+        try c.query("INSERT INTO herald.campaign_days (campaign_id, day, sent) SELECT id, $1::date, 1000 FROM herald.campaigns", [.text(scenario.today)])
         // A label of its own for the pool's project, and a reused one for shop: neither is a 101st.
         try c.query("SELECT herald.create_campaign('elsewhere', analytics_label => 'label-elsewhere')")
         try c.query("SELECT herald.create_campaign('again', analytics_label => 'label-7', project => 'shop')")
@@ -354,6 +356,23 @@ struct DeliveryScenario {
                 && show.output.contains("the campaigns unreported today: one-too-many (label-101)"), "\(show.output)")
         let earlier = try scenario.herald(["campaigns", "show", String(try c.query("SELECT id FROM herald.campaigns WHERE name = 'c-100'").int(0, 0)!)])
         #expect(!earlier.output.contains("WARNING"), "the 100th label is reported: \(earlier.output)")
+
+        // When it starts, the maintenance leader says so, once.
+        try c.query(#"INSERT INTO herald.jobs (message, queue, campaign_id) VALUES ('{"token": "device-1", "notification": {"title": "Hi"}}', 'campaigns', $1)"#,
+                    [.int(id)])
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2", "--lease", "4"], environment: scenario.stack.environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        let line = "campaign \(id) (one-too-many) "
+        #expect(waitUntil(timeout: 60) { pool.output.contains(line) }, "\(pool.output)")
+        #expect(pool.output.contains("its label is number 101 of the 101 distinct analytics labels of its FCM project today"), "\(pool.output)")
+        pool.signal(SIGTERM)
+        #expect(pool.wait(timeout: 60) == 0)
+        let lines = LogLines()
+        let task = DeliveryDataFetch(settings: DeliveryDataSettings(baseURL: scenario.stack.emulator.baseURL), databaseURL: scenario.stack.database.url,
+                                     log: Logger(level: .info, format: .text, prefix: "test") { lines.append($0) })
+        for _ in 1...3 { _ = try task.runOnce(MaintenanceRun(connection: c)) }
+        #expect(lines.all.filter { $0.contains(line) }.count == 1, "one warning per campaign however many passes: \(lines.all)")
     }
 }
 

@@ -16,7 +16,8 @@ import Synchronization
 /// the word when it starts.
 final class DeliveryDataFetch: MaintenanceTask {
     let name = "delivery data"
-    /// Seconds between two looks for due projects and newly started campaigns.
+    /// Seconds between two looks for due projects and started campaigns (the leader's upkeep
+    /// interval: a look is two cheap statements; the fetch itself is once a day).
     let interval: Double
     let waitsForGrace = false
     let settings: DeliveryDataSettings

@@ -97,7 +97,7 @@ final class MaintenanceLeader {
             AudienceRetention(batch: batch, interval: interval),
             TokenSendsSweep(interval: interval),
             TokenAging(batch: batch, interval: interval),
-            deliveryData.map { DeliveryDataFetch(settings: $0.settings, databaseURL: $0.databaseURL, log: $0.log) },
+            deliveryData.map { DeliveryDataFetch(settings: $0.settings, databaseURL: $0.databaseURL, log: $0.log, interval: interval) },
         ]
         return tasks.compactMap { $0 }
     }

@@ -104,8 +104,8 @@ final class DeliveryDataBook: Sendable {
 
     // MARK: the Data API
 
-    /// `GET .../deliveryData`: `authorized` is the project of the bearer token and its scopes
-    /// (nil: the Authorization header was missing or unknown).
+    /// `GET .../deliveryData`: `authorization` is what the bearer token amounts to, `scopes` what
+    /// its grant asked for.
     func list(_ request: HTTPServerRequest, project: String, app: String, authorization: Credentials.Authorization,
               scopes: [String]) -> HTTPServerResponse {
         func refuse(_ status: Int, _ code: String, _ message: String, reason: String? = nil, metadata: KeyValuePairs<String, JSONValue> = [:]) -> HTTPServerResponse {

@@ -272,6 +272,17 @@ struct DeliveryScenario {
         let refused = try scenario.herald(["projects", "set", "shop", "--android-app", "com.example.shop"])
         #expect(refused.status != 0 && refused.output.contains("\"com.example.shop\" is not a Firebase Android app id"), "\(refused.output)")
         #expect(try AdminLog.recent(c, limit: 10).filter { $0.action == "set_project_android_apps" }.count == 3)
+
+        // An APNs app's campaign: what Herald sent, and that Apple has no such API.
+        try c.query("SELECT herald.add_apns_app('shop-ios', '/secrets/AuthKey_ABC123DEFG.p8', 'ABC123DEFG', 'DEF123GHIJ', 'com.example.shop')")
+        let ios = try #require(try c.query("SELECT herald.create_campaign('ios-sale', analytics_label => 'ios-sale', project => 'shop-ios')").int(0, 0))
+        try c.query("INSERT INTO herald.campaign_days (campaign_id, day, sent) VALUES ($1, $2::date, 12)", [.int(ios), .text(scenario.today)])
+        let show = try scenario.herald(["campaigns", "show", String(ios)])
+        #expect(show.output.contains("FCM's numbers: none, APNs has no delivery data API (nor has Web Push): only what Herald sent is known")
+                && show.output.split(separator: "\n").contains { $0.hasPrefix("  \(scenario.today)") && $0.split(separator: " ").dropFirst().first == "12" },
+                "\(show.output)")
+        let apps = try scenario.herald(["projects", "set", "shop-ios", "--android-app", DeliveryScenario.shopApp])
+        #expect(apps.status != 0 && apps.output.contains("is an APNs app; Apple has no delivery data API"), "\(apps.output)")
     }
 
     @Test func theLeaderFetchesOnceADayWhicheverProcessLeads() throws {

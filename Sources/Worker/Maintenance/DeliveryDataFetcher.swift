@@ -161,7 +161,7 @@ public final class DeliveryDataFetcher: @unchecked Sendable {
             } catch {
                 return fail("storing the data of app \(app) failed: \(error)")
             }
-            let days = entries.map(\.date).filter { since == nil || $0 >= since! }
+            let days = entries.map(\.date).filter { day in since.map { day >= $0 } ?? true }
             if let latest = days.max(), report.latestDay.map({ latest > $0 }) ?? true { report.latestDay = latest }
         }
         if !problems.isEmpty {

@@ -95,7 +95,7 @@ enum CampaignPages {
         let reason = c.state == "paused" ? c.pausedReason.map { "<div class=\"reason\">\(HTML.escape($0))</div>" } ?? "" : ""
         return """
             <div class="letter campaign" id="campaign-\(c.id)">
-            <div class="meta">Campaign \(c.id) · <strong>\(HTML.escape(c.name))</strong> · <span class="state">\(HTML.escape(c.state))</span> · \(HTML.escape(settings.joined(separator: ", "))) · created \(HTML.escape(c.createdAt))</div>
+            <div class="meta">Campaign \(c.id) · <strong><a href="/campaigns/\(c.id)">\(HTML.escape(c.name))</a></strong> · <span class="state">\(HTML.escape(c.state))</span> · \(HTML.escape(settings.joined(separator: ", "))) · created \(HTML.escape(c.createdAt))</div>
             \(reason)
             <div class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="\(c.total)" aria-valuenow="\(c.done)">\(segments)</div>
             <div><strong>\(String(format: "%.1f", c.fractionDone * 100)) %</strong> · \(c.done) of \(c.total) done</div>
@@ -103,6 +103,75 @@ enum CampaignPages {
             \(buttons)
             </div>
             """
+    }
+
+    /// `/campaigns/:id`: the campaign's card and, per day, what Herald sent beside what FCM's
+    /// Data API reports reached the Android devices (or why FCM's numbers cannot be had).
+    static func detail(_ request: DashboardRequest) throws -> HTTPServerResponse {
+        let id = request.id("id")
+        let found = try request.database { connection -> (CampaignProgress, CampaignDelivery?)? in
+            guard let campaign = try Campaigns.get(connection, id: id) else { return nil }
+            return (campaign, try DeliveryData.campaign(connection, campaign))
+        }
+        guard let (campaign, delivery) = found else { throw DashboardError(404, "no campaign with id \(id)") }
+        var body = card(campaign, request: request)
+        if let delivery { body += deliverySection(delivery) }
+        body += "<p class=\"legend\"><a href=\"/campaigns\">All campaigns</a> · <code>herald campaigns show \(campaign.id)</code> shows the same.</p>"
+        return .html(200, HTML.layout(title: "Campaign \(campaign.id) · \(campaign.name)", current: "/campaigns", body: body, dashboard: request.dashboard, session: request.session))
+    }
+
+    /// The shares of a day's bar, in the order drawn; what is left is unaccounted for by FCM.
+    static let deliveryColours: [(column: String, name: String, colour: String)] = [
+        ("delivered", "delivered", "#3b6fd8"), ("pending", "pending", "#8fb0ee"), ("collapsed", "collapsed", "#8a93a6"), ("dropped", "dropped", "#d8453b"),
+    ]
+
+    static func deliverySection(_ d: CampaignDelivery) -> String {
+        var html = "<h2 id=\"delivery\">What reached the phones</h2>"
+        html += "<p class=\"legend\">Per day, what Herald sent (accepted by the provider) beside what FCM's Data API reports of the campaign's analytics label"
+            + "\(d.analyticsLabel.map { " <code>\(HTML.escape($0))</code>" } ?? "") in its project's Android apps: messages FCM accepted for devices that share usage statistics,"
+            + " and their shares delivered, pending, collapsed and dropped. Days end at midnight America/Los_Angeles, as FCM's; FCM reports a day a day or more later.</p>"
+        if let warning = d.labelPlace?.warning { html += "<p class=\"warning\" id=\"label-warning\">\(HTML.escape(warning))</p>" }
+        if let why = d.unavailable {
+            html += "<p class=\"banner\" id=\"delivery-unavailable\">FCM's numbers: none, \(HTML.escape(why)).</p>"
+        } else if let note = d.fetchNote {
+            html += "<p class=\"warning\" id=\"delivery-note\">\(HTML.escape(note))</p>"
+        }
+        guard !d.days.isEmpty else { return html + "<p>Nothing sent yet.</p>" }
+        func share(_ value: Double?) -> String { value.map { String(format: "%.1f %%", $0) } ?? "–" }
+        html += "<table id=\"delivery-days\"><thead><tr><th>Day</th><th>Sent</th><th>FCM accepted</th><th>Delivered</th><th>Pending</th><th>Collapsed</th><th>Dropped</th><th>Delivered without delay</th><th></th><th>FCM's numbers</th></tr></thead><tbody>"
+        for day in d.days {
+            html += "<tr id=\"day-\(HTML.escape(day.day))\"><td style=\"white-space:nowrap\">\(HTML.escape(day.day))</td><td class=\"sent\">\(day.sent)</td>"
+            guard day.reported else {
+                let why = d.unavailable == nil ? d.missingDayNote : "–"
+                html += "<td class=\"accepted\">–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td></td><td class=\"source\">\(HTML.escape(why))</td></tr>"
+                continue
+            }
+            let shares = ["delivered": day.shares["delivered"], "pending": day.shares["pending"], "collapsed": day.shares["collapsed"], "dropped": day.dropped]
+            var bar = ""
+            for part in deliveryColours {
+                guard let value = shares[part.column] ?? nil, value > 0 else { continue }
+                bar += "<span class=\"seg \(part.name)\" style=\"width:\(String(format: "%.3f", min(100, value)))%;background:\(part.colour)\" title=\"\(String(format: "%.1f", value)) % \(part.name)\"></span>"
+            }
+            var source = "fetched \(day.fcmFetchedAt ?? "")"
+            if day.fcmApps > 1 { source += " from \(day.fcmApps) apps" }
+            if day.campaignsWithLabel > 1 { source += "; the label is shared by \(day.campaignsWithLabel) campaigns that day: the figures are theirs together" }
+            html += "<td class=\"accepted\">\(day.fcmAccepted.map(String.init) ?? "–")</td><td class=\"delivered\">\(share(day.shares["delivered"]))</td>"
+                + "<td class=\"pending\">\(share(day.shares["pending"]))</td><td class=\"collapsed\">\(share(day.shares["collapsed"]))</td>"
+                + "<td class=\"dropped\">\(share(day.dropped))</td><td class=\"no-delay\">\(share(day.shares["delivered_no_delay"]))</td>"
+                + "<td><div class=\"bar\" style=\"width:12em\">\(bar)</div></td><td class=\"source\">\(HTML.escape(source))</td></tr>"
+        }
+        return html + "</tbody></table>"
+    }
+
+    /// `GET /api/campaigns/:id/delivery`: the same as JSON (`herald campaigns show ID --json`'s `delivery`).
+    static func apiDelivery(_ request: DashboardRequest) throws -> HTTPServerResponse {
+        let id = request.id("id")
+        let delivery = try request.database { connection -> CampaignDelivery? in
+            guard let campaign = try Campaigns.get(connection, id: id) else { return nil }
+            return try DeliveryData.campaign(connection, campaign)
+        }
+        guard let delivery else { throw DashboardError(404, "no campaign with id \(id)") }
+        return .json(200, delivery.json)
     }
 
     /// The notice after an action, built from fixed words and numbers only.

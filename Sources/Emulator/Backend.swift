@@ -12,6 +12,8 @@ final class Backend: Sendable {
     let credentials: Credentials
     let store: MessageStore
     let stats = SendStatistics()
+    /// FCM's Data API, from the messages delivered.
+    let deliveryData: DeliveryDataBook
     /// APNs's provider API, on the same port by path (`/3/device/{token}`).
     let apns: APNsStandIn
     /// The browsers' push services (Web Push), on the same port by path (`/webpush/...`).
@@ -59,6 +61,7 @@ final class Backend: Sendable {
         self.configuration = configuration
         credentials = Credentials(lifetimeSeconds: configuration.tokenLifetimeSeconds, tokenBytes: configuration.tokenBytes)
         store = MessageStore(capacity: configuration.maxStoredMessages)
+        deliveryData = DeliveryDataBook(configuration: configuration.deliveryData)
         apns = APNsStandIn(capacity: configuration.maxStoredMessages, maxTokenAge: configuration.apnsProviderTokenMaxAge)
         webPush = WebPushStandIn(capacity: configuration.maxStoredMessages)
         faults = Mutex(FaultState())
@@ -101,6 +104,10 @@ final class Backend: Sendable {
             return HTTPServerResponse(status: 204)
         case .stats: return FCMResponses.json(200, statisticsJSON())
         case .health: return FCMResponses.json(200, ["status": "ok"])
+        case .deliveryData(let project, let app):
+            let (authorization, scopes) = credentials.authorizeWithScopes(request.header("authorization"), now: realtimeSeconds())
+            return deliveryData.list(request, project: project, app: app, authorization: authorization, scopes: scopes)
+        case .deliveryDataControl: return deliveryData.control(request)
         case .methodNotAllowed(let allowed):
             return FCMResponses.json(405, ["error": ["code": 405, "message": .string("Method \(request.method) is not allowed here; use \(allowed)."), "status": "METHOD_NOT_ALLOWED"]],
                                      headers: [HTTPHeader(name: "allow", value: allowed)])
@@ -379,6 +386,9 @@ final class Backend: Sendable {
 
     private func deliver(_ send: ValidatedSend, name: String, project: String, body: [UInt8], now: Double) {
         let millis = Int64(now * 1000)
+        // What FCM's Data API will report: one message per device it reached.
+        var devices = 0
+        defer { deliveryData.count(project: project, label: DeliveryDataBook.label(of: send.message), messages: devices, now: now) }
         func message(_ target: String, group: String?) -> DeliveredMessage {
             DeliveredMessage(sequence: nextSequence.wrappingAdd(1, ordering: .relaxed).newValue, name: name, projectID: project,
                              target: target, deviceGroup: group, receivedAtMilliseconds: millis, body: body)
@@ -388,9 +398,11 @@ final class Backend: Sendable {
             // A device group's key as token reaches every member (and is recorded under the key too).
             if token.hasPrefix("APA91b"), let members = groups.withLock({ $0.members(ofKey: token, projectID: project) }) {
                 var records = members.map { message("token:" + $0, group: token) }
+                devices = records.count
                 records.append(message("token:" + token, group: token))
                 store.record(records)
             } else {
+                devices = 1
                 store.record(message("token:" + token, group: nil))
             }
         case .topic(let topic):
@@ -402,9 +414,12 @@ final class Backend: Sendable {
                 copy.viaTopic = topic
                 records.append(copy)
             }
+            devices = subscribers.count
             store.record(records)
         case .condition(let condition): store.record(message("condition:" + condition, group: nil))
-        case .fid(let fid): store.record(message("fid:" + fid, group: nil))
+        case .fid(let fid):
+            devices = 1
+            store.record(message("fid:" + fid, group: nil))
         }
     }
 
@@ -538,6 +553,7 @@ final class Backend: Sendable {
 
     func reset() {
         store.reset()
+        deliveryData.reset()
         stats.reset()
         apns.reset()
         webPush.reset()

@@ -15,6 +15,8 @@ final class Credentials: Sendable {
     struct AccessToken: Sendable {
         var projectID: String
         var expiresAt: Double
+        /// The scopes its grant asked for (FCM's Data API takes `cloud-platform` only).
+        var scopes: [String] = []
     }
 
     /// What an `Authorization` header amounts to.
@@ -26,7 +28,8 @@ final class Credentials: Sendable {
     }
 
     static let messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
-    /// FCM also honours the broad scope, and the Admin SDKs ask for that one.
+    /// FCM also honours the broad scope, and the Admin SDKs ask for that one; FCM's Data API takes
+    /// this one only.
     static let cloudPlatformScope = "https://www.googleapis.com/auth/cloud-platform"
     static let googleTokenURI = "https://oauth2.googleapis.com/token"
 
@@ -139,7 +142,7 @@ final class Credentials: Sendable {
         }
         let count = issued.wrappingAdd(1, ordering: .relaxed).newValue
         tokens.withLock { table in
-            table[token] = AccessToken(projectID: account.projectID, expiresAt: now + Double(lifetimeSeconds))
+            table[token] = AccessToken(projectID: account.projectID, expiresAt: now + Double(lifetimeSeconds), scopes: scopes)
             if count % 1024 == 0 { table = table.filter { $0.value.expiresAt > now } }
         }
         return FCMResponses.json(200, [
@@ -152,12 +155,17 @@ final class Credentials: Sendable {
     // MARK: checking bearer tokens
 
     func authorize(_ header: String?, now: Double) -> Authorization {
-        guard let header, header.utf8.count > 7 else { return .missing }
+        authorizeWithScopes(header, now: now).authorization
+    }
+
+    /// What the header amounts to, and the scopes its token was granted.
+    func authorizeWithScopes(_ header: String?, now: Double) -> (authorization: Authorization, scopes: [String]) {
+        guard let header, header.utf8.count > 7 else { return (.missing, []) }
         let scheme = header.prefix(7)
-        guard scheme == "Bearer " || scheme.lowercased() == "bearer " else { return .invalid }
+        guard scheme == "Bearer " || scheme.lowercased() == "bearer " else { return (.invalid, []) }
         let token = String(header.dropFirst(7))
-        guard let entry = tokens.withLock({ $0[token] }) else { return .invalid }
-        return entry.expiresAt > now ? .project(entry.projectID) : .expired
+        guard let entry = tokens.withLock({ $0[token] }) else { return (.invalid, []) }
+        return (entry.expiresAt > now ? .project(entry.projectID) : .expired, entry.scopes)
     }
 }
 

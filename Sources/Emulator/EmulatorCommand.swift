@@ -1,4 +1,5 @@
 import CommandOptions
+import FCM
 import Glibc
 import HTTPServer
 import JSON
@@ -56,6 +57,14 @@ public enum EmulatorCommand {
         Option(name: "public-url", value: "URL",
                help: "The URL clients reach this emulator at, when it differs from where it listens (e.g. http://emulator:8085 in docker-compose); used in token_uri of written accounts."),
         Option(name: "max-stored-messages", value: "N", help: "Delivered messages kept for /emulator/messages.", defaultText: "1000000"),
+        Option(name: "delivery-day", value: "YYYY-MM-DD",
+               help: "FCM's Data API: count the messages accepted for this day instead of today (an America/Los_Angeles day); POST /emulator/delivery-data {\"day\": ...} changes it while running."),
+        Option(name: "delivery-shares", value: "JSON",
+               help: "FCM's Data API: what each entry's data holds beside countMessagesAccepted, in FCM's shape, e.g. '{\"messageOutcomePercents\": {\"delivered\": 90, \"pending\": 10}}'.",
+               defaultText: "every message delivered without delay"),
+        Option(name: "delivery-page-size", value: "N", help: "FCM's Data API: at most N entries a page, whatever the client asks (to see its paging).", defaultText: "as asked"),
+        Option(name: "delivery-denied", value: "PROJECT_ID", repeatable: true,
+               help: "FCM's Data API: answer 403 PERMISSION_DENIED (the key lacks fcmdata.deliverydata.list) for this project."),
     ]
 
     public static let help = helpText(
@@ -109,6 +118,17 @@ public enum EmulatorCommand {
           GET  /emulator/stats                      counts, rates, streams, Retry-After violations,
                                                     GOAWAYs sent, refused and unprocessed streams,
                                                     the project's quota and how it is counted
+          GET  /v1beta1/projects/{project}/androidApps/{app}/deliveryData?pageSize=N&pageToken=T
+                                                    FCM's Data API, from what it received: every
+                                                    message that reached a device counted for its
+                                                    project, day and analytics label (each app asked
+                                                    of a project gets all its counts); the OAuth
+                                                    scope cloud-platform is required, as FCM's
+          GET|POST /emulator/delivery-data          what the Data API answers: {"day": "YYYY-MM-DD"
+                                                    | null, "data": {FCM's data}, "label_data":
+                                                    {"label": {...}}, "page_size": N | null,
+                                                    "denied": [project], "disabled": [project]};
+                                                    GET shows it with the counts and list_requests
 
         FAULT TOKENS (the message's token; attempts are counted per exact token):
           fail-unregistered...   404 UNREGISTERED            fail-invalid...   400 INVALID_ARGUMENT
@@ -301,6 +321,7 @@ public enum EmulatorCommand {
         var lines = ["# For a worker to send to this emulator instead of FCM, set (no message reaches a device):"]
         lines.append("export HERALD_FCM_URL=\(shellQuoted(baseURL))")
         lines.append("export HERALD_IID_URL=\(shellQuoted(baseURL))")
+        lines.append("export HERALD_FCM_DATA_URL=\(shellQuoted(baseURL))")
         lines.append("export GOOGLE_APPLICATION_CREDENTIALS=\(shellQuoted(credentials))")
         if let tlsCertificate {
             lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(tlsCertificate)))  # or the CA that signed it")
@@ -412,6 +433,18 @@ public enum EmulatorCommand {
                 }
                 configuration.apnsTeamID = team
             }
+            if let text = parsed.string("delivery-day") {
+                guard let day = DeliveryDataDay(text) else { throw EmulatorError("herald emulator: --delivery-day must be a date YYYY-MM-DD, not '\(text)'") }
+                configuration.deliveryData.day = day
+            }
+            if let text = parsed.string("delivery-shares") {
+                guard let data = (try? JSONValue.parse(Array(text.utf8)))?.objectValue else {
+                    throw EmulatorError("herald emulator: --delivery-shares must be a JSON object in FCM's shape, e.g. '{\"messageOutcomePercents\": {\"delivered\": 90, \"pending\": 10}}'")
+                }
+                configuration.deliveryData.data = data
+            }
+            if let size = try integer("delivery-page-size", 1...10_000) { configuration.deliveryData.pageSize = size }
+            configuration.deliveryData.denied = Set(parsed.all("delivery-denied"))
             if let path = parsed.string("scenario") {
                 let text: String
                 do { text = try readTextFile(path) } catch { throw EmulatorError("herald emulator: --scenario: \(error)") }

@@ -47,6 +47,10 @@ public struct EmulatorConfiguration: Sendable {
     /// Seconds after its `iat` a provider token is answered 403 ExpiredProviderToken (Apple: an
     /// hour); shorter in tests of the renewal.
     public var apnsProviderTokenMaxAge: Int64 = 3600
+    /// What FCM's Data API answers besides the counts (see `DeliveryDataBook`): the day messages
+    /// count for, the shares reported, the page size, projects refused. Default: today, every
+    /// message delivered without delay, pages as asked, every project's own key allowed.
+    public var deliveryData = DeliveryDataOptions()
 
     public init(host: String = "127.0.0.1", port: Int = 8085, threads: Int = 2) {
         self.host = host
@@ -125,6 +129,16 @@ public final class EmulatorServer: Sendable {
 
     /// Closes the port and every connection; joins the threads.
     public func stop() { server.stop() }
+
+    /// Changes what FCM's Data API answers (the day messages count for, shares, page size,
+    /// projects refused), as `POST /emulator/delivery-data` does.
+    public func updateDeliveryData(_ change: (inout DeliveryDataOptions) -> Void) {
+        backend.deliveryData.update(change)
+    }
+
+    /// What `GET /emulator/delivery-data` answers: the options, the counts per project, day and
+    /// label, and the Data API's list requests answered (`list_requests`) and refused (`refusals`).
+    public var deliveryData: JSONValue { backend.deliveryData.snapshot() }
 
     /// CPU seconds its serving threads have spent so far (for `herald bench`'s CPU per message).
     public var cpuSeconds: Double { server.eventLoopCPUSeconds }

@@ -20,6 +20,10 @@ public enum Route: Sendable, Equatable {
     case listRefusals
     /// `GET /emulator/health`: 200 once listening, for scripts waiting on start-up.
     case health
+    /// `GET /v1beta1/projects/{project}/androidApps/{app}/deliveryData`: FCM's Data API.
+    case deliveryData(project: String, app: String)
+    /// `GET|POST /emulator/delivery-data`: what the Data API is told to answer, and its counts.
+    case deliveryDataControl
     /// A known path with a method it does not take; `allowed` lists the ones it does.
     case methodNotAllowed(allowed: String)
     /// `POST /3/device/{token}`: APNs's provider API (any method; the APNs side answers 405 itself).
@@ -62,6 +66,8 @@ public enum Route: Sendable, Equatable {
             return method == "POST" ? .webPushSubscribe : .methodNotAllowed(allowed: "POST")
         case "/emulator/webpush/messages":
             return method == "GET" ? .webPushMessages : .methodNotAllowed(allowed: "GET")
+        case "/emulator/delivery-data":
+            return method == "GET" || method == "POST" ? .deliveryDataControl : .methodNotAllowed(allowed: "GET, POST")
         default:
             break
         }
@@ -79,6 +85,12 @@ public enum Route: Sendable, Equatable {
             let id = String(path.dropFirst(pushPrefix.count))
             guard !id.isEmpty, !id.utf8.contains(UInt8(ascii: "/")) else { return .notFound }
             return .webPushSend(subscriptionID: id)
+        }
+        // /v1beta1/projects/{project}/androidApps/{app}/deliveryData
+        if path.hasPrefix("/v1beta1/projects/") && path.hasSuffix("/deliveryData") {
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            guard parts.count == 7, parts[4] == "androidApps", !parts[3].isEmpty, !parts[5].isEmpty else { return .notFound }
+            return method == "GET" ? .deliveryData(project: String(parts[3]), app: String(parts[5])) : .methodNotAllowed(allowed: "GET")
         }
         // /v1/projects/{project}/messages:send
         let prefix = "/v1/projects/"

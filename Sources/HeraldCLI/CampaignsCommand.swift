@@ -65,7 +65,14 @@ enum CampaignsCommand {
             guard interval >= 0.1 else { throw UsageError("herald campaigns show: --interval must be at least 0.1 seconds") }
             guard parsed.has("watch") else {
                 let campaign = try find(connection, id, action)
-                print(parsed.has("json") ? campaign.json.serialized : render(campaign).joined(separator: "\n"))
+                let delivery = try DeliveryData.campaign(connection, campaign)
+                if parsed.has("json") {
+                    guard case .object(var object) = campaign.json else { return 0 }
+                    object["delivery"] = delivery?.json ?? .null
+                    print(JSONValue.object(object).serialized)
+                } else {
+                    print((render(campaign) + (delivery.map(renderDelivery) ?? [])).joined(separator: "\n"))
+                }
                 return 0
             }
             while true {
@@ -161,6 +168,38 @@ enum CampaignsCommand {
         if let finished = c.finishedAt { times += "  \(c.state == "cancelled" ? "cancelled" : "finished") \(finished)" }
         lines.append(times)
         if let reason = c.pausedReason, c.state == "paused" { lines.append("paused: \(reason)") }
+        return lines
+    }
+
+    /// What reached the phones: per day, what Herald sent beside what FCM's Data API reports of
+    /// the campaign's label (or why FCM's numbers cannot be had), and the label's warning.
+    static func renderDelivery(_ d: CampaignDelivery) -> [String] {
+        var lines = ["", "what reached the phones (FCM's Data API: Android devices that share usage statistics; days end at midnight America/Los_Angeles):"]
+        if let warning = d.labelPlace?.warning { lines.append("WARNING: \(warning)") }
+        if let why = d.unavailable {
+            lines.append("  FCM's numbers: none, \(why)")
+        } else if let note = d.fetchNote {
+            lines.append("  \(note)")
+        }
+        guard !d.days.isEmpty else {
+            lines.append("  nothing sent yet")
+            return lines
+        }
+        func share(_ value: Double?) -> String { value.map { String(format: "%.1f%%", $0) } ?? "-" }
+        var rows = [["  DAY", "SENT", "FCM ACCEPTED", "DELIVERED", "PENDING", "COLLAPSED", "DROPPED", "NO DELAY", "FCM'S NUMBERS"]]
+        for day in d.days {
+            guard day.reported else {
+                rows.append(["  " + day.day, String(day.sent), "-", "-", "-", "-", "-", "-", d.missingDayNote])
+                continue
+            }
+            var source = "fetched \(day.fcmFetchedAt ?? "")"
+            if day.fcmApps > 1 { source += " (\(day.fcmApps) apps)" }
+            if day.campaignsWithLabel > 1 { source += "; label shared by \(day.campaignsWithLabel) campaigns that day" }
+            rows.append(["  " + day.day, String(day.sent), day.fcmAccepted.map(String.init) ?? "-", share(day.shares["delivered"]),
+                         share(day.shares["pending"]), share(day.shares["collapsed"]), share(day.dropped),
+                         share(day.shares["delivered_no_delay"]), source])
+        }
+        lines += formatColumns(rows)
         return lines
     }
 

@@ -227,7 +227,7 @@ final class RunEnvironment {
         let allowed = parsed.accepts("allow-insecure-transport") && parsed.has("allow-insecure-transport")
         var problems: [String] = []
         // `apns-url`: the APNs provider tokens go there.
-        for name in ["fcm-url", "iid-url", "apns-url"] where parsed.accepts(name) {
+        for name in ["fcm-url", "iid-url", "apns-url", "fcm-data-url"] where parsed.accepts(name) {
             guard let (url, source) = parsed.lookup(name),
                   let problem = TransportSecurity.refusal(url, setting: source, allowed: false) else { continue }
             problems.append(problem)
@@ -293,7 +293,11 @@ final class RunEnvironment {
         var env = ["DATABASE_URL": databaseURL, "GOOGLE_APPLICATION_CREDENTIALS": credentialsPath, "HERALD_FCM_URL": fcmBaseURL]
         if let caFile { env["HERALD_CA_FILE"] = caFile }
         // The emulator in this process also answers Instance ID's topic calls.
-        if emulator != nil { env["HERALD_IID_URL"] = fcmBaseURL }
+        if emulator != nil {
+            env["HERALD_IID_URL"] = fcmBaseURL
+            // And FCM's Data API, from what it received: the leader's daily fetch asks it, not Google.
+            env["HERALD_FCM_DATA_URL"] = fcmBaseURL
+        }
         return env
     }
 

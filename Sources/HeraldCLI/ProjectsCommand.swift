@@ -16,6 +16,9 @@ enum ProjectsCommand {
                help: "add: where the service-account JSON key is: an absolute file path, or env:VAR, an environment variable holding the JSON. Only this reference is stored."),
         Option(name: "max-rate", value: "N", help: "add: messages per second for the project (more than 0). Unset: the pool's --max-rate."),
         Option(name: "reason", value: "TEXT", help: "pause: why, shown by list and show."),
+        Option(name: "android-app", value: "APP_ID", repeatable: true,
+               help: "set: a Firebase Android app id of the project (Project settings, Your apps: 1:1234567890:android:0a1b2c...), whose delivery data FCM's Data API is asked for; repeat for several. Replaces the apps set before."),
+        Option(name: "no-android-apps", help: "set: forget the project's Android apps (its delivery data is no longer fetched)."),
         Option(name: "json", help: "list, show: print JSON instead of a table."),
         Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
                help: "test: FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
@@ -30,6 +33,7 @@ enum ProjectsCommand {
         add NAME --credentials PATH|env:VAR [--max-rate N]
                herald projects list [--json]
                herald projects show NAME [--json]
+               herald projects set NAME (--android-app APP_ID... | --no-android-apps)
                herald projects test NAME
                herald projects pause NAME [--reason TEXT]
                herald projects resume NAME
@@ -42,7 +46,10 @@ enum ProjectsCommand {
         63 lowercase letters, digits, - or _. One FCM project has one entry. test fetches an access
         token with the key and sends FCM one validate_only message (to a topic; nothing is
         delivered); exit status 1 when either is refused. Every change is recorded in
-        herald.admin_log. In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
+        herald.admin_log. set names the project's Android apps, whose delivery data (what reached
+        the phones) herald work fetches once a day and herald delivery-data fetch fetches now.
+        In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
+        herald.set_project_android_apps(name, android_apps),
         herald.pause_project_sending(name, reason), herald.resume_project_sending(name),
         herald.remove_project(name), the view herald.project_registry.
         Jobs name their project (herald.jobs.project, herald.enqueue(..., project => NAME)). A running
@@ -54,7 +61,8 @@ enum ProjectsCommand {
     static func run(arguments: [String]) throws -> Int32 {
         let parsed = try parse(command: "projects", arguments: arguments, options: options, positional: true)
         return try RegistryActions(
-            command: "projects", noun: "project", shortNoun: "project", placeholder: "NAME", actionOnlyFlags: ["credentials": "add", "max-rate": "add", "reason": "pause"],
+            command: "projects", noun: "project", shortNoun: "project", placeholder: "NAME",
+            actionOnlyFlags: ["credentials": "add", "max-rate": "add", "reason": "pause", "android-app": "set", "no-android-apps": "set"],
             list: { parsed in
                 let projects = try ProjectRegistry.list(try operationsDatabase(parsed))
                 if parsed.has("json") {
@@ -66,8 +74,29 @@ enum ProjectsCommand {
             add: { try add($0, name: $1) }, show: { try show($0, name: $1) }, test: { try test($0, name: $1) },
             pause: { try ProjectRegistry.pause($0, name: $1, reason: $2, source: $3) },
             resume: { try ProjectRegistry.resume($0, name: $1, source: $2) },
-            remove: { try ProjectRegistry.remove($0, name: $1, source: $2) }
+            remove: { try ProjectRegistry.remove($0, name: $1, source: $2) },
+            set: { try set($0, name: $1) }
         ).run(parsed)
+    }
+
+    /// `set NAME --android-app ID...` or `--no-android-apps`: the apps FCM's Data API is asked about.
+    static func set(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        let apps = parsed.all("android-app")
+        let clear = parsed.has("no-android-apps")
+        guard apps.isEmpty == clear else {
+            throw UsageError(clear ? "herald projects set: give --android-app APP_ID or --no-android-apps, not both"
+                                   : "herald projects set: give --android-app APP_ID (repeat it for several apps) or --no-android-apps")
+        }
+        for app in apps where !FCMDataAPI.isAndroidAppID(app) {
+            throw UsageError("herald projects set: --android-app \"\(app.prefix(100))\" is not a Firebase Android app id; give the App ID the Firebase console shows under Project settings, Your apps (e.g. 1:1234567890:android:0a1b2c3d4e5f6789)")
+        }
+        let stored = try ProjectRegistry.setAndroidApps(try operationsDatabase(parsed), name: name, apps: apps, source: shellSource())
+        if stored.isEmpty {
+            print("project \(name): no Android apps; its delivery data is no longer fetched")
+        } else {
+            print("project \(name): Android app\(stored.count == 1 ? "" : "s") \(stored.joined(separator: ", ")); herald work fetches their delivery data once a day, herald delivery-data fetch --project \(name) now")
+        }
+        return 0
     }
 
     static func add(_ parsed: ParsedOptions, name: String) throws -> Int32 {
@@ -101,7 +130,8 @@ enum ProjectsCommand {
         }
         var rows = [["name:", project.name], ["fcm project:", project.fcmProjectID], ["credentials:", project.credentials],
                     ["max rate:", project.maxRate.map { CampaignsCommand.formatRate($0) + "/s" } ?? "the pool's --max-rate"],
-                    ["state:", project.state]]
+                    ["state:", project.state],
+                    ["android apps:", project.androidApps.isEmpty ? "none (herald projects set \(project.name) --android-app APP_ID)" : project.androidApps.joined(separator: ", ")]]
         if let reason = project.pausedReason { rows.append(["paused:", "\(project.pausedAt ?? "") (\(reason))"]) }
         rows += [["created:", project.createdAt], ["updated:", project.updatedAt]]
         printColumns(rows)

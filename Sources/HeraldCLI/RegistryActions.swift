@@ -3,8 +3,8 @@ import Postgres
 import Queue
 
 /// What `herald projects` and `herald apns` share: the seven actions on one kind of entry of the
-/// registry (herald.projects), the checks of their arguments, and the words pause, resume and
-/// remove print. Each command gives its words and what differs between the kinds (add, show,
+/// registry (herald.projects), and `set` for a kind with settings to change in place, the checks
+/// of their arguments, and the words pause, resume and remove print. Each command gives its words and what differs between the kinds (add, show,
 /// test, list, and the registry calls).
 struct RegistryActions {
     /// The command word: `projects` or `apns`.
@@ -24,16 +24,19 @@ struct RegistryActions {
     var pause: (PGConnection, _ name: String, _ reason: String?, _ source: String) throws -> Bool
     var resume: (PGConnection, _ name: String, _ source: String) throws -> Bool
     var remove: (PGConnection, _ name: String, _ source: String) throws -> Void
+    /// `set NAME ...`: changes an entry's settings in place (nil: the kind has none to set).
+    var set: ((ParsedOptions, String) throws -> Int32)? = nil
 
     static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
 
     func run(_ parsed: ParsedOptions) throws -> Int32 {
-        guard let action = parsed.positional.first, Self.actions.contains(action) else {
+        guard let action = parsed.positional.first, Self.actions.contains(action) || (action == "set" && set != nil) else {
             let p = placeholder
-            throw UsageError("herald \(command): give an action: add \(p), list, show \(p), test \(p), pause \(p), resume \(p) or remove \(p); see herald \(command) --help")
+            throw UsageError("herald \(command): give an action: add \(p), list, show \(p), \(set != nil ? "set \(p), " : "")test \(p), pause \(p), resume \(p) or remove \(p); see herald \(command) --help")
         }
         let rest = Array(parsed.positional.dropFirst())
-        for (flag, owner) in actionOnlyFlags.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
+        for (flag, owner) in actionOnlyFlags.sorted(by: { $0.key < $1.key })
+        where (parsed.values[flag] != nil || parsed.switches.contains(flag)) && action != owner {
             throw UsageError("herald \(command) \(action): --\(flag) applies to \(owner) only")
         }
         if parsed.has("json") && !["list", "show"].contains(action) {
@@ -52,6 +55,7 @@ struct RegistryActions {
             switch action {
             case "add": return try add(parsed, name)
             case "show": return try show(parsed, name)
+            case "set": return try set!(parsed, name)
             case "test": return try test(parsed, name)
             case "pause":
                 let reason = parsed.string("reason")

@@ -48,6 +48,7 @@ enum WorkCommand {
         Option(name: "iid-url", env: "HERALD_IID_URL", value: "URL",
                help: "Instance ID base URL for topic subscriptions (batchAdd / batchRemove); the in-process emulator's with --emulator.",
                defaultText: "https://iid.googleapis.com"),
+        fcmDataURLOption,
         emulatorOption,
     ] + connectionOptions
 
@@ -72,6 +73,9 @@ enum WorkCommand {
         c.fcmBaseURL = fcmURL
         if let url = try parsed.httpURL("iid-url") { c.iidBaseURL = url }
         if let url = try parsed.httpURL("apns-url") { c.apnsBaseURL = url }
+        c.deliveryData = DeliveryDataSettings(baseURL: try parsed.httpURL("fcm-data-url") ?? FCMDataAPI.defaultBaseURL)
+        c.deliveryData.caFile = caFile
+        c.deliveryData.environment = ProcessInfo.processInfo.environment
         c.caFile = caFile
         c.queues = parsed.all("queue")
         if let project = parsed.string("project") {

@@ -19,9 +19,10 @@ Commands:
   groups     Manage device groups (create, add, remove, get).
   dead       Look at, replay (retry) and remove (discard) dead letters.
   stats      Queues, jobs per state, oldest available job, rates (--watch redraws in place).
-  campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel.
+  campaigns  Campaigns: progress, rate and ETA (show --watch), pause, resume, cancel; what reached the phones.
   queues     Queues: pause, resume, rate and in-flight limits.
-  projects   The registry of Firebase projects: add, list, show, test, pause, resume, remove.
+  projects   The registry of Firebase projects: add, list, show, set, test, pause, resume, remove.
+  delivery-data  FCM's delivery data (what reached Android devices): fetch now, status.
   apns       The APNs apps of the registry: add, list, show, test, pause, resume, remove.
   topics     Topic subscriptions: subscribers per topic, tokens FCM refused.
   dashboard  Web pages, a JSON API and /metrics for queues and dead letters.
@@ -57,6 +58,7 @@ let commands: [String: (help: String, run: ([String]) throws -> Int32)] = [
     "campaigns": (CampaignsCommand.help, CampaignsCommand.run),
     "queues": (QueuesCommand.help, QueuesCommand.run),
     "projects": (ProjectsCommand.help, ProjectsCommand.run),
+    "delivery-data": (DeliveryDataCommand.help, DeliveryDataCommand.run),
     "apns": (APNsCommand.help, APNsCommand.run),
     "topics": (TopicsCommand.help, TopicsCommand.run),
     "dashboard": (DashboardCommand.help, DashboardCommand.run),

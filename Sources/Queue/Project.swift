@@ -22,9 +22,12 @@ public struct Project: Sendable, Equatable {
     /// ISO 8601 UTC text ("" for an entry made here rather than read).
     public var createdAt: String
     public var updatedAt: String
+    /// The Firebase app ids of its Android apps, whose delivery data FCM's Data API is asked for
+    /// (`herald projects set NAME --android-app ID`); empty: none is asked.
+    public var androidApps: [String]
 
     public init(name: String, fcmProjectID: String, credentials: String, maxRate: Double? = nil, pausedReason: String? = nil,
-                pausedAt: String? = nil, createdAt: String = "", updatedAt: String = "") {
+                pausedAt: String? = nil, createdAt: String = "", updatedAt: String = "", androidApps: [String] = []) {
         self.name = name
         self.fcmProjectID = fcmProjectID
         self.credentials = credentials
@@ -33,6 +36,7 @@ public struct Project: Sendable, Equatable {
         self.pausedAt = pausedAt
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.androidApps = androidApps
     }
 
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
@@ -48,6 +52,7 @@ public struct Project: Sendable, Equatable {
         object["paused_at"] = pausedAt.map { .string($0) } ?? .null
         object["created_at"] = .string(createdAt)
         object["updated_at"] = .string(updatedAt)
+        object["android_apps"] = .array(androidApps.map { .string($0) })
         return .object(object)
     }
 

@@ -21,7 +21,7 @@ public enum ProjectRegistry {
         (0..<rows.rowCount).map { row in
             Project(name: rows[row, 0] ?? "", fcmProjectID: rows[row, 1] ?? "", credentials: rows[row, 2] ?? "",
                     maxRate: rows.double(row, 3), pausedReason: rows[row, 5], pausedAt: rows[row, 6],
-                    createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "")
+                    createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "", androidApps: DeliveryData.textArray(rows[row, 9]))
         }
     }
 

@@ -9,6 +9,9 @@ public struct WorkerConfiguration: Sendable {
     /// Where every APNs app's requests go (HERALD_APNS_URL, `herald work --apns-url`), e.g. the
     /// emulator's; nil: each app's own, Apple's production or sandbox endpoint.
     public var apnsBaseURL: String? = nil
+    /// FCM's Data API (HERALD_FCM_DATA_URL), where the maintenance leader fetches each project's
+    /// delivery data once a day; its CA file and environment are the pool's.
+    public var deliveryData = DeliveryDataSettings()
     /// Instance ID's base URL (HERALD_IID_URL) for topic subscriptions (batchAdd / batchRemove).
     public var iidBaseURL: String = "https://iid.googleapis.com"
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).

@@ -6,7 +6,7 @@ import TestSupport
 
 /// Every command as a user starts it from a shell: the real binary.
 @Suite struct CommandLineTests {
-    static let commands = ["work", "migrate", "grant", "send", "groups", "dead", "stats", "campaigns", "queues", "projects", "dashboard", "bench", "emulator"]
+    static let commands = ["work", "migrate", "grant", "send", "groups", "dead", "stats", "campaigns", "queues", "projects", "delivery-data", "dashboard", "bench", "emulator"]
 
     @Test(arguments: commands) func everyCommandExplainsItself(_ command: String) throws {
         let run = try HeraldProcess.run([command, "--help"], environment: [:], timeout: 30)
@@ -181,7 +181,7 @@ import TestSupport
         #expect(waitUntil(timeout: 30) { exports = Self.exportLines(emulator) ?? []; return !exports.isEmpty },
                 "the start-up names the settings: \(emulator.output)")
         let names = exports.map { $0.dropFirst("export ".count).prefix { $0 != "=" } }
-        #expect(names == ["HERALD_FCM_URL", "HERALD_IID_URL", "GOOGLE_APPLICATION_CREDENTIALS"], "\(exports)")
+        #expect(names == ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS"], "\(exports)")
         let credentials = try #require(exports.last?.split(separator: "=", maxSplits: 1).last.map(String.init))
         #expect(credentials.hasPrefix("/"), "an absolute path: \(credentials)")
         #expect(FileManager.default.fileExists(atPath: credentials), "the service account is written: \(credentials)")
@@ -194,7 +194,7 @@ import TestSupport
         shell.executableURL = URL(fileURLWithPath: "/bin/sh")
         shell.arguments = ["-c", (exports + ["exec \"$HERALD\" work --drain --processes 1"]).joined(separator: "\n")]
         var env = ProcessInfo.processInfo.environment
-        for key in ["GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL"] { env[key] = nil }
+        for key in ["GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL", "HERALD_FCM_DATA_URL"] { env[key] = nil }
         env["DATABASE_URL"] = database.url
         env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
         env["HERALD"] = try HeraldProcess.binary()

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import Postgres
 import Queue
 import Testing
@@ -77,6 +78,57 @@ import TestSupport
         #expect(dashboard.output.contains("POST /dead-letters/\(deadLetter)/retry from 127.0.0.1:"), "the action is logged")
         for page in ["login", "overview", "dead-letters", "retried", "job", "admin-log"] {
             #expect(FileManager.default.fileExists(atPath: Self.screenshots + "/\(page).png"), "screenshot of \(page)")
+        }
+    }
+
+    /// A campaign sender's question, in a real browser: did it reach the phones? Three campaigns
+    /// sent over two days by a real `herald work`, FCM's delivery data fetched from the emulator
+    /// (`herald delivery-data fetch`), and each campaign's page read: per day, what Herald sent
+    /// beside what the emulator was told FCM reports; the project without access says why.
+    @Test(.timeLimit(.minutes(10))) func aCampaignsPageShowsWhatReachedThePhonesPerDay() throws {
+        let python = try PythonEnvironment.python(importing: ["selenium"], packages: ["selenium"])
+        for binary in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: binary) {
+            throw TestFailure("\(binary) is missing: install Debian's chromium and chromium-driver (see .ci/install-deps)")
+        }
+        var scenario = try DeliveryScenario()
+        defer { scenario.close() }
+        try scenario.sendTwoDays()
+        #expect(try scenario.herald(["projects", "set", "shop", "--android-app", DeliveryScenario.shopApp]).status == 0)
+        #expect(try scenario.herald(["projects", "set", "news", "--android-app", DeliveryScenario.newsApp]).status == 0)
+        let fetch = try scenario.herald(["delivery-data", "fetch"])
+        #expect(fetch.output.contains("delivery data of project shop: 1 app, 4 pages, 4 rows stored"), "\(fetch.output)")
+
+        let token = "browser-test-token-" + UUID().uuidString
+        let dashboard = try HeraldProcess(["dashboard", "--address", "127.0.0.1:0"],
+                                          environment: ["DATABASE_URL": scenario.stack.database.url, "HERALD_DASHBOARD_TOKEN": token])
+        try dashboard.start()
+        defer { dashboard.signal(SIGTERM); dashboard.wait(timeout: 10) }
+        var baseURL = ""
+        #expect(waitUntil(timeout: 30) {
+            guard let range = dashboard.output.range(of: "serving http://127.0.0.1:") else { return false }
+            let port = dashboard.output[range.upperBound...].prefix { $0.isNumber }
+            baseURL = "http://127.0.0.1:\(port)"
+            return !port.isEmpty
+        }, "\(dashboard.output)")
+
+        let (yesterday, today) = (scenario.yesterday, scenario.today)
+        let expected: JSONValue = ["campaigns": [
+            ["name": "spring", "days": [yesterday: ["sent": "6", "accepted": "6", "delivered": "83.5 %", "pending": "16.5 %",
+                                                                         "collapsed": "–", "dropped": "–", "no-delay": "60.0 %"]]],
+            ["name": "summer", "days": [
+                yesterday: ["sent": "4", "accepted": "4", "delivered": "90.0 %", "collapsed": "7.5 %", "dropped": "2.5 %", "no-delay": "88.0 %"],
+                today: ["sent": "5", "accepted": "5", "delivered": "90.0 %", "collapsed": "7.5 %", "dropped": "2.5 %"],
+            ]],
+            ["name": "autumn", "days": [today: ["sent": "7", "accepted": "7", "delivered": "100.0 %", "no-delay": "100.0 %"]]],
+            ["name": "letters", "note": "lacks the IAM permission fcmdata.deliverydata.list on project news-fcm",
+             "days": [yesterday: ["sent": "3", "accepted": "–"]]],
+        ]]
+        let script = PythonEnvironment.packageRoot.appendingPathComponent("Tests/Python/campaign_delivery_browser_check.py").path
+        let (status, output) = try PythonEnvironment.run(python, [script, baseURL, token, Self.screenshots, expected.serialized])
+        #expect(status == 0, "campaign_delivery_browser_check.py:\n\(output)\ndashboard:\n\(dashboard.output)")
+        #expect(output.contains("all campaign delivery browser checks passed"), "\(output)")
+        for name in ["spring", "summer", "autumn", "letters"] {
+            #expect(FileManager.default.fileExists(atPath: Self.screenshots + "/campaign-\(name).png"), "screenshot of \(name)")
         }
     }
 }

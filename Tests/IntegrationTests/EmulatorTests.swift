@@ -427,3 +427,61 @@ import TestSupport
         #expect(emulator.deliveredMessages(token: "secure").count == 1)
     }
 }
+
+/// The emulator's FCM Data API: from what it delivered, with Google's scope and refusals.
+@Suite struct EmulatorDeliveryDataTests {
+    @Test func itCountsWhatReachedDevicesPerLabelAndAnswersPageByPageToTheCloudPlatformScopeOnly() throws {
+        let emulator = try startEmulator()
+        defer { emulator.stop() }
+        let account = try TestAccount(emulator, projectID: "shop-fcm")
+        let sendToken = try account.accessToken()
+        func send(_ message: String) throws {
+            #expect(try sendMessage(emulator, project: "shop-fcm", accessToken: sendToken, body: message).status == 200)
+        }
+        try send(#"{"message": {"token": "d1", "fcm_options": {"analytics_label": "spring"}}}"#)
+        try send(#"{"message": {"token": "d2", "fcm_options": {"analytics_label": "spring"}, "android": {"fcm_options": {"analytics_label": "spring-android"}}}}"#)
+        try send(#"{"message": {"token": "d3"}}"#)
+        try send(#"{"message": {"token": "d4", "fcm_options": {"analytics_label": "spring"}}, "validate_only": true}"#)
+        let url = emulator.baseURL + "/v1beta1/projects/shop-fcm/androidApps/1:1:android:a/deliveryData"
+
+        // FCM's send scope does not read the Data API; cloud-platform does.
+        let narrow = try curl(url, headers: ["authorization": "Bearer \(sendToken)"])
+        #expect(narrow.status == 403 && narrow.body.contains("ACCESS_TOKEN_SCOPE_INSUFFICIENT"), "\(narrow.body)")
+        #expect(try curl(url).status == 401)
+        let granted = try account.exchange(try account.assertion(scope: "https://www.googleapis.com/auth/cloud-platform"))
+        let token = try #require(granted.json?["access_token"]?.stringValue, "\(granted.body)")
+        emulator.updateDeliveryData { $0.pageSize = 2 }
+
+        var entries: [JSONValue] = []
+        var next: String? = nil
+        var pages = 0
+        repeat {
+            let page = try curl(url + "?pageSize=10" + (next.map { "&pageToken=" + $0 } ?? ""), headers: ["authorization": "Bearer \(token)"])
+            #expect(page.status == 200, "\(page.body)")
+            entries += page.json?["androidDeliveryData"]?.arrayValue ?? []
+            next = page.json?["nextPageToken"]?.stringValue
+            pages += 1
+        } while next != nil && pages < 10
+        #expect(pages == 2, "3 entries, 2 a page")
+        let labels = entries.map { $0["analyticsLabel"]?.stringValue ?? "(none)" }
+        #expect(labels == ["(none)", "spring", "spring-android"], "one message each; validate_only is not delivered: \(labels)")
+        #expect(entries.allSatisfy { $0["data"]?["countMessagesAccepted"]?.stringValue == "1" && $0["appId"]?.stringValue == "1:1:android:a" })
+        #expect(entries.first?["data"]?["messageOutcomePercents"]?["delivered"]?.intValue == 100, "all delivered unless told otherwise")
+
+        // Told: the shares of a label, and a project whose key may not read the data.
+        let told = try curl(emulator.baseURL + "/emulator/delivery-data", method: "POST",
+                            body: #"{"label_data": {"spring": {"messageOutcomePercents": {"delivered": 70, "pending": 30}}}, "denied": ["shop-fcm"]}"#)
+        #expect(told.status == 200 && told.json?["denied"]?.arrayValue?.count == 1, "\(told.body)")
+        let refused = try curl(url, headers: ["authorization": "Bearer \(token)"])
+        #expect(refused.status == 403 && refused.json?["error"]?["status"]?.stringValue == "PERMISSION_DENIED"
+                && refused.body.contains("IAM_PERMISSION_DENIED") && refused.body.contains("fcmdata.deliverydata.list"), "\(refused.body)")
+        #expect(try curl(emulator.baseURL + "/emulator/delivery-data", method: "POST", body: #"{"denied": []}"#).status == 200)
+        let spring = try curl(url, headers: ["authorization": "Bearer \(token)"]).json?["androidDeliveryData"]?.arrayValue?
+            .first { $0["analyticsLabel"]?.stringValue == "spring" }
+        #expect(spring?["data"]?["messageOutcomePercents"]?["pending"]?.intValue == 30)
+        let other = try TestAccount(emulator, projectID: "news-fcm")
+        let otherToken = try #require(try other.exchange(try other.assertion(scope: "https://www.googleapis.com/auth/cloud-platform")).json?["access_token"]?.stringValue)
+        #expect(try curl(url, headers: ["authorization": "Bearer \(otherToken)"]).status == 403, "another project's key")
+        #expect(try curl(emulator.baseURL + "/emulator/delivery-data", method: "POST", body: #"{"page_size": "two"}"#).status == 400)
+    }
+}

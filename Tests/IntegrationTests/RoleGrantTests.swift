@@ -92,6 +92,12 @@ import TestSupport
         try p.query("SELECT * FROM herald.events_since(0, 10)")
         try p.query("SELECT herald.validate_message('{\"topic\": \"news\"}')")
         #expect(try p.query("SELECT name, fcm_project_id FROM herald.projects")[0, 0] == "shop")
+        // FCM's delivery data and the campaigns' view of it: read, never written.
+        #expect(try p.query("SELECT android_apps FROM herald.projects")[0, 0] == "{}")
+        #expect(try p.query("SELECT count(*) FROM herald.campaign_delivery").int(0, 0) == 0)
+        #expect(try p.query("SELECT labels FROM herald.campaign_label_budget").rowCount == 0, "spring has no label")
+        #expect(try p.query("SELECT count(*) FROM herald.delivery_data").int(0, 0) == 0)
+        try p.query("SELECT count(*) FROM herald.delivery_data_fetches")
 
         expectRefused(p, "UPDATE herald.jobs SET priority = 5", "updating jobs")
         expectRefused(p, "DELETE FROM herald.jobs", "deleting jobs")
@@ -106,6 +112,9 @@ import TestSupport
         expectRefused(p, "SELECT herald.add_project('x', 'x', '/etc/shadow')", "adding a project")
         expectRefused(p, "SELECT herald.remove_project('shop')", "removing a project")
         expectRefused(p, "SELECT herald.pause_project_sending('shop', 'no')", "pausing a project")
+        expectRefused(p, "SELECT herald.set_project_android_apps('shop', ARRAY['1:1:android:a'])", "naming a project's apps")
+        expectRefused(p, "INSERT INTO herald.delivery_data (project, app_id, day, analytics_label) VALUES ('shop', 'a', now(), '')", "forging delivery data")
+        expectRefused(p, "UPDATE herald.campaign_days SET sent = 0", "changing what was sent")
         expectRefused(p, "SELECT herald.pause_queue('default')", "pausing a queue")
         expectRefused(p, "SELECT herald.pause_campaign(\(campaign))", "pausing a campaign")
         expectRefused(p, "SELECT herald.set_queue_limits('default', 1, 1)", "setting limits")

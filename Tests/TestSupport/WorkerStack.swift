@@ -23,9 +23,10 @@ public struct WorkerStack {
     }
 
     public var environment: [String: String] {
-        // The emulator answers Instance ID's topic calls too: no test's pool reaches for the real one.
+        // The emulator answers Instance ID's topic calls and FCM's Data API too: no test's pool
+        // reaches for the real ones.
         ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL,
-         "HERALD_IID_URL": emulator.baseURL]
+         "HERALD_IID_URL": emulator.baseURL, "HERALD_FCM_DATA_URL": emulator.baseURL]
     }
 
     public func close() {

@@ -84,8 +84,10 @@ struct Leadership: Sendable, Equatable {
 /// it, runs its list of tasks in order, each when its interval has passed.
 final class MaintenanceLeader {
     /// The duties, in the order a pass runs them. A new duty: one file in this folder, one line here.
-    static func duties(retention: Double, interval: Double, batch: Int = 5_000) -> [any MaintenanceTask] {
-        [
+    /// `deliveryData`: where FCM's Data API is and how to reach it (nil: no fetch, as in tests of the others).
+    static func duties(retention: Double, interval: Double, batch: Int = 5_000,
+                       deliveryData: (settings: DeliveryDataSettings, databaseURL: String, log: Logger)? = nil) -> [any MaintenanceTask] {
+        let tasks: [(any MaintenanceTask)?] = [
             LeaseRescue(interval: interval),
             CampaignsEnd(interval: interval),
             Retention(retention: retention, batch: batch, interval: interval),
@@ -95,7 +97,9 @@ final class MaintenanceLeader {
             AudienceRetention(batch: batch, interval: interval),
             TokenSendsSweep(interval: interval),
             TokenAging(batch: batch, interval: interval),
+            deliveryData.map { DeliveryDataFetch(settings: $0.settings, databaseURL: $0.databaseURL, log: $0.log, interval: interval) },
         ]
+        return tasks.compactMap { $0 }
     }
 
     let lease: LeaderLease

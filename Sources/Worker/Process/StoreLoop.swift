@@ -60,7 +60,8 @@ final class StoreLoop: @unchecked Sendable {
             leaseSeconds: configuration.leaseSeconds, pollInterval: configuration.pollInterval,
             shutdownTimeout: configuration.shutdownTimeout, drain: configuration.drain)
         maintenance = MaintenanceLeader(lease: LeaderLease(role: .maintenance, workerID: store.workerID), grace: configuration.leaseSeconds,
-                                        tasks: MaintenanceLeader.duties(retention: configuration.retentionSeconds, interval: settings.upkeepInterval))
+                                        tasks: MaintenanceLeader.duties(retention: configuration.retentionSeconds, interval: settings.upkeepInterval,
+                                                                        deliveryData: (configuration.deliveryData, configuration.databaseURL, log)))
         machine = StoreMachine(settings: settings, now: Self.clock())
     }
 

@@ -1,13 +1,18 @@
 -- create_campaign: a new campaign in state 'scheduled'; it runs when its first job is claimed.
 -- project: the registry name of the Firebase project its jobs are sent for (herald.projects;
 -- NULL: the pool's own credentials); its jobs take it (trigger jobs_campaign_project). A name
--- not in the registry is refused, naming it.
+-- not in the registry is refused, naming it. A label that would be beyond the 100 distinct labels
+-- FCM's Data API reports for the project today (herald.campaign_label_budget) is warned about
+-- (RAISE WARNING, which psql and drivers show), naming the campaigns that would go unreported.
 CREATE OR REPLACE FUNCTION herald.create_campaign(name text, max_per_second double precision DEFAULT NULL,
                                        analytics_label text DEFAULT NULL, max_errors integer DEFAULT 1000,
                                        project text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     new_id bigint;
+    budget record;
+    unreported text;
+    others bigint;
 BEGIN
     IF create_campaign.name IS NULL OR btrim(create_campaign.name) = '' THEN
         RAISE EXCEPTION 'herald.create_campaign: name must not be empty' USING ERRCODE = 'invalid_parameter_value';
@@ -40,6 +45,23 @@ BEGIN
         RAISE EXCEPTION 'herald.create_campaign: a campaign named "%" exists already (id %)', create_campaign.name,
             (SELECT c.id FROM herald.campaigns c WHERE c.name = create_campaign.name)
             USING ERRCODE = 'unique_violation';
+    END IF;
+    IF create_campaign.analytics_label IS NOT NULL THEN
+        SELECT b.label_rank, b.labels, b.day INTO budget FROM herald.campaign_label_budget b WHERE b.campaign_id = new_id;
+        IF FOUND AND budget.label_rank > 100 THEN
+            SELECT string_agg(format('%s (%s)', u.name, u.analytics_label), ', ' ORDER BY u.label_rank, u.campaign_id),
+                   max(u.total) - count(*)
+            INTO unreported, others
+            FROM (SELECT b.name, b.analytics_label, b.label_rank, b.campaign_id, count(*) OVER () AS total
+                  FROM herald.campaign_label_budget b
+                  WHERE NOT b.reported AND b.project IS NOT DISTINCT FROM create_campaign.project
+                  ORDER BY b.label_rank, b.campaign_id LIMIT 10) u;
+            RAISE WARNING 'herald.create_campaign: campaign "%" uses analytics label "%", number % of the distinct labels of % today (%, an America/Los_Angeles day); FCM''s Data API reports 100 labels a project a day, so these campaigns go unreported: %',
+                create_campaign.name, create_campaign.analytics_label, budget.label_rank,
+                coalesce('project ' || create_campaign.project, 'the pool''s own FCM project'), budget.day,
+                unreported || CASE WHEN others > 0 THEN format(' and %s more', others) ELSE '' END
+                USING HINT = 'Give it a label an earlier campaign of today uses, or send it another day; herald.campaign_label_budget lists the day''s labels.';
+        END IF;
     END IF;
     RETURN new_id;
 END $$;

@@ -1,6 +1,7 @@
 -- grant_role: gives `role` what one kind of user of Herald needs, and nothing else (docs/roles.md):
---   reader    reads outcomes, events, statistics, campaigns, queues and the registry without its
---             key paths (herald.projects.credentials);
+--   reader    reads outcomes, events, statistics, campaigns, queues, FCM's delivery data (and
+--             the campaigns' view of it) and the registry without its key paths
+--             (herald.projects.credentials);
 --   producer  a reader that also enqueues (every enqueue entry point, INSERT into herald.jobs of
 --             the columns an application sets), creates campaigns, subscribes and unsubscribes,
 --             and reports tokens (touch_token, herald.device_tokens rows);
@@ -21,7 +22,8 @@ DECLARE
         'jobs', 'dead_letters', 'events', 'campaigns', 'queues', 'multicasts', 'device_groups', 'device_tokens',
         'pruned_tokens', 'topic_subscriptions', 'token_sends', 'project_pauses', 'project_rates', 'dedupe_keys',
         'token_aging', 'message_extra_fields', 'message_rules', 'message_rule_steps', 'apns_rules',
-        'queue_stats', 'campaign_progress', 'topic_stats'];
+        'queue_stats', 'campaign_progress', 'topic_stats',
+        'delivery_data', 'delivery_data_fetches', 'campaign_days', 'campaign_delivery', 'campaign_label_budget'];
     reader_functions text[] := ARRAY[
         'events_since', 'legacy_result', 'multicast_result', 'legacy_multicast', 'validate_message', 'validate_apns_message',
         'is_legacy',

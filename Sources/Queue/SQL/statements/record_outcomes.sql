@@ -3,7 +3,8 @@
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
--- jobs' campaigns move with them; a campaign that reaches max_errors dead letters pauses itself.
+-- jobs' campaigns move with them (and each campaign's sends of the day, herald.campaign_days); a
+-- campaign that reaches max_errors dead letters pauses itself.
 -- A snooze (a quota answer) puts the job back without counting the attempt while it has been
 -- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql); with
 -- `grow` and `most` its delay is at least grow * 2^snoozes, at most `most`: the backoff of a
@@ -97,6 +98,15 @@ counted AS (
                  count(*) FILTER (WHERE a = 'dead') AS dead, max(err) AS last_error
           FROM settled GROUP BY campaign_id) n
     WHERE c.id = n.campaign_id
+    RETURNING 1
+),
+-- What each campaign sent today, in FCM's days (America/Los_Angeles), for herald.campaign_delivery
+-- (migration 380); campaigns in id order, so two workers' records never wait on each other's rows.
+daily AS (
+    INSERT INTO herald.campaign_days AS d (campaign_id, day, sent)
+    SELECT campaign_id, (now() AT TIME ZONE 'America/Los_Angeles')::date, count(*)
+    FROM settled WHERE a = 'completed' GROUP BY campaign_id ORDER BY campaign_id
+    ON CONFLICT ON CONSTRAINT campaign_days_pkey DO UPDATE SET sent = d.sent + excluded.sent
     RETURNING 1
 ),
 -- Delivery events (migration 130), for the queues switched on with herald.set_queue_events;

@@ -7,13 +7,13 @@ import Postgres
 /// cannot race, in two steps (the pattern of Flyway's versioned and repeatable migrations):
 ///
 /// 1. `migrations/*.sql`, numbered, each applied once, in order, recorded in
-///    herald.schema_migrations: tables, indexes, constraints, drops of old function signatures
-///    and data moves.
+///    herald.schema_migrations: tables, indexes, constraints, old function signatures renamed
+///    aside (never dropped while a recent release calls them: docs/sql-layout.md) and data moves.
 /// 2. `Sources/Queue/SQL/functions/*.sql` and `SQL/views/*.sql`: each holds the one current
 ///    definition of one `herald.*` function (with the triggers that call it) or view, written with
 ///    CREATE OR REPLACE. A file is applied whenever its text differs from the one recorded in
 ///    herald.schema_definitions (and all of them after any numbered migration ran, which may have
-///    dropped an old signature).
+///    renamed an old signature aside or dropped a view).
 ///
 /// Then it grants again the role kinds recorded by herald.grant_role (so objects a migration added
 /// are covered, and PUBLIC executes no herald function) and stores the binary's FCM validation

@@ -155,7 +155,13 @@ public enum Migrator {
                     let dueDefinitions = definitions.filter {
                         changed.contains($0.name) || records.definitions[$0.name] != checksum($0.sql)
                     }
-                    if !dueDefinitions.isEmpty || migrations.contains(where: { records.migrations[$0.name] == nil }) {
+                    let migrationsDue = migrations.contains { records.migrations[$0.name] == nil }
+                    if !dueDefinitions.isEmpty || migrationsDue {
+                        // A numbered migration may ALTER any table: taken whole before, none of
+                        // them waits for a reader midway. A view is replaced under its own lock.
+                        let viewsDue = migrationsDue || dueDefinitions.contains { $0.name.hasPrefix("views/") }
+                        try connection.query(SQL.schemaLockModes, [.text(migrationsDue ? "ACCESS EXCLUSIVE" : "SHARE ROW EXCLUSIVE"),
+                                                                   .text(viewsDue ? "on" : "off")])
                         try connection.execute(SQL.schemaLockTables)
                     }
                     var due = Applied()

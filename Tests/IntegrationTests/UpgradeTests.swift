@@ -186,6 +186,71 @@ import TestSupport
         #expect(try Self.ambiguousOverloads(try database.connect()).isEmpty)
     }
 
+    // MARK: - The migrate is never a pool's deadlock
+
+    /// A pool's claim takes its FCM project's tokens (herald.project_rates) before it updates
+    /// herald.jobs. A migrate that held herald.jobs while it waited for herald.project_rates met
+    /// such a claim in a deadlock, and when the claim had waited longer, PostgreSQL chose the
+    /// claim to fail ("deadlock detected" in the pool's log). Here: the migrate is kept waiting
+    /// for herald.campaigns (another transaction writes it) after it could take herald.jobs; a
+    /// transaction holding herald.project_rates then inserts a job; the campaigns' writer commits.
+    /// The insert goes through, and so does the migrate.
+    @Test func aTransactionHoldingATableTheMigrateWantsIsNeverItsDeadlockVictim() throws {
+        let database = try TestDatabase.fresh()
+        defer { database.drop() }
+        let admin = try database.connect()
+        // A definition is due, so the migrate locks the tables.
+        try admin.execute("UPDATE herald.schema_definitions SET checksum = 'older' WHERE name = 'functions/_burst'")
+        let campaigns = try database.connect(), claim = try database.connect()
+        try campaigns.execute("BEGIN; LOCK TABLE herald.campaigns IN ROW EXCLUSIVE MODE")
+        try claim.execute("BEGIN; LOCK TABLE herald.project_rates IN ROW EXCLUSIVE MODE")
+        let claimPID = try claim.query("SELECT pg_backend_pid()").int(0, 0)!
+
+        let migrate = try HeraldProcess(["migrate"], environment: ["DATABASE_URL": database.url])
+        try migrate.start()
+        defer { migrate.signal(SIGKILL); migrate.wait(timeout: 10) }
+        /// Whether a session waits for a lock on a herald table (`table`, or any; `pid`'s, or anyone's).
+        func waiting(on table: String?, pid: Int? = nil) -> Bool {
+            (try? admin.query("""
+                SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+                WHERE NOT l.granted AND c.relnamespace = 'herald'::regnamespace
+                  AND ($1::text IS NULL OR c.relname = $1::text) AND ($2::int IS NULL OR l.pid = $2::int)
+                """, [table.map { .text($0) }, pid.map { .int($0) }]).int(0, 0) ?? 0) ?? 0 > 0
+        }
+        #expect(waitUntil(timeout: 30) { waiting(on: "campaigns") }, "the migrate waits for herald.campaigns: \(migrate.output)")
+        // Waiting, it holds no lock on herald's tables that a write waits for (the catalog's reads
+        // of the views hold ACCESS SHARE on their tables; the records are its own).
+        let held = try admin.query("""
+            SELECT coalesce(string_agg(DISTINCT c.relname || ' ' || l.mode, ', '), '') FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+            WHERE l.granted AND l.mode <> 'AccessShareLock' AND c.relnamespace = 'herald'::regnamespace AND c.relkind IN ('r', 'p')
+              AND c.relname NOT IN ('schema_migrations', 'schema_definitions')
+              AND l.pid IN (SELECT w.pid FROM pg_locks w JOIN pg_class t ON t.oid = w.relation
+                            WHERE NOT w.granted AND t.relname = 'campaigns' AND t.relnamespace = 'herald'::regnamespace)
+            """)[0, 0] ?? ""
+        #expect(held.isEmpty, "the migrate waits for herald.campaigns holding \(held)")
+
+        // The claim's insert: it waits for the migrate while the migrate holds herald.jobs (or, as
+        // its triggers read campaigns, behind the migrate's request for them).
+        let inserted = UnsafeSendableBox<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            do {
+                try claim.query("INSERT INTO herald.jobs (message) VALUES ('{\"token\": \"t\", \"data\": {\"k\": \"v\"}}')")
+                inserted.mutate { $0 = "inserted" }
+            } catch {
+                inserted.mutate { $0 = "\(error)" }
+            }
+            done.signal()
+        }
+        #expect(waitUntil(timeout: 10) { inserted.value != nil || waiting(on: nil, pid: claimPID) })
+        try campaigns.execute("COMMIT")
+        #expect(done.wait(timeout: .now() + 30) == .success, "the insert ends")
+        #expect(inserted.value == "inserted", "the transaction holding herald.project_rates: \(inserted.value ?? "still waiting")")
+        try? claim.execute("COMMIT")
+        #expect(migrate.wait(timeout: 60) == 0, "\(migrate.output)")
+        #expect(try admin.query("SELECT herald._burst(100)")[0, 0] == "10", "the migrate applied the due definition")
+    }
+
     // MARK: - Applications and the release's pool through the migrate
 
     /// One way an application calls Herald, as it calls it: its statement, the parameters of

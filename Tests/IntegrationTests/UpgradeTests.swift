@@ -253,8 +253,9 @@ import TestSupport
 
     // MARK: - Applications and the release's pool through the migrate
 
-    /// One way an application calls Herald, as it calls it: its statement, the parameters of
-    /// round `n` of producer `who`, and what one call adds (jobs, topic subscriptions, tokens).
+    /// One way an application calls Herald, as it calls it: its statement, the parameters of the
+    /// `n`th call on `who` connections (each call to tokens of its own), and what one call adds
+    /// (jobs, topic subscriptions, tokens).
     struct Call: Sendable {
         var name: String
         var sql: String

@@ -8,19 +8,37 @@
 -- _give_back_project_tokens name the FCM project p_fcm_project; _claim_allowance and _claim_wait
 -- name the FCM project's tokens p_fcm_project_tokens.
 --
--- CREATE OR REPLACE cannot rename a parameter, so the functions are dropped here (their argument
--- types are unchanged) and defined again from Sources/Queue/SQL/functions. Callers that pass
--- arguments by position, as every statement of this release and of the previous one does, are
--- not affected; one that passes p_jobs_project => or p_project => by name must use the new names.
--- None of them is granted to a role kind, and none is referenced by a view, a trigger or a
--- BEGIN ATOMIC body, so nothing else goes with them.
+-- CREATE OR REPLACE cannot rename a parameter, so the new definitions (Sources/Queue/SQL/functions)
+-- are new functions. The old ones are renamed aside here, not dropped: a renamed function keeps
+-- its OID, so a call the previous release's pool resolved before herald migrate committed still
+-- finds its function ("cache lookup failed for function N" otherwise), while every call parsed
+-- afterwards finds the new one by its name. Their argument types are unchanged, so callers that
+-- pass arguments by position, as every statement of this release and of the previous one does,
+-- are not affected; one that passes p_jobs_project => or p_project => by name must use the new
+-- names. The renamed ones (herald._claim_batch_before_280 and so on) are dropped by a later
+-- release, once no release that called them is upgraded from (docs/sql-layout.md). A database
+-- that has none of them (a new one) renames nothing.
+--
+-- (As released, this migration dropped them; a database it ran on so is recognised by its
+-- released checksum, Migrator.releasedChecksums.)
 
-DROP FUNCTION IF EXISTS herald.claim_batch(text[], integer, double precision, text, text, double precision, integer,
-                                           timestamptz, text);
-DROP FUNCTION IF EXISTS herald.claim_jobs(text[], integer, double precision, text, text, double precision, integer);
-DROP FUNCTION IF EXISTS herald.take_project_tokens(text, double precision, integer, timestamptz);
-DROP FUNCTION IF EXISTS herald.claim_topic_work(text, text, integer, double precision);
-DROP FUNCTION IF EXISTS herald._give_back_project_tokens(text, double precision);
-DROP FUNCTION IF EXISTS herald._claim_allowance(text, bigint, integer, double precision, text[], bigint[], timestamptz);
-DROP FUNCTION IF EXISTS herald._claim_wait(integer, integer, double precision, double precision, double precision,
-                                           double precision, double precision, double precision, integer);
+DO $$
+DECLARE
+    old regprocedure;
+BEGIN
+    FOREACH old IN ARRAY ARRAY[
+        to_regprocedure('herald.claim_batch(text[], integer, double precision, text, text, double precision, integer, timestamptz, text)'),
+        to_regprocedure('herald.claim_jobs(text[], integer, double precision, text, text, double precision, integer)'),
+        to_regprocedure('herald.take_project_tokens(text, double precision, integer, timestamptz)'),
+        to_regprocedure('herald.claim_topic_work(text, text, integer, double precision)'),
+        to_regprocedure('herald._give_back_project_tokens(text, double precision)'),
+        to_regprocedure('herald._claim_allowance(text, bigint, integer, double precision, text[], bigint[], timestamptz)'),
+        to_regprocedure('herald._claim_wait(integer, integer, double precision, double precision, double precision, '
+                        'double precision, double precision, double precision, integer)')]
+    LOOP
+        CONTINUE WHEN old IS NULL;
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO %I', old,
+            '_' || pg_catalog.ltrim((SELECT p.proname FROM pg_catalog.pg_proc p WHERE p.oid = old), '_') || '_before_280');
+    END LOOP;
+END
+$$;

@@ -12,9 +12,15 @@
 -- apns-rules.json, loaded by every herald migrate through herald.load_apns_rules), read by
 -- herald.validate_apns_message and the trigger jobs_apns (Sources/Queue/SQL/functions).
 --
--- herald.enqueue gains apns_app: its old signature is dropped here and defined again from
--- Sources/Queue/SQL/functions/enqueue.sql (callers passing arguments by position or by their
--- names are not affected).
+-- herald.enqueue gains apns_app, a new function (Sources/Queue/SQL/functions/enqueue.sql): callers
+-- passing arguments by position or by their names are not affected. The old signature is renamed
+-- aside (herald._enqueue_before_290), not dropped: it keeps its OID, so an application's call that
+-- resolved herald.enqueue before herald migrate committed still finds its function instead of
+-- failing with "cache lookup failed for function N", and every call parsed afterwards finds the
+-- new one. Kept under the old name, it would make every call without apns_app ambiguous (both
+-- take it with their defaults). A later release drops it (docs/sql-layout.md). (As released, this
+-- migration dropped it; a database it ran on so is recognised by its released checksum,
+-- Migrator.releasedChecksums.)
 
 ALTER TABLE herald.projects
     ADD COLUMN service text NOT NULL DEFAULT 'fcm'
@@ -51,4 +57,12 @@ CREATE TABLE herald.apns_rules (
     loaded_at       timestamptz NOT NULL DEFAULT now()
 );
 
-DROP FUNCTION IF EXISTS herald.enqueue(jsonb, timestamptz, text, integer, integer, text, boolean, bigint, interval, text);
+DO $$
+DECLARE
+    old regprocedure := to_regprocedure('herald.enqueue(jsonb, timestamptz, text, integer, integer, text, boolean, bigint, interval, text)');
+BEGIN
+    IF old IS NOT NULL THEN
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s RENAME TO _enqueue_before_290', old);
+    END IF;
+END
+$$;

@@ -3,8 +3,8 @@ import PackagePlugin
 
 /// Turns the schema's SQL into Swift source files of the target it serves, so the binary carries
 /// its schema and `herald migrate` needs no files beside it:
-/// - `migrations/*.sql` at the package root (numbered, applied once each: tables, indexes, drops
-///   of old function signatures, data moves) become `EmbeddedMigrations`;
+/// - `migrations/*.sql` at the package root (numbered, applied once each: tables, indexes, old
+///   function signatures renamed aside, data moves) become `EmbeddedMigrations`;
 /// - the target's `SQL/functions/*.sql` and `SQL/views/*.sql` (one `herald.*` function or view
 ///   per file, its one current definition, replaced whole whenever the file changes) become
 ///   `EmbeddedFunctions` and `EmbeddedViews`.

@@ -7,13 +7,13 @@ import Postgres
 /// cannot race, in two steps (the pattern of Flyway's versioned and repeatable migrations):
 ///
 /// 1. `migrations/*.sql`, numbered, each applied once, in order, recorded in
-///    herald.schema_migrations: tables, indexes, constraints, drops of old function signatures
-///    and data moves.
+///    herald.schema_migrations: tables, indexes, constraints, old function signatures renamed
+///    aside (never dropped while a recent release calls them: docs/sql-layout.md) and data moves.
 /// 2. `Sources/Queue/SQL/functions/*.sql` and `SQL/views/*.sql`: each holds the one current
 ///    definition of one `herald.*` function (with the triggers that call it) or view, written with
 ///    CREATE OR REPLACE. A file is applied whenever its text differs from the one recorded in
 ///    herald.schema_definitions (and all of them after any numbered migration ran, which may have
-///    dropped an old signature).
+///    renamed an old signature aside or dropped a view).
 ///
 /// Then it grants again the role kinds recorded by herald.grant_role (so objects a migration added
 /// are covered, and PUBLIC executes no herald function) and stores the binary's FCM validation
@@ -37,11 +37,13 @@ public enum Migrator {
     public static let definitions: [(name: String, sql: String)] =
         EmbeddedFunctions.all.map { ("functions/\($0.name)", $0.text) } + EmbeddedViews.all.map { ("views/\($0.name)", $0.text) }
 
-    /// The numbered migrations whose text changed after release, when their function and view
-    /// definitions moved to one file each, with the checksum of the text as released. Their
-    /// tables, indexes and data moves are unchanged, so a database that recorded the released
-    /// text has what the new text makes (its functions are replaced by step 2): its record is
-    /// updated to the new checksum without a warning. Any other difference is still reported.
+    /// The numbered migrations whose text changed after release, with the checksum of the text as
+    /// released: 001 to 080 and 110 when their function and view definitions moved to one file
+    /// each; 280 and 290, which dropped functions the previous release's callers may have resolved
+    /// and now rename them aside instead (docs/sql-layout.md). Their tables, indexes and data
+    /// moves are unchanged, so a database that recorded the released text has what the new text
+    /// makes (its functions are replaced by step 2): its record is updated to the new checksum
+    /// without a warning. Any other difference is still reported.
     static let releasedChecksums: [String: String] = [
         "001_schema": "r79wgbU5agPlaNC7sEoNaxbqequybswIPS7Zr8fsMFY",
         "020_validate_message": "y1GY10uwVxhc31lVjDG0fEhdN-3GiRz5uzCFdEWkOUg",
@@ -53,6 +55,8 @@ public enum Migrator {
         "070_campaigns": "B9noCNu7czXlWNGjPNWG9eE_5d26YP3fMso7YlAuwLc",
         "080_project_tokens": "wd120_gNCE5eyYOU9h42BYqGq8kcc3roxUKzBY7sGBo",
         "110_fcm_surface": "RTeC47HRTIQ7oMtKBR1CY4DBUHNa4j1Jx3HBe37n474",
+        "280_fcm_project_parameter_names": "IxqhmI06rJ2SaxPE29LUelv8Y0wWOWgNy8aMhPlO_9g",
+        "290_apns_apps": "aTPsw71oK-L7w65bV_fwuhp2KeRIh7tmZgKt8_vTDb0",
     ]
 
     /// What one run applied (or, for `plan`, would apply).
@@ -151,7 +155,13 @@ public enum Migrator {
                     let dueDefinitions = definitions.filter {
                         changed.contains($0.name) || records.definitions[$0.name] != checksum($0.sql)
                     }
-                    if !dueDefinitions.isEmpty || migrations.contains(where: { records.migrations[$0.name] == nil }) {
+                    let migrationsDue = migrations.contains { records.migrations[$0.name] == nil }
+                    if !dueDefinitions.isEmpty || migrationsDue {
+                        // A numbered migration may ALTER any table: taken whole before, none of
+                        // them waits for a reader midway. A view is replaced under its own lock.
+                        let viewsDue = migrationsDue || dueDefinitions.contains { $0.name.hasPrefix("views/") }
+                        try connection.query(SQL.schemaLockModes, [.text(migrationsDue ? "ACCESS EXCLUSIVE" : "SHARE ROW EXCLUSIVE"),
+                                                                   .text(viewsDue ? "on" : "off")])
                         try connection.execute(SQL.schemaLockTables)
                     }
                     var due = Applied()

@@ -57,40 +57,45 @@ public enum TestDatabase {
     /// The folder of the previous release's SQL (Tests/Fixtures/PreviousRelease): its numbered
     /// migrations, its function and view files, and the statements its workers and admin
     /// commands run, as they were at its release.
-    public static var previousRelease: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/PreviousRelease")
-    }
+    public static var previousRelease: URL { FixtureRelease.previous.folder }
 
     /// The `.sql` files of a folder of the previous release, by name without `.sql`, in name order.
     public static func previousReleaseFiles(_ folder: String) throws -> [(name: String, sql: String)] {
-        let directory = previousRelease.appendingPathComponent(folder)
-        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }.sorted()
-        guard !names.isEmpty else { throw TestFailure("no SQL files in \(directory.path)") }
-        return try names.map { (String($0.dropLast(4)), try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)) }
+        try FixtureRelease.previous.files(folder)
     }
 
-    /// Brings an empty database to the previous release's schema the way its `herald migrate`
-    /// did: each numbered migration in its own transaction, recorded with its checksum, then every
-    /// function and view file (recorded likewise, one transaction), then the validation rules.
+    /// Brings an empty database to the previous release's schema the way its `herald migrate` did.
     public static func migrateAsPreviousRelease(_ connection: PGConnection) throws {
+        try migrate(connection, as: .previous)
+    }
+
+    /// Brings an empty database to a kept release's schema the way its `herald migrate` did: each
+    /// numbered migration in its own transaction, recorded with its checksum, then every function
+    /// and view file (recorded likewise, one transaction), then the validation rules (this
+    /// binary's: the APNs rules only for a release that has herald.apns_rules).
+    public static func migrate(_ connection: PGConnection, as release: FixtureRelease) throws {
         let checksum = { (text: String) in Base64URL.encode(SHA256.hash(Array(text.utf8))) }
-        try connection.execute("""
-            CREATE SCHEMA IF NOT EXISTS herald;
-            CREATE TABLE IF NOT EXISTS herald.schema_migrations (
-                version text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
-            CREATE TABLE IF NOT EXISTS herald.schema_definitions (
-                name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
-            """)
-        for migration in try previousReleaseFiles("migrations") {
+        // The tables its migrate recorded in, as its migrate made them.
+        if let records = try release.files("SQL/admin").first(where: { $0.name == "schema_records" }) {
+            try connection.execute(records.sql)
+        } else {
+            try connection.execute("""
+                CREATE SCHEMA IF NOT EXISTS herald;
+                CREATE TABLE IF NOT EXISTS herald.schema_migrations (
+                    version text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+                CREATE TABLE IF NOT EXISTS herald.schema_definitions (
+                    name text PRIMARY KEY, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+                """)
+        }
+        for migration in try release.files("migrations") {
             try connection.transaction { () throws(PostgresError) in
                 try connection.execute(migration.sql)
                 try connection.query("INSERT INTO herald.schema_migrations (version, checksum) VALUES ($1, $2)",
                                      [.text(migration.name), .text(checksum(migration.sql))])
             }
         }
-        let definitions = try previousReleaseFiles("SQL/functions").map { ("functions/\($0.name)", $0.sql) }
-            + previousReleaseFiles("SQL/views").map { ("views/\($0.name)", $0.sql) }
+        let definitions = try release.files("SQL/functions").map { ("functions/\($0.name)", $0.sql) }
+            + release.files("SQL/views").map { ("views/\($0.name)", $0.sql) }
         try connection.transaction { () throws(PostgresError) in
             var waiting = definitions
             while !waiting.isEmpty {
@@ -104,11 +109,14 @@ public enum TestDatabase {
                         failed.append((name, sql))
                     }
                 }
-                if failed.count == waiting.count { throw PostgresError("the previous release's \(failed[0].0) does not apply") }
+                if failed.count == waiting.count { throw PostgresError("\(release)'s \(failed[0].0) does not apply") }
                 waiting = failed
             }
         }
         try connection.query(MessageRules.loadStatement, [.text(MessageRules.json)])
+        if try connection.query("SELECT to_regclass('herald.apns_rules') IS NOT NULL").bool(0, 0) == true {
+            try connection.query(APNsMessageRules.loadStatement, [.text(APNsMessageRules.json)])
+        }
     }
 
     /// Brings an empty database to the schema of the last release the way its `herald migrate`
@@ -182,4 +190,36 @@ public func waitUntil(timeout: Double, interval: Double = 0.02, _ condition: () 
         Thread.sleep(forTimeInterval: interval)
     }
     return try condition()
+}
+
+/// A release whose SQL the tests keep as it was released (Tests/Fixtures/PreviousRelease/README.md):
+/// its numbered migrations, its function and view files, and the statements its workers and
+/// admin commands run. This release's `herald migrate` must serve a database of either.
+public enum FixtureRelease: String, CaseIterable, Sendable, CustomStringConvertible {
+    /// The last release, the one this release upgrades from (Tests/Fixtures/PreviousRelease).
+    case previous = "PreviousRelease"
+    /// The release before it (Tests/Fixtures/ReleaseBefore): a deployment may skip a release.
+    case before = "ReleaseBefore"
+
+    public var folder: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/\(rawValue)")
+    }
+
+    /// The release's commit (the folder's COMMIT), abbreviated.
+    public var commit: String {
+        let text = (try? String(contentsOf: folder.appendingPathComponent("COMMIT"), encoding: .utf8)) ?? "unknown"
+        return String(text.trimmingCharacters(in: .whitespacesAndNewlines).prefix(12))
+    }
+
+    public var description: String { "\(rawValue) (\(commit))" }
+
+    /// The `.sql` files of one of its folders (`migrations`, `SQL`, `SQL/admin`, `SQL/functions`,
+    /// `SQL/views`), by name without `.sql`, in name order.
+    public func files(_ subfolder: String) throws -> [(name: String, sql: String)] {
+        let directory = folder.appendingPathComponent(subfolder)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }.sorted()
+        guard !names.isEmpty else { throw TestFailure("no SQL files in \(directory.path)") }
+        return try names.map { (String($0.dropLast(4)), try String(contentsOf: directory.appendingPathComponent($0), encoding: .utf8)) }
+    }
 }

@@ -60,6 +60,29 @@ import Queue
         }
     }
 
+    /// A migration this release adds drops no function but one renamed aside a release or more
+    /// before (`_NAME_before_NNN`): a caller that resolved a function before `herald migrate`
+    /// committed, an application's statement or a running pool's, would fail with "cache lookup
+    /// failed for function N". A changed signature renames the old function aside instead
+    /// (docs/sql-layout.md). `UpgradeTests` checks the catalog itself, for the last two releases.
+    @Test func aMigrationOfThisReleaseDropsOnlyFunctionsRenamedAside() throws {
+        let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/PreviousRelease/migrations")
+        let released = Set(try FileManager.default.contentsOfDirectory(atPath: fixture.path)
+            .filter { $0.hasSuffix(".sql") }.map { String($0.dropLast(4)) })
+        #expect(released.contains("001_schema"), "the last release's migrations are read from \(fixture.path)")
+        for migration in Migrator.migrations where !released.contains(migration.name) {
+            let drops = Self.code(migration.sql).matches(of: /(?i)\bDROP\s+(?:FUNCTION|ROUTINE|PROCEDURE)\s+(?:IF\s+EXISTS\s+)?(?:herald\.)?(\w+)/)
+            for drop in drops where String(drop.1).wholeMatch(of: /_\w+_before_\d{3}/) == nil {
+                Issue.record("""
+                    migrations/\(migration.name) drops herald.\(drop.1): a call that resolved it before herald migrate committed \
+                    would fail ("cache lookup failed for function N"). Keep it with CREATE OR REPLACE, or rename the old \
+                    signature aside (ALTER FUNCTION ... RENAME TO _\(drop.1.drop { $0 == "_" })_before_NNN; docs/sql-layout.md)
+                    """)
+            }
+        }
+    }
+
     /// A statement file is never named like a function file: `claim_jobs.sql` running
     /// `herald.claim_batch` while `functions/claim_jobs.sql` defines `herald.claim_jobs` sent a
     /// reader to the wrong definition. (`SQL/admin` is not held to this yet: several of its

@@ -2,5 +2,5 @@
 INSERT INTO herald.device_groups (name, notification_key, members, updated_at)
 VALUES ($1, $2, $3::text[], now())
 ON CONFLICT (name) DO UPDATE SET notification_key = excluded.notification_key,
-    members = ARRAY(SELECT DISTINCT m FROM unnest(herald.device_groups.members || excluded.members) AS m ORDER BY m),
+    members = ARRAY(SELECT DISTINCT m FROM pg_catalog.unnest(herald.device_groups.members || excluded.members) AS m ORDER BY m),
     updated_at = now()

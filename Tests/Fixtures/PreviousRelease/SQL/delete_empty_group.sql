@@ -1,2 +1,2 @@
 -- A device group left with no members is gone, as at FCM.
-DELETE FROM herald.device_groups WHERE name = $1 AND cardinality(members) = 0
+DELETE FROM herald.device_groups WHERE name = $1 AND pg_catalog.cardinality(members) = 0

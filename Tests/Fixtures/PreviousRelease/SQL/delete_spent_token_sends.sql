@@ -16,8 +16,8 @@ WITH examined AS (
 ), removed AS (
     DELETE FROM herald.token_sends t USING examined e
     WHERE t.queue = e.queue AND t.token = e.token
-      AND (cardinality(t.sent_at) = 0
-           OR t.sent_at[cardinality(t.sent_at)] <= coalesce(to_timestamp($2::float8), now())
+      AND (pg_catalog.cardinality(t.sent_at) = 0
+           OR t.sent_at[pg_catalog.cardinality(t.sent_at)] <= coalesce(to_timestamp($2::float8), now())
                                                    - coalesce((SELECT q.cap_per FROM herald.queues q WHERE q.name = t.queue), interval '0'))
     RETURNING 1
 ), last AS (

@@ -1,14 +1,18 @@
 -- Records a batch of outcomes ($1, a JSON array of {id, att, a, name, err, delay, token, cap}; a: completed,
--- retried, dead, discarded, pruned, released or snoozed, Metrics' MessageOutcome) of jobs
+-- retried, dead, discarded, pruned, released or snoozed, Queue's MessageOutcome) of jobs
 -- held by worker $2; $3 is the retention in seconds (0: finished jobs are deleted at once).
 -- Every outcome applies only while the job is still running under this worker's lease for the
 -- attempt it belongs to (`att`), so a late answer never settles a later claim. The counts of the
 -- jobs' campaigns move with them; a campaign that reaches max_errors dead letters pauses itself.
 -- A snooze (a quota answer) puts the job back without counting the attempt while it has been
--- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql).
+-- snoozed fewer than `cap` times (herald.jobs.snoozes, migrations/120_fcm_limits.sql); with
+-- `grow` and `most` its delay is at least grow * 2^snoozes, at most `most`: the backoff of a
+-- device's, a topic's or the project's limit follows the job's own count of quota answers, not
+-- the memory of the process that claimed it.
 -- Returns how many rows each kind of outcome changed.
 WITH input AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int, cap int)
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id bigint, a text, name text, err text, delay float8, token text, att int, cap int,
+                                                         grow float8, most float8)
 ),
 finished AS (
     UPDATE herald.jobs j
@@ -16,22 +20,22 @@ finished AS (
         finished_at = now(), fcm_message_name = i.name, locked_until = NULL,
         last_error = coalesce(i.err, j.last_error),
         errors = CASE WHEN i.err IS NULL THEN j.errors
-                 ELSE j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
+                 ELSE j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) END
     FROM input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 > 0
-    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token', j.message->>'apns_token') AS token
 ),
 removed AS (
     DELETE FROM herald.jobs j USING input i
     WHERE j.id = i.id AND i.a IN ('completed', 'discarded', 'pruned') AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att AND $3::float8 <= 0
-    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token') AS token
+    RETURNING j.id, j.campaign_id, i.a, j.queue, i.name, i.err, coalesce(i.token, j.message->>'token', j.message->>'apns_token') AS token
 ),
 retried AS (
     UPDATE herald.jobs j
     SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
         run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
         last_error = i.err,
-        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
+        errors = j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err))
     FROM input i
     WHERE j.id = i.id AND i.a = 'retried' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id
@@ -47,12 +51,14 @@ released AS (
 ),
 snoozed AS (
     UPDATE herald.jobs j
-    SET state = CASE WHEN i.delay > 0 THEN 'scheduled' ELSE 'available' END,
-        run_at = now() + make_interval(secs => i.delay), locked_until = NULL, locked_by = NULL,
+    SET state = CASE WHEN i.delay > 0 OR i.grow > 0 THEN 'scheduled' ELSE 'available' END,
+        run_at = now() + make_interval(secs => greatest(i.delay,
+                     coalesce(least(i.grow * power(2::float8, least(j.snoozes, 40)), i.most), 0))),
+        locked_until = NULL, locked_by = NULL,
         attempts = CASE WHEN j.snoozes < coalesce(i.cap, 0) THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
         snoozes = j.snoozes + 1,
         last_error = i.err,
-        errors = j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
+        errors = j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err,
                                                                   'snooze', j.snoozes + 1))
     FROM input i
     WHERE j.id = i.id AND i.a = 'snoozed' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
@@ -63,7 +69,7 @@ dead AS (
     WHERE j.id = i.id AND i.a = 'dead' AND j.state = 'running' AND j.locked_by = $2 AND j.attempts = i.att
     RETURNING j.id, j.queue, j.kind, j.priority, j.message, j.attempts, j.max_attempts, j.dedupe_key,
         j.created_at, i.err, j.validate_only, j.campaign_id, j.project,
-        j.errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
+        j.errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('at', now(), 'attempt', j.attempts, 'error', i.err)) AS errors
 ),
 lettered AS (
     INSERT INTO herald.dead_letters (job_id, queue, kind, priority, message, attempts, max_attempts, dedupe_key,
@@ -95,14 +101,16 @@ counted AS (
 ),
 -- Delivery events (migration 130), for the queues switched on with herald.set_queue_events;
 -- campaign and subscription events come from triggers (functions/_campaign_event.sql, ...).
+-- A job's token is FCM's `token` or an APNs job's `apns_token`.
 events AS (
     INSERT INTO herald.events (kind, queue, job_id, campaign_id, token, detail)
     SELECT e.kind, e.queue, e.id, e.campaign_id, e.token, e.detail
     FROM (SELECT a AS kind, queue, id, campaign_id, token,
-                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END AS detail
+                 CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END AS detail
           FROM finished UNION ALL SELECT a, queue, id, campaign_id, token,
-                 CASE WHEN a = 'completed' THEN jsonb_build_object('message_name', name) ELSE jsonb_build_object('reason', err) END
-          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, message->>'token', jsonb_build_object('reason', err) FROM dead) e
+                 CASE WHEN a = 'completed' THEN pg_catalog.jsonb_build_object('message_name', name) ELSE pg_catalog.jsonb_build_object('reason', err) END
+          FROM removed UNION ALL SELECT 'dead', queue, id, campaign_id, coalesce(message->>'token', message->>'apns_token'),
+                 pg_catalog.jsonb_build_object('reason', err) FROM dead) e
     WHERE EXISTS (SELECT 1 FROM herald.queues q WHERE q.name = e.queue AND q.events)
     ORDER BY e.id
     RETURNING 1

@@ -11,3 +11,6 @@ CREATE TABLE IF NOT EXISTS herald.schema_definitions (
     checksum   text NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 );
+-- The catalog's text of what each file defines, as the last herald migrate left it: a later run
+-- that finds the catalog different knows the definition was edited in the database.
+ALTER TABLE herald.schema_definitions ADD COLUMN IF NOT EXISTS catalog_definition text;

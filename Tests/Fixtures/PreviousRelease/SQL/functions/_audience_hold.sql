@@ -10,7 +10,7 @@
 -- per batch (more only when jobs wait), not per job.
 CREATE OR REPLACE FUNCTION herald._audience_hold(p_queue text, p_jobs herald.claimed_job[], p_ids bigint[], p_tokens text[],
                                                  p_zones text[], p_now timestamptz)
-RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+RETURNS herald.claimed_job[] LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     q herald.queues;
     held bigint[] := '{}';

@@ -1,6 +1,6 @@
 -- The campaign with this id, locked, or an error naming the id.
 CREATE OR REPLACE FUNCTION herald._campaign(campaign_id bigint, caller text) RETURNS herald.campaigns
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     found_row herald.campaigns;
 BEGIN

@@ -3,7 +3,7 @@
 -- written by the statement that changes the campaign's state, while any queue has events on
 -- (herald.set_queue_events).
 CREATE OR REPLACE FUNCTION herald._campaign_event() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM herald.queues q WHERE q.events) THEN
         INSERT INTO herald.events (kind, campaign_id, detail)

@@ -10,7 +10,7 @@
 -- project are written again. Rows moved into a campaign by an UPDATE are checked by
 -- jobs_campaign_project_update (_campaign_job_project_update.sql).
 CREATE OR REPLACE FUNCTION herald._campaign_job_project() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     bad record;
 BEGIN

@@ -3,7 +3,7 @@
 -- another project is refused. Only for an UPDATE that sets project or campaign_id (the
 -- workers' updates set neither).
 CREATE OR REPLACE FUNCTION herald._campaign_job_project_update() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     campaign_project text;
 BEGIN

@@ -2,7 +2,7 @@
 -- registry's idle times): NULL is the caller's business; zero, negative or longer than ten years
 -- is refused naming the function, the parameter and the value.
 CREATE OR REPLACE FUNCTION herald._check_period(caller text, name text, period interval)
-RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF period IS NULL THEN
         RETURN;

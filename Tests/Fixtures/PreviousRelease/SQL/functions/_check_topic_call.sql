@@ -1,11 +1,12 @@
 -- Refuses a topic name or token list FCM would refuse, naming the value.
 CREATE OR REPLACE FUNCTION herald._check_topic_call(fn text, topic text, tokens text[]) RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     n integer := coalesce(cardinality(tokens), 0);
     bad integer;
+    bad_is_null boolean;
 BEGIN
     IF topic IS NULL OR topic = '' THEN
         RAISE EXCEPTION 'herald.%: topic is empty; give a topic name such as ''news''', fn USING ERRCODE = 'invalid_parameter_value';
@@ -22,17 +23,18 @@ BEGIN
         RAISE EXCEPTION 'herald.%: topic "%..." is % characters long; FCM takes at most 900', fn, left(topic, 40), length(topic)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Any number of tokens: the rows are kept per token and the pool sends them 1,000 a request
+    -- (Instance ID's limit), so a caller with a table of tokens passes them in one call.
+    IF tokens IS NULL THEN
+        RAISE EXCEPTION 'herald.%: tokens is NULL; give an array of registration tokens', fn USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF n = 0 THEN
-        RAISE EXCEPTION 'herald.%: tokens is empty; give 1 to % registration tokens', fn, herald.topic_max_tokens()
-            USING ERRCODE = 'invalid_parameter_value';
+        RAISE EXCEPTION 'herald.%: tokens is empty; give one or more registration tokens', fn USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF n > herald.topic_max_tokens() THEN
-        RAISE EXCEPTION 'herald.%: % tokens; at most % tokens per call, split the list into several calls', fn, n, herald.topic_max_tokens()
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    SELECT o INTO bad FROM unnest(tokens) WITH ORDINALITY AS u(t, o) WHERE t IS NULL OR t = '' ORDER BY o LIMIT 1;
+    SELECT o, t IS NULL INTO bad, bad_is_null FROM unnest(tokens) WITH ORDINALITY AS u(t, o) WHERE t IS NULL OR t = '' ORDER BY o LIMIT 1;
     IF bad IS NOT NULL THEN
-        RAISE EXCEPTION 'herald.%: tokens[%] is empty or null; every token must be a registration token', fn, bad
+        RAISE EXCEPTION 'herald.%: tokens[%] is %; every token must be a registration token', fn, bad,
+            CASE WHEN bad_is_null THEN 'NULL' ELSE 'empty' END
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END

@@ -1,26 +1,26 @@
 -- How many of p_wanted jobs the pair (p_queue, p_campaign) may have at p_now: no more than the
--- project's tokens granted to this claim (p_project; NULL: no project rate), the queue's bucket
--- (max_per_second) and room (max_in_flight minus its running jobs), and the campaign's bucket
--- allow. A limited queue or campaign whose row this claim could not lock (p_locked_queues,
--- p_locked_campaigns: another claim holds it) allows nothing: busy, try again shortly.
--- Also returns what spending the buckets and saying when to come back need: each bucket's rate
--- and tokens at p_now, the room, the campaign's state and analytics label.
+-- FCM project's tokens granted to this claim (p_fcm_project_tokens; NULL: no FCM project rate),
+-- the queue's bucket (max_per_second) and room (max_in_flight minus its running jobs), and the
+-- campaign's bucket allow. A limited queue or campaign whose row this claim could not lock
+-- (p_locked_queues, p_locked_campaigns: another claim holds it) allows nothing: busy, try again
+-- shortly. Also returns what spending the buckets and saying when to come back need: each
+-- bucket's rate and tokens at p_now, the room, the campaign's state and analytics label.
 CREATE OR REPLACE FUNCTION herald._claim_allowance(
-    p_queue text, p_campaign bigint, p_wanted integer, p_project double precision,
+    p_queue text, p_campaign bigint, p_wanted integer, p_fcm_project_tokens double precision,
     p_locked_queues text[], p_locked_campaigns bigint[], p_now timestamptz,
     OUT allowed integer, OUT busy boolean,
     OUT queue_rate double precision, OUT queue_tokens double precision, OUT room integer,
     OUT campaign_rate double precision, OUT campaign_tokens double precision, OUT campaign_state text,
     OUT label text)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     q herald.queues;
     c herald.campaigns;
 BEGIN
     allowed := p_wanted;
     busy := false;
-    IF p_project IS NOT NULL THEN
-        allowed := least(allowed, greatest(0, floor(p_project))::integer);
+    IF p_fcm_project_tokens IS NOT NULL THEN
+        allowed := least(allowed, greatest(0, floor(p_fcm_project_tokens))::integer);
     END IF;
 
     SELECT * INTO q FROM herald.queues qs WHERE qs.name = p_queue;

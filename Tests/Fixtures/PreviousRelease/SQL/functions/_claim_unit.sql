@@ -3,17 +3,17 @@
 -- under a lease until p_now + p_lease seconds held by p_worker (locked rows are skipped, never
 -- waited for), and returns them as the worker reads them: the message with the campaign's
 -- analytics label p_label put in (unless it has one, or is a legacy payload), whether its token
--- was pruned already (or, for a campaign's job when campaigns skip stale tokens, is stale: its
--- last_error then says so, and the worker discards it with that reason), and a device group's
--- key and members. (PL/pgSQL, so its plan is kept between claims; an array, so the claim adds it
--- to its own without a row-by-row detour.) With p_audience (the queue has a frequency cap or
--- quiet hours), also each job's id, token and own time zone, in the same order, for
--- herald._audience_hold; NULL otherwise.
+-- (FCM's, or an APNs job's apns_token) was pruned already (or, for a campaign's job when
+-- campaigns skip stale tokens, is stale: its last_error then says so, and the worker discards it
+-- with that reason), and a device group's key and members. (PL/pgSQL, so its plan is kept
+-- between claims; an array, so the claim adds it to its own without a row-by-row detour.) With
+-- p_audience (the queue has a frequency cap or quiet hours), also each job's id, token and own
+-- time zone, in the same order, for herald._audience_hold; NULL otherwise.
 CREATE OR REPLACE FUNCTION herald._claim_unit(p_queue text, p_campaign bigint, p_count integer, p_lease double precision,
                                               p_worker text, p_label text, p_now timestamptz, p_project text DEFAULT NULL,
                                               p_audience boolean DEFAULT false,
                                               OUT taken herald.claimed_job[], OUT ids bigint[], OUT tokens text[], OUT zones text[])
-LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     WITH picked AS (
         SELECT j.id AS picked_id,
@@ -21,7 +21,8 @@ BEGIN
                (p_campaign <> 0 AND j.kind = 'send'
                 AND (SELECT a.skip_stale_for_campaigns FROM herald.token_aging a)
                 AND EXISTS (SELECT 1 FROM herald.device_tokens d
-                            WHERE d.token = coalesce(j.message->>'token', j.message->>'to') AND d.stale_at IS NOT NULL)) AS stale
+                            WHERE d.token = coalesce(j.message->>'token', j.message->>'to', j.message->>'apns_token')
+                              AND d.stale_at IS NOT NULL)) AS stale
         FROM herald.jobs j
         WHERE j.state = 'available' AND coalesce(j.project, '') = coalesce(p_project, '')
           AND j.queue = p_queue AND coalesce(j.campaign_id, 0) = p_campaign AND j.run_at <= p_now
@@ -44,9 +45,10 @@ BEGIN
                            coalesce(j.message -> 'fcm_options', '{}'::jsonb) || jsonb_build_object('analytics_label', p_label))
                   ELSE j.message END)::text AS message,
             j.attempts, j.max_attempts,
-            (picked.stale OR (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids']
+            (picked.stale OR (j.kind = 'send' AND j.message ?| ARRAY['token', 'to', 'registration_ids', 'apns_token']
                 AND EXISTS (SELECT 1 FROM herald.pruned_tokens p
-                            WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0))))
+                            WHERE p.token = coalesce(j.message->>'token', j.message->>'to', j.message->'registration_ids'->>0,
+                                                     j.message->>'apns_token'))))
                 AS token_pruned,
             j.last_error, extract(epoch FROM j.created_at)::float8 AS created_at, extract(epoch FROM j.run_at)::float8 AS due_at,
             (SELECT g.notification_key FROM herald.device_groups g
@@ -54,7 +56,7 @@ BEGIN
             (SELECT array_to_json(g.members)::text FROM herald.device_groups g
                 WHERE j.kind = 'group' AND g.name = j.message->>'notification_key_name') AS group_members,
             j.validate_only, j.campaign_id,
-            CASE WHEN p_audience THEN j.message->>'token' END AS token, j.time_zone
+            CASE WHEN p_audience THEN coalesce(j.message->>'token', j.message->>'apns_token') END AS token, j.time_zone
     )
     SELECT array_agg(ROW(c.id, c.queue, c.kind, c.message, c.attempts, c.max_attempts, c.token_pruned, c.last_error,
                          c.created_at, c.due_at, c.group_key, c.group_members, c.validate_only, c.campaign_id)::herald.claimed_job),

@@ -5,7 +5,7 @@
 -- campaigns paused or cancelled. campaign_id 0 stands for jobs of no campaign. (PL/pgSQL, not
 -- SQL, so its plan is kept between claims: a SQL function's statements are planned on every call.)
 CREATE OR REPLACE FUNCTION herald._claim_units(p_queues text[], p_project text DEFAULT NULL)
-RETURNS TABLE (queue text, campaign_id bigint) LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+RETURNS TABLE (queue text, campaign_id bigint) LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     v_project text := coalesce(p_project, '');
 BEGIN

@@ -1,6 +1,6 @@
 -- Counts the jobs a statement added to each campaign; refuses jobs for a cancelled campaign.
 CREATE OR REPLACE FUNCTION herald._count_campaign_jobs() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     refused text;
 BEGIN

@@ -4,7 +4,7 @@
 -- is taken after its writer's xid exists, which is what lets herald.events_since tell when no
 -- smaller id can still commit. Once per statement, not per row (migration 220).
 CREATE OR REPLACE FUNCTION herald._event_id() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pg_current_xact_id();
     RETURN NULL;

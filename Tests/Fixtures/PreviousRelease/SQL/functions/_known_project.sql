@@ -1,7 +1,7 @@
 -- The registry entry (herald.projects) of a project named by an operator; an unknown name is an
 -- error naming it. `caller` starts the message (herald.pause_project_sending, ...).
 CREATE OR REPLACE FUNCTION herald._known_project(name text, caller text) RETURNS herald.projects
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p herald.projects;
 BEGIN

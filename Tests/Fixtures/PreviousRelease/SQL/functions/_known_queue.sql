@@ -1,6 +1,6 @@
 -- Queues you can steer. A queue exists once it has jobs, dead letters or settings.
 CREATE OR REPLACE FUNCTION herald._known_queue(name text, caller text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF _known_queue.name IS NULL OR _known_queue.name = '' THEN
         RAISE EXCEPTION '%: queue name must not be empty', caller USING ERRCODE = 'invalid_parameter_value';

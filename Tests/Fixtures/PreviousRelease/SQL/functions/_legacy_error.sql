@@ -1,7 +1,7 @@
 -- A finished job's outcome as a legacy error string (docs/legacy.md 4.10), from the reason
 -- recorded with it: a v1 error code, "gave up ...; last error: <code>: ...", or a legacy rejection.
 CREATE OR REPLACE FUNCTION herald._legacy_error(reason text, message jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE
         WHEN reason ~ '^(MissingRegistration|InvalidParameters|InvalidTtl|InvalidDataKey|MessageTooBig|InvalidJson) at legacy'

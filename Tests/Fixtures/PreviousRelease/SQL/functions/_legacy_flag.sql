@@ -1,6 +1,6 @@
 -- true/false or 1/0; NULL for anything else.
 CREATE OR REPLACE FUNCTION herald._legacy_flag(v jsonb) RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE jsonb_typeof(v)
            WHEN 'boolean' THEN (v #>> '{}')::boolean

@@ -3,7 +3,7 @@
 -- keeps its campaign and its project on every fanned-out job.
 CREATE OR REPLACE FUNCTION herald._legacy_row() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     translation jsonb;

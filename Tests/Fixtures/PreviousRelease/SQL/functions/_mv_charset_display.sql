@@ -1,8 +1,8 @@
 -- The charset as descriptions show it: [a-z0-9_].
--- No SET clause, so PostgreSQL can inline it into validate_message (which pins search_path);
--- it uses only pg_catalog functions and operators, found first on any search_path.
+-- Its own search_path, as every herald function's: called with any other, no function or
+-- operator of another schema can stand in for a built-in it uses.
 CREATE OR REPLACE FUNCTION herald._mv_charset_display(charset jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT '[' || string_agg(e, '' ORDER BY o) || ']'
     FROM jsonb_array_elements_text(charset) WITH ORDINALITY AS x(e, o)

@@ -1,9 +1,9 @@
 -- An anchored ARE for a charset such as ["a-z", "0-9", "_"], characters written as \uXXXX so
 -- nothing in the set is special.
--- No SET clause, so PostgreSQL can inline it into validate_message (which pins search_path);
--- it uses only pg_catalog functions and operators, found first on any search_path.
+-- Its own search_path, as every herald function's: called with any other, no function or
+-- operator of another schema can stand in for a built-in it uses.
 CREATE OR REPLACE FUNCTION herald._mv_charset_regex(charset jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT '^[' || string_agg(
         CASE WHEN char_length(e) = 3

@@ -1,8 +1,8 @@
 -- A value as descriptions show it.
--- No SET clause, so PostgreSQL can inline it into validate_message (which pins search_path);
--- it uses only pg_catalog functions and operators, found first on any search_path.
+-- Its own search_path, as every herald function's: called with any other, no function or
+-- operator of another schema can stand in for a built-in it uses.
 CREATE OR REPLACE FUNCTION herald._mv_render(v jsonb, words jsonb, vmax integer) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE jsonb_typeof(v)
         WHEN 'string' THEN herald._mv_quote(v #>> '{}', words, vmax)

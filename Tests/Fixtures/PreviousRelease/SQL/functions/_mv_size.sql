@@ -1,9 +1,9 @@
 -- Payload bytes of a value: member names and strings in UTF-8 bytes, numbers as their plain
 -- decimal text, true 4, false 5, null 4. Iterative, so no nesting depth can exhaust the stack.
--- No SET clause, so PostgreSQL can inline it into validate_message (which pins search_path);
--- it uses only pg_catalog functions and operators, found first on any search_path.
+-- Its own search_path, as every herald function's: called with any other, no function or
+-- operator of another schema can stand in for a built-in it uses.
 CREATE OR REPLACE FUNCTION herald._mv_size(v jsonb) RETURNS bigint
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
 AS $fn$
     WITH RECURSIVE walk(item) AS (
         SELECT v

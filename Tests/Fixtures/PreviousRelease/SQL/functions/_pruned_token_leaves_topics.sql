@@ -1,7 +1,7 @@
 -- A token FCM reported unregistered leaves every topic (FCM drops its subscriptions itself).
 CREATE OR REPLACE FUNCTION herald._pruned_token_leaves_topics() RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
     DELETE FROM herald.topic_subscriptions s WHERE s.token = NEW.token;

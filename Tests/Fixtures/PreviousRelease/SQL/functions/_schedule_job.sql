@@ -1,7 +1,7 @@
 -- A job inserted, or moved, with its run_at ahead waits in state 'scheduled', outside the claim
 -- index, until promoted; the trigger's WHEN clause keeps the function off rows due now.
 CREATE OR REPLACE FUNCTION herald._schedule_job() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     NEW.state := 'scheduled';
     RETURN NEW;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION herald._spend_claim_tokens(p_queue text, p_campaign bigint, p_got integer,
                                                       p_queue_tokens double precision, p_campaign_tokens double precision,
                                                       p_campaign_state text, p_now timestamptz)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $fn$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF p_queue_tokens IS NOT NULL THEN
         UPDATE herald.queues qs SET tokens = p_queue_tokens - p_got, refilled_at = p_now WHERE qs.name = p_queue;

@@ -1,7 +1,7 @@
 -- Delivery event subscription_failed (migration 130): FCM refused to subscribe or unsubscribe a
 -- token to a topic (herald.record_topic_results), while any queue has events on.
 CREATE OR REPLACE FUNCTION herald._subscription_event() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM herald.queues q WHERE q.events) THEN
         INSERT INTO herald.events (kind, token, detail)

@@ -1,6 +1,6 @@
 -- A token registered again is no longer pruned.
 CREATE OR REPLACE FUNCTION herald._token_registered() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     DELETE FROM herald.pruned_tokens p WHERE p.token = NEW.token;
     RETURN NEW;

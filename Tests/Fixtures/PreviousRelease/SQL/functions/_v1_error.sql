@@ -3,7 +3,7 @@
 -- or a discard for a token pruned earlier.
 CREATE OR REPLACE FUNCTION herald._v1_error(reason text) RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog
+SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT CASE
         WHEN reason IS NULL THEN jsonb_build_object('code', 'UNKNOWN', 'message', 'no reason was recorded')

@@ -7,7 +7,7 @@
 -- refused credentials value is never repeated (it might be a pasted key).
 CREATE OR REPLACE FUNCTION herald.add_project(name text, fcm_project_id text, credentials text,
                                               max_rate double precision DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     violated text;
     holder text;

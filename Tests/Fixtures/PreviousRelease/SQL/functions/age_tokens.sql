@@ -3,7 +3,7 @@
 -- herald.pruned_tokens, with the reason, those not seen for prune_after (at most p_batch of each
 -- per call). Returns how many it marked and pruned.
 CREATE OR REPLACE FUNCTION herald.age_tokens(p_now timestamptz, p_batch integer DEFAULT 10000)
-RETURNS TABLE (marked_stale bigint, pruned bigint) LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS TABLE (marked_stale bigint, pruned bigint) LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rules herald.token_aging;
 BEGIN

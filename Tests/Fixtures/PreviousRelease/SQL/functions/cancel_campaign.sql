@@ -1,7 +1,7 @@
 -- cancel_campaign: its jobs not yet claimed become 'cancelled' (returned: how many); requests in
 -- flight finish. A cancelled campaign takes no new jobs.
 CREATE OR REPLACE FUNCTION herald.cancel_campaign(campaign_id bigint) RETURNS integer
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c herald.campaigns := herald._campaign(cancel_campaign.campaign_id, 'herald.cancel_campaign');
     n integer;

@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION herald.create_campaign(name text, max_per_second double precision DEFAULT NULL,
                                        analytics_label text DEFAULT NULL, max_errors integer DEFAULT 1000,
                                        project text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     new_id bigint;
 BEGIN

@@ -9,13 +9,17 @@
 -- validate_only: FCM validates the message and delivers nothing (a dry run). campaign_id: the job
 -- belongs to that campaign (herald.create_campaign). project: the registry name of the Firebase
 -- project it is sent for (herald.projects; NULL: the pool's own credentials); a name not in the
--- registry is refused, naming it.
+-- registry is refused, naming it. apns_app: for an APNs message (with apns_token, sent to Apple
+-- directly), the registry name of its APNs app (herald.add_apns_app), stored as the job's
+-- project; left out, the one APNs app registered. An APNs message is checked as it is inserted
+-- (trigger jobs_apns: its app and herald.validate_apns_message), and refused naming the field.
 CREATE OR REPLACE FUNCTION herald.enqueue(message jsonb, run_at timestamptz DEFAULT now(),
                                queue text DEFAULT 'default', priority integer DEFAULT 0,
                                max_attempts integer DEFAULT 25, dedupe_key text DEFAULT NULL,
                                validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
-                               dedupe_for interval DEFAULT NULL, project text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+                               dedupe_for interval DEFAULT NULL, project text DEFAULT NULL,
+                               apns_app text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     new_id bigint;
@@ -23,6 +27,23 @@ DECLARE
 BEGIN
     IF enqueue.message IS NULL THEN
         RAISE EXCEPTION 'herald.enqueue: message must not be null';
+    END IF;
+    IF enqueue.apns_app IS NOT NULL THEN
+        IF NOT (enqueue.message ? 'apns_token') THEN
+            RAISE EXCEPTION 'herald.enqueue: apns_app "%" is for an APNs message (with apns_token), and this message has none', left(enqueue.apns_app, 100)
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Give the device token as apns_token, or leave apns_app out for an FCM message (project => names its FCM project).';
+        END IF;
+        IF enqueue.project IS NOT NULL AND enqueue.project <> enqueue.apns_app THEN
+            RAISE EXCEPTION 'herald.enqueue: apns_app "%" and project "%" differ; give apns_app alone', left(enqueue.apns_app, 100), left(enqueue.project, 100)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM herald.projects p WHERE p.name = enqueue.apns_app AND p.service = 'apns') THEN
+            RAISE EXCEPTION 'herald.enqueue: apns_app "%": no APNs app of that name is registered', left(enqueue.apns_app, 100)
+                USING ERRCODE = 'foreign_key_violation',
+                      HINT = 'herald apns list (or the view herald.apns_apps) shows the apps; herald apns add registers one.';
+        END IF;
+        enqueue.project := enqueue.apns_app;
     END IF;
     IF enqueue.campaign_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM herald.campaigns c WHERE c.id = enqueue.campaign_id) THEN
         RAISE EXCEPTION 'herald.enqueue: no campaign with id %', enqueue.campaign_id USING ERRCODE = 'foreign_key_violation';

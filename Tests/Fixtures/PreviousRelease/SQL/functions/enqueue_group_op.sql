@@ -5,7 +5,7 @@
 CREATE OR REPLACE FUNCTION herald.enqueue_group_op(operation text, name text, tokens text[],
                                         queue text DEFAULT 'default', run_at timestamptz DEFAULT now(),
                                         project text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     new_id bigint;
 BEGIN

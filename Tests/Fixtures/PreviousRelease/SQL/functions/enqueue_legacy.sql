@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION herald.enqueue_legacy(payload jsonb, run_at timestamp
                                       priority integer DEFAULT 0, max_attempts integer DEFAULT 25,
                                       campaign_id bigint DEFAULT NULL)
 RETURNS bigint[] LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     translation jsonb := herald._legacy_raise(herald._legacy_translate(payload, floor(extract(epoch FROM now()))::bigint));

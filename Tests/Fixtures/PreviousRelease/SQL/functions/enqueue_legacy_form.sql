@@ -3,7 +3,7 @@ CREATE OR REPLACE FUNCTION herald.enqueue_legacy_form(body text, run_at timestam
                                            priority integer DEFAULT 0, max_attempts integer DEFAULT 25,
                                            campaign_id bigint DEFAULT NULL)
 RETURNS bigint[] LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     payload jsonb := herald._legacy_raise(herald._legacy_form_payload(body));

@@ -12,7 +12,7 @@ CREATE OR REPLACE FUNCTION herald.enqueue_multicast(message jsonb, tokens text[]
                                          validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
                                          project text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     n integer := coalesce(cardinality(enqueue_multicast.tokens), 0);

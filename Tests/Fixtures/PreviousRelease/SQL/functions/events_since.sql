@@ -16,7 +16,7 @@
 -- Needs READ COMMITTED (each statement its own snapshot), PostgreSQL's default, and a
 -- transaction that has not written yet (its xid would be older than writers started since).
 CREATE OR REPLACE FUNCTION herald.events_since(after_id bigint, max integer)
-RETURNS SETOF herald.events LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS SETOF herald.events LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     horizon bigint;
     me xid8;

@@ -1,7 +1,7 @@
 -- from_legacy_form: from_legacy for the legacy plain-text form body (docs/legacy.md 4.9).
 CREATE OR REPLACE FUNCTION herald.from_legacy_form(body text, at timestamptz DEFAULT now()) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     payload jsonb := herald._legacy_form_payload(body);

@@ -3,7 +3,7 @@
 -- final (then counted in neither success nor failure).
 CREATE OR REPLACE FUNCTION herald.legacy_result(job_ids bigint[]) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     results jsonb := '[]';

@@ -5,7 +5,7 @@
 -- in neither count). A job cancelled by hand reads {"success": false, "error": {"code": "CANCELLED"}}.
 CREATE OR REPLACE FUNCTION herald.multicast_result(multicast_id bigint) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     m herald.multicasts;

@@ -1,6 +1,6 @@
 -- pause_campaign: no job of it is claimed until it is resumed; requests in flight finish.
 CREATE OR REPLACE FUNCTION herald.pause_campaign(campaign_id bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c herald.campaigns := herald._campaign(pause_campaign.campaign_id, 'herald.pause_campaign');
 BEGIN

@@ -4,7 +4,7 @@
 -- QUOTA_EXCEEDED, set and lifted by the pools themselves. Returns false when the project was
 -- paused already (a reason given then replaces the old one).
 CREATE OR REPLACE FUNCTION herald.pause_project_sending(name text, reason text DEFAULT NULL)
-RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p herald.projects := herald._known_project(pause_project_sending.name, 'herald.pause_project_sending');
     why text := coalesce(nullif(btrim(pause_project_sending.reason), ''), 'paused with herald.pause_project_sending');

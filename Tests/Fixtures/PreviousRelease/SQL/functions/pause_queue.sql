@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION herald.pause_queue(name text) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM herald._known_queue(pause_queue.name, 'herald.pause_queue');
     INSERT INTO herald.queues AS q (name, paused) VALUES (pause_queue.name, true)

@@ -2,7 +2,7 @@
 -- `older_than` when given) and returns their ids.
 CREATE OR REPLACE FUNCTION herald.remove_dead_letters(ids bigint[] DEFAULT NULL, queue text DEFAULT NULL,
                                            reason_like text DEFAULT NULL, older_than interval DEFAULT NULL)
-RETURNS SETOF bigint LANGUAGE sql SET search_path = pg_catalog AS $$
+RETURNS SETOF bigint LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     DELETE FROM herald.dead_letters d
     WHERE ($1 IS NULL OR d.id = ANY ($1))
       AND ($2 IS NULL OR d.queue = $2)

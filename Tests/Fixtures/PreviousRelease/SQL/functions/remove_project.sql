@@ -3,7 +3,7 @@
 -- (scheduled, available or running): they would be left with no pool to send them; cancel or
 -- let them finish first. Its dead letters stay, and cannot be replayed until it is added again.
 CREATE OR REPLACE FUNCTION herald.remove_project(name text)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p herald.projects := herald._known_project(remove_project.name, 'herald.remove_project');
     pending bigint;

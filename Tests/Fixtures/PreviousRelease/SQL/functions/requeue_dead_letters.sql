@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION herald.requeue_dead_letters(ids bigint[] DEFAULT NULL, queue text DEFAULT NULL,
                                             reason_like text DEFAULT NULL)
 RETURNS TABLE (dead_letter_id bigint, job_id bigint)
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     dead herald.dead_letters;
     new_id bigint;

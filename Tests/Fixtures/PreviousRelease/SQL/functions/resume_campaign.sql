@@ -1,6 +1,6 @@
 -- resume_campaign: claims go on; max_errors counts dead letters afresh from here.
 CREATE OR REPLACE FUNCTION herald.resume_campaign(campaign_id bigint) RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     c herald.campaigns := herald._campaign(resume_campaign.campaign_id, 'herald.resume_campaign');
 BEGIN

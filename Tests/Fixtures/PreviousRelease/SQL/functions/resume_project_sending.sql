@@ -2,7 +2,7 @@
 -- registered project. Quota pauses (herald.project_pauses) are FCM's and end by themselves.
 -- Returns false when the project was not paused.
 CREATE OR REPLACE FUNCTION herald.resume_project_sending(name text)
-RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS boolean LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     p herald.projects := herald._known_project(resume_project_sending.name, 'herald.resume_project_sending');
 BEGIN

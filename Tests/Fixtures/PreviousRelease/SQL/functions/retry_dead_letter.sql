@@ -2,7 +2,7 @@
 -- project kept),
 -- removes the dead letter and returns the new job's id.
 CREATE OR REPLACE FUNCTION herald.retry_dead_letter(dead_letter_id bigint)
-RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     dead herald.dead_letters;
     new_id bigint;

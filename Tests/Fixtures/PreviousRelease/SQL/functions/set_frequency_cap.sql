@@ -2,7 +2,7 @@
 -- the queue's jobs and campaigns. A job over the cap waits (scheduled) until the window allows
 -- it, or, with discard, is discarded with the reason. NULL for both removes the cap.
 CREATE OR REPLACE FUNCTION herald.set_frequency_cap(queue text, max_per_token integer, per interval, discard boolean DEFAULT false)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF set_frequency_cap.queue IS NULL OR set_frequency_cap.queue = '' THEN
         RAISE EXCEPTION 'herald.set_frequency_cap: queue name must not be empty' USING ERRCODE = 'invalid_parameter_value';

@@ -3,7 +3,7 @@
 -- (campaign_finished, campaign_paused) and subscription_failed are written while any queue has
 -- events on.
 CREATE OR REPLACE FUNCTION herald.set_queue_events(queue text, enabled boolean)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF set_queue_events.queue IS NULL OR set_queue_events.queue = '' THEN
         RAISE EXCEPTION 'herald.set_queue_events: queue name must not be empty' USING ERRCODE = 'invalid_parameter_value';

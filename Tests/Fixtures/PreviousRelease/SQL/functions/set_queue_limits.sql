@@ -1,7 +1,7 @@
 -- set_queue_limits: null removes a limit.
 CREATE OR REPLACE FUNCTION herald.set_queue_limits(name text, max_per_second double precision DEFAULT NULL,
                                         max_in_flight integer DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF set_queue_limits.name IS NULL OR set_queue_limits.name = '' THEN
         RAISE EXCEPTION 'herald.set_queue_limits: queue name must not be empty' USING ERRCODE = 'invalid_parameter_value';

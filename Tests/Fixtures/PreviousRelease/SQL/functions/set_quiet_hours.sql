@@ -2,7 +2,7 @@
 -- midnight) in the token's time zone, the queue's jobs are not sent: the claim makes them wait
 -- (scheduled) until the window ends. NULL for both removes the quiet hours.
 CREATE OR REPLACE FUNCTION herald.set_quiet_hours(queue text, "from" time, until time)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     IF set_quiet_hours.queue IS NULL OR set_quiet_hours.queue = '' THEN
         RAISE EXCEPTION 'herald.set_quiet_hours: queue name must not be empty' USING ERRCODE = 'invalid_parameter_value';

@@ -4,7 +4,7 @@
 -- (transactional sends, outside campaigns, still go). NULL keeps a setting as it is.
 CREATE OR REPLACE FUNCTION herald.set_token_aging(stale_after interval DEFAULT NULL, prune_after interval DEFAULT NULL,
                                                   skip_stale_for_campaigns boolean DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     current herald.token_aging;
 BEGIN

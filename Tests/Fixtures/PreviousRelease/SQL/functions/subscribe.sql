@@ -4,7 +4,7 @@
 -- Returns how many tokens now wait for a request.
 CREATE OR REPLACE FUNCTION herald.subscribe(topic text, tokens text[], project text DEFAULT NULL)
 RETURNS integer LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     changed integer;

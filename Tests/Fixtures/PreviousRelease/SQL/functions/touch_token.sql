@@ -5,7 +5,7 @@
 -- pg_timezone_names only when it changes.
 CREATE OR REPLACE FUNCTION herald.touch_token(token text, platform text DEFAULT NULL, user_ref text DEFAULT NULL,
                                               project text DEFAULT NULL, time_zone text DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+RETURNS void LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     known herald.device_tokens;

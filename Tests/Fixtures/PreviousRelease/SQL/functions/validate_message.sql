@@ -2,7 +2,7 @@
 -- message may be sent. A SQL NULL is judged as JSON null.
 CREATE OR REPLACE FUNCTION herald.validate_message(message jsonb) RETURNS text[]
 LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     def jsonb;

@@ -1,0 +1,2 @@
+-- The database's clock, as text a later statement can take back as timestamptz.
+SELECT now()::text

@@ -1,0 +1,2 @@
+-- Pauses queue $1 (herald.pause_queue).
+SELECT herald.pause_queue($1)

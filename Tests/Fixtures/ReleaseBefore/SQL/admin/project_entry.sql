@@ -1,0 +1,6 @@
+-- Registered project $1 (herald.project_registry), the columns of projects_list.
+SELECT name, fcm_project_id, credentials, max_rate, state, paused_reason,
+       to_char(paused_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+FROM herald.project_registry WHERE name = $1

@@ -1,0 +1,2 @@
+-- Releases the schema's advisory lock $1.
+SELECT pg_advisory_unlock($1)

@@ -1,0 +1,71 @@
+-- enqueue: callable from any transaction or trigger. A dedupe_key that is already pending
+-- (scheduled, available or running) returns the existing job's id instead of adding a second one.
+-- dedupe_for: the key is also refused for that long after the job holding it was enqueued,
+-- whatever became of that job (delivered, dead, deleted by retention): the call returns that
+-- job's id. The period is the caller's: a call with dedupe_for '1 day' is refused when a job with
+-- the key was enqueued with a period in the last day. A call without dedupe_for still returns the
+-- job of a key held for a period. The key's row lives in herald.dedupe_keys (one primary-key
+-- lookup); concurrent calls with one key wait for each other on that row, so exactly one inserts.
+-- validate_only: FCM validates the message and delivers nothing (a dry run). campaign_id: the job
+-- belongs to that campaign (herald.create_campaign). project: the registry name of the Firebase
+-- project it is sent for (herald.projects; NULL: the pool's own credentials); a name not in the
+-- registry is refused, naming it.
+CREATE OR REPLACE FUNCTION herald.enqueue(message jsonb, run_at timestamptz DEFAULT now(),
+                               queue text DEFAULT 'default', priority integer DEFAULT 0,
+                               max_attempts integer DEFAULT 25, dedupe_key text DEFAULT NULL,
+                               validate_only boolean DEFAULT false, campaign_id bigint DEFAULT NULL,
+                               dedupe_for interval DEFAULT NULL, project text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+#variable_conflict use_column
+DECLARE
+    new_id bigint;
+    held boolean;
+BEGIN
+    IF enqueue.message IS NULL THEN
+        RAISE EXCEPTION 'herald.enqueue: message must not be null';
+    END IF;
+    IF enqueue.campaign_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM herald.campaigns c WHERE c.id = enqueue.campaign_id) THEN
+        RAISE EXCEPTION 'herald.enqueue: no campaign with id %', enqueue.campaign_id USING ERRCODE = 'foreign_key_violation';
+    END IF;
+    IF enqueue.dedupe_for IS NOT NULL THEN
+        PERFORM herald._check_period('herald.enqueue', 'dedupe_for', enqueue.dedupe_for);
+        IF enqueue.dedupe_key IS NULL OR enqueue.dedupe_key = '' THEN
+            RAISE EXCEPTION 'herald.enqueue: dedupe_for % needs a dedupe_key', enqueue.dedupe_for
+                USING ERRCODE = 'invalid_parameter_value', HINT = 'Pass dedupe_key => ''your-key'' with dedupe_for.';
+        END IF;
+        -- Take the key for this period, or find that a job enqueued within it holds it. Another
+        -- call holding the row uncommitted makes this one wait for its outcome.
+        INSERT INTO herald.dedupe_keys AS d (key, job_id, created_at, expires_at)
+        VALUES (enqueue.dedupe_key, NULL, now(), now() + enqueue.dedupe_for)
+        ON CONFLICT (key) DO UPDATE SET job_id = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at
+            WHERE d.created_at <= now() - enqueue.dedupe_for
+        RETURNING true INTO held;
+        IF held IS NULL THEN
+            SELECT d.job_id INTO new_id FROM herald.dedupe_keys d WHERE d.key = enqueue.dedupe_key;
+            RETURN new_id;
+        END IF;
+    ELSIF enqueue.dedupe_key IS NOT NULL THEN
+        SELECT d.job_id INTO new_id FROM herald.dedupe_keys d
+        WHERE d.key = enqueue.dedupe_key AND d.expires_at > now() AND d.job_id IS NOT NULL;
+        IF new_id IS NOT NULL THEN
+            RETURN new_id;
+        END IF;
+    END IF;
+    -- Insert, or find the pending job holding the key; if that one finishes in between, insert again.
+    LOOP
+        INSERT INTO herald.jobs (message, run_at, queue, priority, max_attempts, dedupe_key, validate_only, campaign_id, project)
+        VALUES (enqueue.message, coalesce(enqueue.run_at, now()), coalesce(enqueue.queue, 'default'),
+                coalesce(enqueue.priority, 0), coalesce(enqueue.max_attempts, 25), enqueue.dedupe_key,
+                coalesce(enqueue.validate_only, false), enqueue.campaign_id, enqueue.project)
+        ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state IN ('scheduled', 'available', 'running') DO NOTHING
+        RETURNING id INTO new_id;
+        EXIT WHEN new_id IS NOT NULL;
+        SELECT j.id INTO new_id FROM herald.jobs j
+        WHERE j.dedupe_key = enqueue.dedupe_key AND j.state IN ('scheduled', 'available', 'running');
+        EXIT WHEN new_id IS NOT NULL;
+    END LOOP;
+    IF enqueue.dedupe_for IS NOT NULL THEN
+        UPDATE herald.dedupe_keys d SET job_id = new_id WHERE d.key = enqueue.dedupe_key;
+    END IF;
+    RETURN new_id;
+END $$;

@@ -1,0 +1,7 @@
+CREATE OR REPLACE FUNCTION herald.resume_queue(name text) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+BEGIN
+    PERFORM herald._known_queue(resume_queue.name, 'herald.resume_queue');
+    UPDATE herald.queues q SET paused = false, updated_at = now() WHERE q.name = resume_queue.name;
+    PERFORM pg_notify('herald_jobs', '');
+END $$;

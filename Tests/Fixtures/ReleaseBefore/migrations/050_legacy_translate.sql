@@ -1,0 +1,17 @@
+-- Herald: payloads of FCM's retired legacy HTTP protocol (docs/legacy.md) translated to HTTP v1.
+--
+-- herald.from_legacy(payload jsonb) returns {"validate_only", "messages": [v1 Message, ...],
+-- "notes": [...]}, one message per target in target order, or raises SQLSTATE 22023 with the text
+-- "<Table 9 code (docs/legacy.md 3)> at <legacy path>: <reason>", e.g.
+--
+--     InvalidTtl at legacy.time_to_live: must be a whole number of seconds from 0 to 2419200 (4 weeks), not 2419201
+--
+-- herald.from_legacy_form(body text) does the same for the plain-text form (docs/legacy.md 4.9).
+--
+-- These functions follow docs/legacy.md section 4 step by step, as the Swift LegacyTranslator does
+-- (Sources/FCM/Legacy); Tests/Fixtures/FCM/legacy-cases.json holds them to the same answers.
+-- Every produced message passes herald.validate_message (the v1 rules are not repeated here).
+--
+-- herald._legacy_translate never raises for bad input: it returns {"error": {code, path,
+-- reason}}, so the herald.jobs trigger (migration 051) can leave a bad row for the worker to
+-- dead-letter instead of failing the application's transaction.

@@ -1,0 +1,4 @@
+-- Bulk replay and removal of dead letters, chosen by ids or by queue and reason:
+-- herald.requeue_dead_letters, retry_dead_letters, remove_dead_letters and discard_dead_letters.
+-- (Their definitions live in Sources/Queue/SQL/functions/, one file each; this migration holds
+-- no table of its own.)

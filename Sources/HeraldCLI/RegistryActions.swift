@@ -2,7 +2,7 @@ import CommandOptions
 import Postgres
 import Queue
 
-/// What `herald projects` and `herald apns` share: the seven actions on one kind of entry of the
+/// What `herald projects` and `herald apns` share: the eight actions on one kind of entry of the
 /// registry (herald.projects), the checks of their arguments, and the words pause, resume and
 /// remove print. Each command gives its words and what differs between the kinds (add, show,
 /// test, list, and the registry calls).
@@ -19,22 +19,26 @@ struct RegistryActions {
     var actionOnlyFlags: [String: String]
     var list: (ParsedOptions) throws -> Void
     var add: (ParsedOptions, String) throws -> Int32
+    var update: (ParsedOptions, String) throws -> Int32
     var show: (ParsedOptions, String) throws -> Int32
     var test: (ParsedOptions, String) throws -> Int32
     var pause: (PGConnection, _ name: String, _ reason: String?, _ source: String) throws -> Bool
     var resume: (PGConnection, _ name: String, _ source: String) throws -> Bool
-    var remove: (PGConnection, _ name: String, _ source: String) throws -> Void
+    /// Returns how many pending jobs were dead-lettered (`force`).
+    var remove: (PGConnection, _ name: String, _ force: Bool, _ source: String) throws -> Int
 
-    static let actions = ["add", "list", "show", "test", "pause", "resume", "remove"]
+    static let actions = ["add", "update", "list", "show", "test", "pause", "resume", "remove"]
 
     func run(_ parsed: ParsedOptions) throws -> Int32 {
         guard let action = parsed.positional.first, Self.actions.contains(action) else {
             let p = placeholder
-            throw UsageError("herald \(command): give an action: add \(p), list, show \(p), test \(p), pause \(p), resume \(p) or remove \(p); see herald \(command) --help")
+            throw UsageError("herald \(command): give an action: add \(p), update \(p), list, show \(p), test \(p), pause \(p), resume \(p) or remove \(p); see herald \(command) --help")
         }
         let rest = Array(parsed.positional.dropFirst())
-        for (flag, owner) in actionOnlyFlags.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil && action != owner {
-            throw UsageError("herald \(command) \(action): --\(flag) applies to \(owner) only")
+        for (flag, owners) in actionOnlyFlags.sorted(by: { $0.key < $1.key }) where parsed.values[flag] != nil {
+            let allowed = owners.split(separator: ",").map(String.init)
+            guard !allowed.contains(action) else { continue }
+            throw UsageError("herald \(command) \(action): --\(flag) applies to \(allowed.joined(separator: " and ")) only")
         }
         if parsed.has("json") && !["list", "show"].contains(action) {
             throw UsageError("herald \(command) \(action): --json applies to list and show only")
@@ -51,6 +55,7 @@ struct RegistryActions {
         do {
             switch action {
             case "add": return try add(parsed, name)
+            case "update": return try update(parsed, name)
             case "show": return try show(parsed, name)
             case "test": return try test(parsed, name)
             case "pause":
@@ -61,11 +66,16 @@ struct RegistryActions {
                 let changed = try resume(try operationsDatabase(parsed), name, shellSource())
                 print(changed ? "resumed \(noun) \(name)" : "\(noun) \(name) was not paused; nothing to resume")
             default:
-                try remove(try operationsDatabase(parsed), name, shellSource())
-                print("removed \(noun) \(name) from the registry (its key was left where it is)")
+                let force = parsed.has("force")
+                let lettered = try remove(try operationsDatabase(parsed), name, force, shellSource())
+                print("removed \(noun) \(name) from the registry (its key was left where it is)"
+                      + (force ? "; \(lettered) pending job\(lettered == 1 ? "" : "s") dead-lettered with it (herald dead list --project \(name))" : ""))
             }
         } catch let error as AdminError {
-            let hint = error.kind == .notFound ? "; herald \(command) list shows the registered \(shortNoun)s" : ""
+            var hint = error.kind == .notFound ? "; herald \(command) list shows the registered \(shortNoun)s" : ""
+            if action == "remove" && error.kind == .conflict {
+                hint = "\n  Let them finish, or dead-letter them with it: herald \(command) remove \(name) --force"
+            }
             throw UsageError("herald \(command) \(action): \(error.description)\(hint)")
         }
         return 0

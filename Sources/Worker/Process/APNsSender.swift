@@ -325,7 +325,7 @@ final class APNsSender {
         let policy = configuration.retryPolicy
         switch action {
         case .delivered(let apnsID):
-            metrics.delivered(job, now: now)
+            metrics.delivered(job, now: now, provider: "apns")
             lanes[name]?.devices.cleared(Self.target(entry.request))
             settle(job, .completed(messageName: apnsID ?? entry.request.apnsID), code: "OK", into: &result)
         case .pruneToken(let reason, let since):

@@ -96,6 +96,14 @@ final class StoreLoop: @unchecked Sendable {
         machine.notified(now: Self.clock())
         // Which projects the inserts were for: a worker carrying many claims for them first.
         projects?.notified(notifications.map(\.payload))
+        // A worker of one registry project read its entry at start: a correction of it (or a
+        // resume after one) stops this worker gracefully, and its supervisor starts it again
+        // with the entry as it is now.
+        if projects == nil, !configuration.drain, let own = configuration.project,
+           notifications.contains(where: { $0.payload == StoreProjects.registryPayload + own }) {
+            log.info("project \(own): its registry entry changed or it was resumed; this worker stops to start again with the entry as it is now")
+            stop.set()
+        }
     }
 
     /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
@@ -226,7 +234,7 @@ final class StoreLoop: @unchecked Sendable {
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
-                metrics.claimed(jobs)
+                metrics.claimed(jobs) { [projects] in projects?.isAPNsApp($0) ?? false }
                 leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:

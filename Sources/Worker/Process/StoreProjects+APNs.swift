@@ -90,7 +90,8 @@ extension StoreProjects {
         let text = "APNs: \(reason); fix it, then herald apns resume \(name)"
         log.error("APNs app \(name): paused: \(reason); its jobs wait until herald apns resume \(name)")
         do {
-            _ = try APNsApps.pause(connection, name: name, reason: String(text.prefix(500)), source: "herald work \(workerID)")
+            _ = try APNsApps.refused(connection, name: name, reason: text, cause: APNsAnswer.pauseCause(reason: reason),
+                                     source: "herald work \(workerID)")
         } catch {
             log.warning("APNs app \(name): cannot record its pause (\(error))")
         }

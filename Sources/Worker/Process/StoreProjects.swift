@@ -311,10 +311,42 @@ final class StoreProjects {
 
     /// NOTIFY payloads of `herald_jobs`: the projects named there (`-`: jobs of no project) are
     /// served first by the next claim. An empty payload (a promotion, a queue resumed) names none.
+    /// `registry:NAME` (an entry corrected or resumed: herald.update_project, update_apns_app,
+    /// resume_project_sending) makes this worker forget what it read of the entry and its lane,
+    /// so its next claim of NAME takes it up afresh from the registry, with a key, key id, team
+    /// or topic corrected while it was paused, instead of at the next reading of the registry.
     func notified(_ payloads: [String]) {
         for payload in payloads where !payload.isEmpty && notifiedProjects.count < 1024 {
+            if payload.hasPrefix(Self.registryPayload) {
+                entryChanged(String(payload.dropFirst(Self.registryPayload.count)))
+                continue
+            }
             for name in payload.split(separator: ",") { notifiedProjects.insert(name == "-" ? nil : String(name)) }
         }
+    }
+
+    static let registryPayload = "registry:"
+
+    /// Registry entry `name` changed: what was read of it is forgotten (the next claim of it reads
+    /// it again), a key that failed is looked at again at once, and it is served first.
+    func entryChanged(_ name: String) {
+        guard carries(name) else { return }
+        if lanes[name] != nil {
+            log.info("\(apnsRegistry[name] != nil ? "APNs app" : "project") \(name): its registry entry changed; taken up afresh at its next claim")
+            drop(name)
+        }
+        registry[name] = nil
+        apnsRegistry[name] = nil
+        unknown.remove(name)
+        broken[name] = nil
+        notifiedProjects.insert(name)
+    }
+
+    /// Whether jobs of `project` go to APNs (an app this worker knows of; herald_messages_total's
+    /// provider label).
+    func isAPNsApp(_ project: String?) -> Bool {
+        guard let project else { return false }
+        return lanes[project]?.apns != nil || apnsRegistry[project] != nil
     }
 
     // MARK: Taking a project up

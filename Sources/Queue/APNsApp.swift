@@ -40,7 +40,9 @@ public struct APNsApp: Sendable, Equatable {
     public var rateBucket: String { Self.rateBucket(name) }
 
     /// The environment's base URL: Apple's production or sandbox endpoint.
-    public var baseURL: String { sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com" }
+    public var baseURL: String { sandbox ? Self.sandboxURL : Self.productionURL }
+    public static let productionURL = "https://api.push.apple.com"
+    public static let sandboxURL = "https://api.sandbox.push.apple.com"
 
     public var json: JSONValue {
         var object = JSONObject()

@@ -31,7 +31,7 @@ extension StoreProjects {
     func takeUp(_ app: APNsApp, connection: PGConnection, now: Double) -> Bool {
         let keys: APNsAppKeys
         do {
-            keys = try APNsAppKeys.load(app, baseURL: configuration.apnsBaseURL, tokens: ring.apns.tokens)
+            keys = try APNsAppKeys.load(app, baseURL: configuration.endpoints.apns(app), tokens: ring.apns.tokens)
         } catch {
             refuse(app.name, why: error.description, connection: connection, now: now)
             return false

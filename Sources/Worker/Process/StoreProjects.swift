@@ -405,7 +405,7 @@ final class StoreProjects {
         let keyPath = entry.credentials.hasPrefix("env:") ? nil : entry.credentials
         do {
             let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
-            let account = try entry.account(environment: ProcessInfo.processInfo.environment)
+            let account = configuration.endpoints.account(try entry.account(environment: ProcessInfo.processInfo.environment))
             if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
             let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
             do {
@@ -418,7 +418,7 @@ final class StoreProjects {
             } catch {
                 throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
             }
-            return ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath, keyBytes: bytes)
+            return ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.endpoints.fcm, keyPath: keyPath, keyBytes: bytes)
         } catch {
             refuse(name, why: "\(error)", connection: connection, now: now)
             return nil

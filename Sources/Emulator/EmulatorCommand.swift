@@ -295,7 +295,7 @@ public enum EmulatorCommand {
 
     /// The lines that register the key the emulator wrote as an APNs app and send its jobs here:
     /// the `herald apns add` line to paste (key file, key ID, team ID, topic) and HERALD_APNS_URL.
-    static func apnsSettings(baseURL: String, keyID: String, teamID: String, keyPath: String, topic: String) -> String {
+    public static func apnsSettings(baseURL: String, keyID: String, teamID: String, keyPath: String, topic: String) -> String {
         [
             "# APNs (POST /3/device/{token}): key ID \(keyID), team ID \(teamID), topic \(topic), key file \(shellQuoted(keyPath))",
             "# Register it as an APNs app (with DATABASE_URL set), then send its jobs here instead of Apple:",

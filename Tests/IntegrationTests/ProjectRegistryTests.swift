@@ -77,7 +77,7 @@ import TestSupport
         // pause with a reason, seen by list, show and SQL; twice is no change.
         let paused = try Self.projects(["pause", "shop", "--reason", "rotating keys"], database)
         #expect(paused.status == 0 && paused.output.contains("paused project shop"), "\(paused.output)")
-        #expect(try Self.projects(["list"], database).output.contains("paused (rotating keys)"))
+        #expect(try Self.projects(["list"], database).output.contains("paused (operator: rotating keys)"))
         let shown = try Self.projects(["show", "shop"], database)
         #expect(shown.status == 0 && shown.output.contains("state:") && shown.output.contains("paused") && shown.output.contains("rotating keys"), "\(shown.output)")
         let c = try database.connect()

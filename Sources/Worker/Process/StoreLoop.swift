@@ -365,11 +365,13 @@ extension StoreLoop {
     /// The log line of a finished drain: what it leaves for later, and when that is due.
     static func drainedMessage(_ work: Claimer.PendingWork?, horizon: Double) -> String {
         let within = horizon > 0 ? " or due within \(span(horizon))" : ""
+        // Jobs a pause holds back are not the drain's to wait for; it says whose they are.
+        let paused = work.map { $0.paused.isEmpty ? "" : "; due jobs of paused \($0.paused.prefix(10).joined(separator: ", "))\($0.paused.count > 10 ? " and \($0.paused.count - 10) more" : "") wait (herald stats says why; resume them to send)" } ?? ""
         guard let work, work.later > 0 else {
-            return "drained: no job available, running\(within) left"
+            return "drained: no job available, running\(within) left\(paused)"
         }
         let next = work.nextDueIn.map { " (the next in \(span(max(0, $0))))" } ?? ""
-        return "drained: no job available, running\(within); \(work.later) scheduled job\(work.later == 1 ? "" : "s") wait for later\(next), for a pool that keeps running"
+        return "drained: no job available, running\(within); \(work.later) scheduled job\(work.later == 1 ? "" : "s") wait for later\(next), for a pool that keeps running\(paused)"
     }
 
     /// "45s", "3m20s", "14h02m", "2d03h".

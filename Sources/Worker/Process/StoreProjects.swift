@@ -567,15 +567,21 @@ final class StoreProjects {
     /// what waits beyond the horizon, over them all.
     func pendingWork(_ claimer: Claimer, connection: PGConnection, queues: [String], horizon: Double) throws -> Claimer.PendingWork {
         var projects: [String?] = unaddressed == nil ? [] : [nil]
-        for entry in try ProjectRegistry.list(connection) where carries(entry.name) && entry.pausedReason == nil {
-            projects.append(entry.name)
+        var paused: [String] = []
+        for entry in try ProjectRegistry.list(connection) where carries(entry.name) {
+            if entry.pausedReason == nil { projects.append(entry.name) } else { paused.append(entry.name) }
         }
-        for app in try APNsApps.list(connection) where carries(app.name) && app.pausedReason == nil {
-            projects.append(app.name)
+        for app in try APNsApps.list(connection) where carries(app.name) {
+            if app.pausedReason == nil { projects.append(app.name) } else { paused.append(app.name) }
         }
         var total = Claimer.PendingWork(due: false)
         let saved = claimer.project
         defer { claimer.project = saved }
+        // A paused entry's due jobs wait: the drain's last line names the entries holding some.
+        for name in paused.sorted() {
+            claimer.project = name
+            if try claimer.pendingWork(queues: queues, horizon: horizon).due { total.paused.append(name) }
+        }
         for project in projects {
             claimer.project = project
             let work = try claimer.pendingWork(queues: queues, horizon: horizon)

@@ -152,7 +152,7 @@ public final class WorkerProcess: @unchecked Sendable {
         let against = "FCM at \(endpoints.fcm), APNs at \(endpoints.apnsDescription)"
         switch configuration.carries {
         case .registry?:
-            log.info("working every registry entry's jobs (FCM projects and APNs apps, each with its own key)\(account == nil ? "; the jobs of no project wait: the pool has no key of its own" : " and the jobs of no project") in \(queues) with \(configuration.concurrency) in flight, \(against)\(endpoints.emulator == nil ? "" : " (test mode: every provider goes to the emulator)"), with \(HTTPClient.libraryVersion)")
+            log.info("working every registry entry's jobs (FCM projects and APNs apps, each with its own key)\(account == nil ? "" : " and the jobs of no project") in \(queues) with \(configuration.concurrency) in flight, \(against)\(endpoints.emulator == nil ? "" : " (test mode: every provider goes to the emulator)"), with \(HTTPClient.libraryVersion)")
         case .named(let names)?:
             log.info("working the jobs of \(names.joined(separator: ", ")) in \(queues) with \(configuration.concurrency) in flight, each with its own key, \(against), with \(HTTPClient.libraryVersion)")
         case nil:

@@ -174,7 +174,7 @@ enum WorkCommand {
             let carried = projects.named.map { projects.apps.contains($0) ? "APNs app \($0)" : "project \($0)" }
             log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key; \(endpoints)")
         } else {
-            logStart(groups: groups, processes: processes, project: checked.project, log: log)
+            logStart(groups: groups, processes: processes, project: checked.project, endpoints: endpoints, log: log)
         }
         let report = try runPool(supervisor, admin: admin, log: log)
         if sample > 0 || embedded {
@@ -422,12 +422,12 @@ enum WorkCommand {
         }
     }
 
-    static func logStart(groups: [Supervisor.Group], processes: Int, project: String?, log: Logger) {
+    static func logStart(groups: [Supervisor.Group], processes: Int, project: String?, endpoints: String, log: Logger) {
         if groups.count == 1 && project == nil {
-            log.info("starting \(processes) worker processes")
+            log.info("starting \(processes) worker processes; \(endpoints)")
         } else {
             let names = groups.map { $0.label ?? "the jobs of no project" }.joined(separator: ", ")
-            log.info("starting \(processes) worker processes for each of: \(names)")
+            log.info("starting \(processes) worker processes for each of: \(names); \(endpoints)")
         }
     }
 

@@ -388,6 +388,23 @@ import TestSupport
         #expect(Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 10)
     }
 
+    /// A payload shaped like a Live Activity update enqueued without its push type goes out as the
+    /// alert it was enqueued as, and the pool says so once for the app, naming the header to set.
+    @Test func aLiveActivityShapedAlertIsWarnedAboutOncePerApp() throws {
+        let s = try Stand()
+        defer { s.close() }
+        let activity = #"{"aps":{"event":"update","timestamp":1700000000,"content-state":{"score":"2-1"}}}"#
+        for n in 1...3 { try s.enqueue(Self.token("f1", n), payload: activity) }
+        try s.enqueue(Self.token("f2"))
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+        #expect(waitUntil(timeout: 10) { s.apns.apnsDeliveries().count == 4 })
+        #expect(s.apns.apnsDeliveries().allSatisfy { $0.pushType == "alert" && $0.topic == "com.example.shop" }, "sent as enqueued")
+        let warnings = run.output.components(separatedBy: "looks like a Live Activity update").count - 1
+        #expect(warnings == 1, "once for the app: \(run.output)")
+        #expect(run.output.contains(#"apns-push-type "liveactivity""#) && run.output.contains("com.example.shop.push-type.liveactivity"), "\(run.output)")
+    }
+
     /// The first day's mistakes, corrected where they show: an app added with a wrong team ID
     /// (Apple: InvalidProviderToken) and one with a wrong topic (TopicDisallowed) each pause with
     /// the cause that decided it, shown by herald stats, its JSON and herald apns list; herald apns

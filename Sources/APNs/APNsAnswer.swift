@@ -86,6 +86,18 @@ public enum APNsAnswer {
         }
     }
 
+    /// What decided a `pauseApp`, as herald stats, the dashboard and
+    /// herald_project_paused_jobs{cause} name it: `apns_topic` for TopicDisallowed, `apns_url` for a
+    /// URL that is not the provider API (BadPath, MethodNotAllowed), `apns_auth` for Apple's
+    /// refusal of the provider token (InvalidProviderToken and the other 403s).
+    public static func pauseCause(reason: String) -> String {
+        if reason.hasPrefix("TopicDisallowed") { return "apns_topic" }
+        if reason.hasPrefix("BadPath") || reason.hasPrefix("MethodNotAllowed") || reason.hasPrefix("HTTP 404") || reason.hasPrefix("HTTP 405") {
+            return "apns_url"
+        }
+        return "apns_auth"
+    }
+
     /// What an operator should look at for a 403 that is not an expired token.
     static func providerHint(_ reason: String) -> String {
         switch reason {

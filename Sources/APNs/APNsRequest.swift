@@ -209,3 +209,13 @@ public struct APNsRequest: Sendable, Equatable {
         }
     }
 }
+
+extension APNsRequest {
+    /// Whether `message`'s payload is shaped like a Live Activity update: `aps.event` with
+    /// `aps.content-state` or `aps.timestamp` (what Apple's liveactivity pushes carry). Such a
+    /// payload sent as an alert is not a Live Activity update on the device.
+    public static func isLiveActivityShaped(_ message: JSONValue) -> Bool {
+        guard let aps = message["apns"]?["payload"]?["aps"]?.objectValue, aps["event"]?.stringValue != nil else { return false }
+        return aps["content-state"] != nil || aps["timestamp"] != nil
+    }
+}

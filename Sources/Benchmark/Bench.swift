@@ -143,7 +143,8 @@ public final class Bench {
                 }
                 let folder = (environment.credentialsPath as NSString).deletingLastPathComponent
                 let key = try emulator.writeAPNsKey(folder: folder)
-                try BenchmarkFeatures.addAPNsApp(connection, keyFile: key.path, keyID: key.keyID, teamID: key.teamID)
+                try BenchmarkFeatures.addAPNsApp(connection, keyFile: key.path, keyID: key.keyID, teamID: key.teamID,
+                                                 topic: emulator.configuration.apnsTopic)
                 apnsApp = BenchmarkFeatures.apnsAppName
             }
         }

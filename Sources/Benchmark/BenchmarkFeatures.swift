@@ -36,9 +36,10 @@ public enum BenchmarkFeatures {
         try connection.query(SQL.setQueueEvents, [.bool(true)])
     }
 
-    /// `apns`: APNs app `apnsAppName` with the key the bench's emulator wrote.
-    public static func addAPNsApp(_ connection: PGConnection, keyFile: String, keyID: String, teamID: String) throws {
-        _ = try APNsApps.add(connection, name: apnsAppName, keyFile: keyFile, keyID: keyID, teamID: teamID, topic: "com.example.bench",
+    /// `apns`: APNs app `apnsAppName` with the key the bench's emulator wrote, for the app (topic)
+    /// it wrote the key for.
+    public static func addAPNsApp(_ connection: PGConnection, keyFile: String, keyID: String, teamID: String, topic: String) throws {
+        _ = try APNsApps.add(connection, name: apnsAppName, keyFile: keyFile, keyID: keyID, teamID: teamID, topic: topic,
                              sandbox: false, maxRate: nil, source: "herald bench")
     }
 

@@ -76,7 +76,7 @@ enum Metrics {
         // What a pause holds back is measured here and not in herald_oldest_available_age_seconds:
         // the alert on it names the project and why it is paused, not a queue the pools neglect.
         func held(_ p: ProjectOverview) -> String { labels(p, p.pauseCause.map { "cause=\"\($0)\"" } ?? "") }
-        lines += ["# HELP herald_project_paused_jobs Due jobs the registry project's pause holds back, by cause (credentials, operator, quota, fcm_unreachable, apns_unreachable; no cause: not paused). herald_oldest_available_age_seconds leaves them out.",
+        lines += ["# HELP herald_project_paused_jobs Due jobs the registry project's pause holds back, by what decided it (credentials, operator, quota, fcm_unreachable, apns_auth, apns_topic, apns_url, apns_unreachable; no cause: not paused). herald_oldest_available_age_seconds leaves them out.",
                   "# TYPE herald_project_paused_jobs gauge"]
         for p in projects where p.name != nil { lines.append("herald_project_paused_jobs\(held(p)) \(p.pausedJobs)") }
         lines += ["# HELP herald_project_paused_oldest_age_seconds Seconds the oldest due job the registry project's pause holds back has waited past its run_at (0 when it holds none).",

@@ -77,8 +77,9 @@ enum Pages {
         func rate(_ value: Double?) -> String { value.map { "\(Int($0.rounded()))/s" } ?? "-" }
         var rows = ""
         for p in projects {
-            var state = p.pausedReason.map { "paused: " + HTML.escape($0) } ?? "enabled"
-            if let paused = p.rate?.pausedFor { state += " (quota, \(HTML.formatAge(paused)))" }
+            // The pause's cause first (what decided it), then its words.
+            var state = p.pausedReason.map { "paused (\(p.pauseCause ?? "operator")): " + HTML.escape($0) } ?? "enabled"
+            if let paused = p.rate?.pausedFor, let cause = p.pauseCause { state += " (\(cause), \(HTML.formatAge(paused)))" }
             // Left out of their queue's oldest-available age, which measures the pools.
             if p.pausedJobs > 0 { state += "; holds \(p.pausedJobs) due back, the oldest \(HTML.formatAge(p.pausedOldestAge))" }
             rows += "<tr><td>\(p.name.map(HTML.escape) ?? "(none)")</td><td>\(p.fcmProjectID.map(HTML.escape) ?? (p.apnsApp ? "(APNs app)" : "the pools' key"))</td>"

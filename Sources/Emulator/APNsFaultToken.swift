@@ -9,6 +9,8 @@
 /// | `fa110410` | 410 `Unregistered` with `timestamp` (milliseconds since 1970), always |
 /// | `fa11e410` | 410 `ExpiredToken` with `timestamp`, always |
 /// | `fa110400` | 400 `BadDeviceToken`, always |
+/// | `fa11d400` | 400 `DeviceTokenNotForTopic` (the token is another app's), always |
+/// | `fa11b400` | 400 `TopicDisallowed` (the key may not push to the topic), always |
 /// | `fa110429K` | 429 `TooManyRequests` on the first K attempts (K = 0: always) |
 /// | `fa110503K` | 503 `ServiceUnavailable` on the first K attempts (K = 0: always) |
 /// | `fa110500K` | 500 `InternalServerError` on the first K attempts (K = 0: always) |
@@ -18,6 +20,8 @@ public enum APNsFaultToken: Sendable, Equatable {
     case unregistered
     case expiredToken
     case badDeviceToken
+    case deviceTokenNotForTopic
+    case topicDisallowed
     /// `failures` nil: every attempt.
     case tooManyRequests(failures: Int?)
     case serviceUnavailable(failures: Int?)
@@ -37,6 +41,8 @@ public enum APNsFaultToken: Sendable, Equatable {
         case "0410": return .unregistered
         case "e410": return .expiredToken
         case "0400": return .badDeviceToken
+        case "d400": return .deviceTokenNotForTopic
+        case "b400": return .topicDisallowed
         case "0429": return .tooManyRequests(failures: failures())
         case "0503": return .serviceUnavailable(failures: failures())
         case "0500": return .internalServerError(failures: failures())
@@ -54,6 +60,8 @@ public enum APNsFaultToken: Sendable, Equatable {
         case .unregistered: return (410, "Unregistered")
         case .expiredToken: return (410, "ExpiredToken")
         case .badDeviceToken: return (400, "BadDeviceToken")
+        case .deviceTokenNotForTopic: return (400, "DeviceTokenNotForTopic")
+        case .topicDisallowed: return (400, "TopicDisallowed")
         case .tooManyRequests(let n): return limited(n, (429, "TooManyRequests"))
         case .serviceUnavailable(let n): return limited(n, (503, "ServiceUnavailable"))
         case .internalServerError(let n): return limited(n, (500, "InternalServerError"))

@@ -70,7 +70,9 @@ public struct APNsStatistics: Sendable, Equatable {
 ///    429 TooManyProviderTokenUpdates (Apple's engineers describe the limit per connection);
 /// 2. headers: an `apns-push-type` it does not know, 400 InvalidPushType; no `apns-topic`, 400
 ///    MissingTopic; a topic without the suffix its push type needs (or with another type's),
-///    400 BadTopic; a priority other than 10, 5 or 1, or 10 for a background push, 400
+///    400 BadTopic; a topic whose bundle ID is not one the key was issued for (the emulator is
+///    told each key's bundle IDs: `EmulatorConfiguration.apnsTopic`, `trustAPNsKey(topics:)`, or
+///    the line the emulator writes above a key it issues), 400 TopicDisallowed; a priority other than 10, 5 or 1, or 10 for a background push, 400
 ///    BadPriority; an `apns-id` that is not a UUID, 400 BadMessageId; an `apns-expiration` that
 ///    is not a whole number, 400 BadExpirationDate; an `apns-collapse-id` over 64 bytes, 400
 ///    BadCollapseId;
@@ -84,6 +86,8 @@ final class APNsStandIn: Sendable {
     struct Key: Sendable {
         var teamID: String
         var publicKey: P256PublicKey
+        /// The bundle IDs the key may push to (its app's: the topic without a push type's suffix).
+        var topics: Set<String>
     }
 
     private struct State {
@@ -111,9 +115,9 @@ final class APNsStandIn: Sendable {
         self.minimumRenewalGap = minimumRenewalGap
     }
 
-    func trust(keyID: String, teamID: String, publicKey: P256PublicKey) {
+    func trust(keyID: String, teamID: String, publicKey: P256PublicKey, topics: Set<String>) {
         state.withLock { s in
-            s.keys[keyID] = Key(teamID: teamID, publicKey: publicKey)
+            s.keys[keyID] = Key(teamID: teamID, publicKey: publicKey, topics: topics)
             s.verified.removeAll()
         }
     }
@@ -177,6 +181,10 @@ final class APNsStandIn: Sendable {
         guard let pushType = APNsPushType(rawValue: pushTypeName) else { return refuse(400, "InvalidPushType") }
         guard let topic = request.header("apns-topic"), !topic.isEmpty else { return refuse(400, "MissingTopic") }
         guard APNsStandIn.topic(topic, fits: pushType) else { return refuse(400, "BadTopic") }
+        // The key's app: a push to another bundle ID is refused as Apple refuses a topic the
+        // key's team may not push to.
+        let bundleID = pushType.topicSuffix.isEmpty ? topic : String(topic.dropLast(pushType.topicSuffix.count))
+        if let key = state.withLock({ $0.keys[keyID] }), !key.topics.contains(bundleID) { return refuse(400, "TopicDisallowed") }
         var priority: Int? = nil
         if let text = request.header("apns-priority") {
             guard let value = Int(text), pushType.allows(priority: value) else { return refuse(400, "BadPriority") }

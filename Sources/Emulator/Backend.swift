@@ -99,6 +99,7 @@ final class Backend: Sendable {
         case .lookUpDeviceGroup: return lookUpDeviceGroup(request)
         case .listMessages: return listMessages(request)
         case .listRefusals: return listRefusals(request)
+        case .listAPNsMessages: return listAPNsMessages(request)
         case .reset:
             reset()
             return HTTPServerResponse(status: 204)
@@ -524,8 +525,43 @@ final class Backend: Sendable {
                 return FCMResponses.json(400, ["error": .string("unknown parameter \(item.name); use token, topic, condition, fid or limit")])
             }
         }
-        let messages = store.messages(target: target, limit: limit)
-        return FCMResponses.json(200, ["count": JSONValue(messages.count), "messages": .array(messages.map(\.json))])
+        var listed = store.messages(target: target, limit: limit).map(\.json)
+        // The APNs side's pushes are listed too, after FCM's, when the listing is of every
+        // message or of one token (an APNs device token is hex, matched without regard to case);
+        // each says "provider": "apns". /emulator/apns/messages lists them alone.
+        let token = target.flatMap { $0.hasPrefix("token:") ? String($0.dropFirst(6)).lowercased() : nil }
+        if target == nil || token != nil {
+            listed += apns.deliveries(deviceToken: nil).filter { token == nil || $0.deviceToken.lowercased() == token }.map { delivery in
+                guard case .object(var object) = delivery.json else { return delivery.json }
+                object["provider"] = "apns"
+                return .object(object)
+            }
+            if let limit, listed.count > limit { listed = Array(listed.suffix(limit)) }
+        }
+        return FCMResponses.json(200, ["count": JSONValue(listed.count), "messages": .array(listed)])
+    }
+
+    /// What the APNs side accepted, oldest first: every push, or those to one device token
+    /// (`token`, matched without regard to case, as APNs reads hex), the last `limit` of them.
+    private func listAPNsMessages(_ request: HTTPServerRequest) -> HTTPServerResponse {
+        var token: String? = nil
+        var limit: Int? = nil
+        for item in request.queryItems {
+            switch item.name {
+            case "token": token = item.value.lowercased()
+            case "limit":
+                guard let n = Int(item.value), n >= 0 else {
+                    return FCMResponses.json(400, ["error": .string("limit must be a whole number, not \(item.value)")])
+                }
+                limit = n
+            default:
+                return FCMResponses.json(400, ["error": .string("unknown parameter \(item.name); use token or limit")])
+            }
+        }
+        var deliveries = apns.deliveries(deviceToken: nil)
+        if let token { deliveries = deliveries.filter { $0.deviceToken.lowercased() == token } }
+        if let limit, deliveries.count > limit { deliveries = Array(deliveries.suffix(limit)) }
+        return FCMResponses.json(200, ["count": JSONValue(deliveries.count), "messages": .array(deliveries.map(\.json))])
     }
 
     /// The quota answers given, oldest first (the last `RefusalLog.limit` of them): what a

@@ -46,10 +46,12 @@ public enum EmulatorCommand {
         Option(name: "service-accounts", value: "DIR", repeatable: true,
                help: "Also accept JWTs of every service-account file in DIR (*.json), such as the keys an earlier run wrote with --write-service-accounts: give the same --port (or --public-url), which their token_uri names."),
         Option(name: "write-apns-key", value: "DIR",
-               help: "Generate an APNs signing key (P-256) and write it as Apple hands keys out, DIR/AuthKey_<KEYID>.p8 (mode 0600; DIR must exist); its key ID and team ID are printed, and its provider tokens are accepted on /3/device/{token}."),
+               help: "Generate an APNs signing key (P-256) for the app --apns-topic and write it as Apple hands keys out, DIR/AuthKey_<KEYID>.p8 (mode 0600; DIR must exist; a line above the key says its key ID, team ID and topic); the herald apns add line that registers it is printed, and its provider tokens are accepted on /3/device/{token}."),
         Option(name: "apns-keys", value: "DIR",
-               help: "Also accept the provider tokens of every DIR/AuthKey_<KEYID>.p8 (keys written by an earlier run), for the team of --apns-team-id."),
+               help: "Also accept the provider tokens of every DIR/AuthKey_<KEYID>.p8 (keys written by an earlier run: each for the team and topic it was written for; another key for --apns-team-id and --apns-topic)."),
         Option(name: "apns-team-id", value: "TEAM", help: "Team ID of the APNs keys written or loaded.", defaultText: "HERALDTEAM"),
+        Option(name: "apns-topic", value: "BUNDLE_ID",
+               help: "The app (bundle ID) the APNs keys written or loaded are for: a push whose apns-topic is another app's gets 400 TopicDisallowed.", defaultText: "com.example.shop"),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
@@ -96,9 +98,13 @@ public enum EmulatorCommand {
                                                     minutes on a connection; the topic its push type
                                                     needs, Apple's priorities, payload limits (4,096
                                                     bytes; 5,120 voip); answers as Apple (docs/apns.md)
+                                                    and a topic of the key's app (--apns-topic), else
+                                                    400 TopicDisallowed.
                                                     APNs fault tokens (hex): fa110410... 410 Unregistered,
                                                     fa11e410... 410 ExpiredToken, fa110400... 400
-                                                    BadDeviceToken, fa110429K... 429 TooManyRequests,
+                                                    BadDeviceToken, fa11d400... 400
+                                                    DeviceTokenNotForTopic, fa11b400... 400
+                                                    TopicDisallowed, fa110429K... 429 TooManyRequests,
                                                     fa110503K... 503, fa110500K... 500 on the first K
                                                     attempts (K hex, 0: always)
           POST /webpush/subscriptions               Web Push: a subscription as a browser's
@@ -112,6 +118,9 @@ public enum EmulatorCommand {
                                                     4,096 bytes (3,070 constrained) (docs/webpush.md)
           GET  /emulator/webpush/messages[?subscription=ID][&limit=N]
           GET  /emulator/messages[?token=T|topic=T|condition=C][&limit=N]
+                                                    FCM's messages; with token=T or no filter, the APNs
+                                                    pushes too ("provider": "apns")
+          GET  /emulator/apns/messages[?token=HEX][&limit=N]  the APNs pushes alone
           GET  /emulator/refusals[?limit=N]         the quota answers (429) given, oldest first: target,
                                                     limit (project, device, topic, ...), time
           DELETE /emulator/messages                 forget messages, counters, fault attempts
@@ -298,8 +307,8 @@ public enum EmulatorCommand {
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
                              tlsCertificate: options.configuration.tls?.certificateFile, note: credentialsNote))
         if let apnsKey {
-            print("# APNs (POST /3/device/{token}): key ID \(apnsKey.keyID), team ID \(apnsKey.teamID), key file \(shellQuoted(absolutePath(apnsKey.path)))")
-            print("export HERALD_APNS_URL=\(shellQuoted(emulator.baseURL))")
+            print(apnsSettings(baseURL: emulator.baseURL, keyID: apnsKey.keyID, teamID: apnsKey.teamID,
+                               keyPath: absolutePath(apnsKey.path), topic: options.configuration.apnsTopic))
         }
         fflush(nil)
 
@@ -332,6 +341,18 @@ public enum EmulatorCommand {
         }
         lines.append("# then, with DATABASE_URL set: herald work")
         return lines.joined(separator: "\n")
+    }
+
+    /// The lines that register the key the emulator wrote as an APNs app and send its jobs here:
+    /// the `herald apns add` line to paste (key file, key ID, team ID, topic) and HERALD_APNS_URL.
+    public static func apnsSettings(baseURL: String, keyID: String, teamID: String, keyPath: String, topic: String) -> String {
+        [
+            "# APNs (POST /3/device/{token}): key ID \(keyID), team ID \(teamID), topic \(topic), key file \(shellQuoted(keyPath))",
+            "# Register it as an APNs app (with DATABASE_URL set), then send its jobs here instead of Apple:",
+            "herald apns add \(APNsKeyIssue.appName(topic: topic)) --key-file \(shellQuoted(keyPath)) --key-id \(keyID) --team-id \(teamID) --topic \(topic)",
+            "export HERALD_APNS_URL=\(shellQuoted(baseURL))",
+            "# what it received: curl '\(baseURL)/emulator/apns/messages?token=<device token>'",
+        ].joined(separator: "\n")
     }
 
     /// `text` as one shell word: unchanged when it holds nothing a shell would read specially.
@@ -445,6 +466,12 @@ public enum EmulatorCommand {
             }
             if let size = try integer("delivery-page-size", 1...10_000) { configuration.deliveryData.pageSize = size }
             configuration.deliveryData.denied = Set(parsed.all("delivery-denied"))
+            if let topic = parsed.string("apns-topic") {
+                guard APNsKeyIssue.isBundleID(topic) else {
+                    throw EmulatorError("herald emulator: --apns-topic must be a bundle ID (letters, digits, - and ., e.g. com.example.shop), not '\(topic.prefix(100))'")
+                }
+                configuration.apnsTopic = topic
+            }
             if let path = parsed.string("scenario") {
                 let text: String
                 do { text = try readTextFile(path) } catch { throw EmulatorError("herald emulator: --scenario: \(error)") }

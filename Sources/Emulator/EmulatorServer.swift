@@ -44,6 +44,9 @@ public struct EmulatorConfiguration: Sendable {
     /// The team ID of the APNs keys the emulator writes (`writeAPNsKey`) and loads from a folder
     /// (`trustAPNsKeys`). Default `HERALDTEAM`.
     public var apnsTeamID: String = "HERALDTEAM"
+    /// The bundle ID (the app's `apns-topic`) of the APNs keys the emulator writes and loads: a
+    /// push with another topic is answered 400 TopicDisallowed. Default `com.example.shop`.
+    public var apnsTopic: String = "com.example.shop"
     /// Seconds after its `iat` a provider token is answered 403 ExpiredProviderToken (Apple: an
     /// hour); shorter in tests of the renewal.
     public var apnsProviderTokenMaxAge: Int64 = 3600
@@ -263,6 +266,10 @@ public final class EmulatorServer: Sendable {
     /// A new APNs signing key (P-256) for the team `apnsTeamID`, written as Apple hands keys out:
     /// `folder/AuthKey_<KEYID>.p8` (PKCS#8 PEM, mode 0600). Its provider tokens are accepted from
     /// now on. Returns the key ID (10 characters, as Apple's), the team ID and the file's path.
+    /// The key is for the app `apnsTopic`: a line above the PEM block (text a PEM reader skips,
+    /// as RFC 7468 allows) says the key ID, team ID and topic it was issued for, so an emulator
+    /// that loads the file later (`trustAPNsKeys`, `herald work --emulator`) knows them without
+    /// taking them from whoever registered the key.
     public func writeAPNsKey(folder: String) throws(EmulatorError) -> (keyID: String, teamID: String, path: String) {
         let key: P256PrivateKey
         do { key = try P256PrivateKey.generate() } catch { throw EmulatorError("cannot create an APNs key: \(error)") }
@@ -271,16 +278,18 @@ public final class EmulatorServer: Sendable {
         let path = folder + "/AuthKey_" + keyID + ".p8"
         var pem = key.pemPKCS8
         while pem.hasSuffix("\n") { pem.removeLast() }
-        try writePrivateFile(path, contents: pem)
-        backend.apns.trust(keyID: keyID, teamID: configuration.apnsTeamID, publicKey: key.publicKey)
-        return (keyID, configuration.apnsTeamID, path)
+        let issue = APNsKeyIssue(keyID: keyID, teamID: configuration.apnsTeamID, topic: configuration.apnsTopic)
+        try writePrivateFile(path, contents: issue.line + "\n" + pem)
+        backend.apns.trust(keyID: keyID, teamID: issue.teamID, publicKey: key.publicKey, topics: [issue.topic])
+        return (keyID, issue.teamID, path)
     }
 
-    /// Accepts the provider tokens of an APNs key (`.p8` PEM) as key `keyID` of `teamID`.
-    public func trustAPNsKey(pem: String, keyID: String, teamID: String) throws(EmulatorError) {
+    /// Accepts the provider tokens of an APNs key (`.p8` PEM) as key `keyID` of `teamID`, for
+    /// pushes to `topics` (bundle IDs; nil: `apnsTopic`).
+    public func trustAPNsKey(pem: String, keyID: String, teamID: String, topics: [String]? = nil) throws(EmulatorError) {
         do {
             let key = try P256PrivateKey(pem: pem)
-            backend.apns.trust(keyID: keyID, teamID: teamID, publicKey: key.publicKey)
+            backend.apns.trust(keyID: keyID, teamID: teamID, publicKey: key.publicKey, topics: Set(topics ?? [configuration.apnsTopic]))
         } catch {
             throw EmulatorError("APNs key \(keyID): \(error)")
         }
@@ -293,16 +302,21 @@ public final class EmulatorServer: Sendable {
         let names = try fileNames(in: folder).filter { $0.hasPrefix("AuthKey_") && $0.hasSuffix(".p8") && $0.utf8.count > 11 }
         guard !names.isEmpty else { throw EmulatorError("no AuthKey_<KEYID>.p8 file in \(folder)") }
         // Read them all before trusting any, so a bad file leaves the emulator as it was.
-        var keys: [(keyID: String, key: P256PublicKey)] = []
+        var keys: [(keyID: String, key: P256PublicKey, issue: APNsKeyIssue?)] = []
         for name in names.sorted() {
             let keyID = String(name.dropFirst(8).dropLast(3))
             do {
-                keys.append((keyID, try P256PrivateKey(pem: try readTextFile(folder + "/" + name)).publicKey))
+                let pem = try readTextFile(folder + "/" + name)
+                keys.append((keyID, try P256PrivateKey(pem: pem).publicKey, APNsKeyIssue(pem: pem)))
             } catch {
                 throw EmulatorError("\(folder)/\(name): \(error)")
             }
         }
-        for (keyID, key) in keys { backend.apns.trust(keyID: keyID, teamID: teamID ?? configuration.apnsTeamID, publicKey: key) }
+        for (keyID, key, issue) in keys {
+            // A key this emulator issued says its team and topic; another takes the configured ones.
+            backend.apns.trust(keyID: keyID, teamID: teamID ?? issue?.teamID ?? configuration.apnsTeamID, publicKey: key,
+                               topics: [issue?.topic ?? configuration.apnsTopic])
+        }
         return keys.map(\.keyID)
     }
 

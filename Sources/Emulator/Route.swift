@@ -14,6 +14,8 @@ public enum Route: Sendable, Equatable {
     case listMessages
     /// `DELETE /emulator/messages`: forget messages, counters and fault attempts.
     case reset
+    /// `GET /emulator/apns/messages[?token=HEX][&limit=N]`: what the APNs side accepted.
+    case listAPNsMessages
     /// `GET /emulator/stats`.
     case stats
     /// `GET /emulator/refusals[?limit=N]`: the quota answers given (QUOTA_EXCEEDED), oldest first.
@@ -56,6 +58,8 @@ public enum Route: Sendable, Equatable {
             case "DELETE": return .reset
             default: return .methodNotAllowed(allowed: "GET, DELETE")
             }
+        case "/emulator/apns/messages":
+            return method == "GET" ? .listAPNsMessages : .methodNotAllowed(allowed: "GET")
         case "/emulator/stats":
             return method == "GET" ? .stats : .methodNotAllowed(allowed: "GET")
         case "/emulator/refusals":

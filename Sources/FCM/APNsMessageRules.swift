@@ -74,6 +74,7 @@ public struct APNsMessageRules: Sendable {
 
     public let tokenField: String
     public let minHexDigits: Int
+    public let maxHexDigits: Int
     public let fcmTargets: [String]
     public let apnsFields: [String]
     public let pushTypeHeader: String
@@ -108,11 +109,13 @@ public struct APNsMessageRules: Sendable {
             guard let s = value?.stringValue else { throw fail("\(name) is not a string") }
             return s
         }
-        guard let token = top["token"]?.objectValue, let minDigits = token["min_hex_digits"]?.intValue else {
-            throw fail("token needs field and min_hex_digits")
+        guard let token = top["token"]?.objectValue, let minDigits = token["min_hex_digits"]?.intValue,
+              let maxDigits = token["max_hex_digits"]?.intValue else {
+            throw fail("token needs field, min_hex_digits and max_hex_digits")
         }
         tokenField = try string(token["field"], "token.field")
         minHexDigits = minDigits
+        maxHexDigits = maxDigits
         fcmTargets = try strings(top["fcm_targets"], "fcm_targets")
         apnsFields = try strings(top["apns_fields"], "apns_fields")
         pushTypeHeader = try string(top["push_type_header"], "push_type_header")
@@ -219,8 +222,8 @@ public struct APNsMessageRules: Sendable {
         let tokenPath = "message.\(tokenField)"
         if let token = present(message, tokenField) {
             if let text = token.stringValue {
-                if !Self.isHexToken(text, minDigits: minHexDigits) {
-                    add(tokenPath, "token.shape", ["min": String(minHexDigits), "length": String(text.unicodeScalars.count)])
+                if !Self.isHexToken(text, minDigits: minHexDigits, maxDigits: maxHexDigits) {
+                    add(tokenPath, "token.shape", ["min": String(minHexDigits), "max": String(maxHexDigits), "length": String(text.unicodeScalars.count)])
                 }
             } else {
                 add(tokenPath, "token.type", ["type": token.typeName])
@@ -382,9 +385,11 @@ public struct APNsMessageRules: Sendable {
         return out.count
     }
 
-    /// At least `minDigits` characters, every one a hex digit.
-    static func isHexToken(_ text: String, minDigits: Int) -> Bool {
-        text.utf8.count >= minDigits && text.utf8.allSatisfy {
+    /// An even number of hex digits, from `minDigits` to `maxDigits`, and nothing else: a device
+    /// token's bytes, two digits each (what the sender can put in the request's path).
+    static func isHexToken(_ text: String, minDigits: Int, maxDigits: Int) -> Bool {
+        let count = text.utf8.count
+        return count >= minDigits && count <= maxDigits && count % 2 == 0 && text.utf8.allSatisfy {
             ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102)
         }
     }

@@ -140,10 +140,10 @@ enum DeadCommand {
             print("no dead letters")
             return
         }
-        var rows = [["ID", "JOB", "QUEUE", "TARGET", "ATTEMPTS", "DEAD AT", "REASON"]]
+        var rows = [["ID", "JOB", "QUEUE", "PROVIDER", "TARGET", "ATTEMPTS", "DEAD AT", "REASON"]]
         for letter in letters {
             let reason = letter.reason.count > 80 ? String(letter.reason.prefix(79)) + "…" : letter.reason
-            rows.append([String(letter.id), String(letter.jobID), letter.queue, letter.shortTarget(), String(letter.attempts), letter.deadAt,
+            rows.append([String(letter.id), String(letter.jobID), letter.queue, letter.provider, letter.shortTarget(), String(letter.attempts), letter.deadAt,
                          reason.replacingOccurrences(of: "\n", with: " ")])
         }
         printColumns(rows)
@@ -153,6 +153,7 @@ enum DeadCommand {
         var lines = [
             "dead letter \(letter.id) (job \(letter.jobID), \(letter.kind))",
             "queue:      \(letter.queue)",
+            "provider:   \(letter.provider == "apns" ? "APNs" : "FCM")",
             "target:     \(letter.target.map { "\($0.type) \($0.value)" } ?? "none in the message")",
             "reason:     \(letter.reason)",
             "attempts:   \(letter.attempts) of \(letter.maxAttempts)",

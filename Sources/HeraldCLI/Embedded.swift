@@ -216,7 +216,7 @@ final class RunEnvironment {
         account = try ServiceAccount.load(path: credentialsPath)
         fcmBaseURL = server.baseURL
         let why = asked ? "--emulator" : "no GOOGLE_APPLICATION_CREDENTIALS"
-        log.warning("\(why): sending to the local FCM emulator at \(server.baseURL) (project herald-local); no message reaches a device")
+        log.warning("\(why): sending to the local emulator at \(server.baseURL) (FCM project herald-local\(parsed.command == "work" ? "; every registry entry's jobs, APNs apps' included, go there too" : "")); no message reaches a device")
     }
 
     /// Refuses a start whose credentials would cross the network in clear text: an http FCM URL
@@ -265,7 +265,7 @@ final class RunEnvironment {
               Set GOOGLE_APPLICATION_CREDENTIALS (or --credentials) to your Firebase project's service-account JSON key
               (Firebase console > Project settings > Service accounts > Generate new private key), e.g.
                 \(example)
-              For local testing without FCM, pass --emulator: messages then go to a local FCM emulator and never reach a device.
+              For local testing without FCM, pass --emulator: messages then go to a local FCM emulator and never reach a device.\(command == "work" ? "\n  A pool of registry entries needs no GOOGLE_APPLICATION_CREDENTIALS: register an FCM project (herald projects add NAME --credentials FILE) or an APNs app (herald apns add APP --key-file FILE ...; docs/apns.md), and it works their jobs." : "")
             """)
     }
 

@@ -13,12 +13,13 @@ import Queue
 enum ProjectsCommand {
     static let options: [Option] = [
         Option(name: "credentials", value: "PATH|env:VAR",
-               help: "add: where the service-account JSON key is: an absolute file path, or env:VAR, an environment variable holding the JSON. Only this reference is stored."),
-        Option(name: "max-rate", value: "N", help: "add: messages per second for the project (more than 0). Unset: the pool's --max-rate."),
+               help: "add, update: where the service-account JSON key is: an absolute file path, or env:VAR, an environment variable holding the JSON. Only this reference is stored."),
+        Option(name: "max-rate", value: "N", help: "add, update: messages per second for the project (more than 0); update takes none for the pool's --max-rate. Unset: the pool's --max-rate."),
         Option(name: "reason", value: "TEXT", help: "pause: why, shown by list and show."),
         Option(name: "android-app", value: "APP_ID", repeatable: true,
                help: "set: a Firebase Android app id of the project (Project settings, Your apps: 1:1234567890:android:0a1b2c...), whose delivery data FCM's Data API is asked for; repeat for several. Replaces the apps set before."),
         Option(name: "no-android-apps", help: "set: forget the project's Android apps (its delivery data is no longer fetched)."),
+        Option(name: "force", help: "remove: dead-letter the project's pending jobs and remove it (without it, remove is refused while jobs are pending)."),
         Option(name: "json", help: "list, show: print JSON instead of a table."),
         Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
                help: "test: FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
@@ -31,13 +32,14 @@ enum ProjectsCommand {
         command: "projects", summary: "The registry of Firebase projects (herald.projects): add, list, show, test, pause, resume, remove.",
         usage: """
         add NAME --credentials PATH|env:VAR [--max-rate N]
+               herald projects update NAME [--credentials PATH|env:VAR] [--max-rate N|none]
                herald projects list [--json]
                herald projects show NAME [--json]
                herald projects set NAME (--android-app APP_ID... | --no-android-apps)
                herald projects test NAME
                herald projects pause NAME [--reason TEXT]
                herald projects resume NAME
-               herald projects remove NAME
+               herald projects remove NAME [--force]
         """,
         options: options,
         footer: """
@@ -45,13 +47,16 @@ enum ProjectsCommand {
         stores only where it is and its project_id; the key stays out of the database. NAME is 1 to
         63 lowercase letters, digits, - or _. One FCM project has one entry. test fetches an access
         token with the key and sends FCM one validate_only message (to a topic; nothing is
-        delivered); exit status 1 when either is refused. Every change is recorded in
-        herald.admin_log. set names the project's Android apps, whose delivery data (what reached
-        the phones) herald work fetches once a day and herald delivery-data fetch fetches now.
-        In SQL: herald.add_project(name, fcm_project_id, credentials, max_rate),
-        herald.set_project_android_apps(name, android_apps),
-        herald.pause_project_sending(name, reason), herald.resume_project_sending(name),
-        herald.remove_project(name), the view herald.project_registry.
+        delivered); exit status 1 when either is refused. update points the entry at another key
+        (read and checked as add does; its project_id becomes the entry's) or changes its rate;
+        running pools take it up at once, and at once after a resume. remove is refused while the
+        project has pending jobs; --force dead-letters them with it and says how many. Every change
+        is recorded in herald.admin_log. In SQL: herald.add_project(name, fcm_project_id,
+        credentials, max_rate), herald.update_project(name, credentials, fcm_project_id, max_rate,
+        clear_max_rate), herald.set_project_android_apps(name, android_apps), herald.pause_project_sending(name, reason),
+        herald.resume_project_sending(name), herald.remove_project(name, force), the view
+        herald.project_registry. set names the project's Android apps, whose delivery data (what
+        reached the phones) herald work fetches once a day and herald delivery-data fetch fetches now.
         Jobs name their project (herald.jobs.project, herald.enqueue(..., project => NAME)). A running
         herald work (without --project) reads the registry every 10 s (HERALD_REGISTRY_POLL_SECONDS)
         and starts sending a project's jobs, with the key its entry points at, within that time; a pool
@@ -62,7 +67,7 @@ enum ProjectsCommand {
         let parsed = try parse(command: "projects", arguments: arguments, options: options, positional: true)
         return try RegistryActions(
             command: "projects", noun: "project", shortNoun: "project", placeholder: "NAME",
-            actionOnlyFlags: ["credentials": "add", "max-rate": "add", "reason": "pause", "android-app": "set", "no-android-apps": "set"],
+            actionOnlyFlags: ["credentials": "add,update", "max-rate": "add,update", "reason": "pause", "force": "remove", "android-app": "set", "no-android-apps": "set"],
             list: { parsed in
                 let projects = try ProjectRegistry.list(try operationsDatabase(parsed))
                 if parsed.has("json") {
@@ -71,10 +76,11 @@ enum ProjectsCommand {
                     printList(projects)
                 }
             },
-            add: { try add($0, name: $1) }, show: { try show($0, name: $1) }, test: { try test($0, name: $1) },
+            add: { try add($0, name: $1) }, update: { try update($0, name: $1) },
+            show: { try show($0, name: $1) }, test: { try test($0, name: $1) },
             pause: { try ProjectRegistry.pause($0, name: $1, reason: $2, source: $3) },
             resume: { try ProjectRegistry.resume($0, name: $1, source: $2) },
-            remove: { try ProjectRegistry.remove($0, name: $1, source: $2) },
+            remove: { try ProjectRegistry.remove($0, name: $1, force: $2, source: $3) },
             set: { try set($0, name: $1) }
         ).run(parsed)
     }
@@ -120,6 +126,55 @@ enum ProjectsCommand {
         return 0
     }
 
+    /// `--max-rate` of update: a rate more than 0, or `none` for the pool's --max-rate.
+    static func rateChange(_ text: String, command: String) throws(UsageError) -> Double?? {
+        if text.lowercased() == "none" { return .some(nil) }
+        guard let value = Double(text), value.isFinite, value > 0 else {
+            throw UsageError("\(command): --max-rate \"\(text.prefix(40))\" is not a rate; give messages per second more than 0, e.g. --max-rate 500, or none for the pool's --max-rate")
+        }
+        return .some(value)
+    }
+
+    /// Points a project at another key (checked as add checks it; its project_id becomes the
+    /// entry's) or changes its rate.
+    static func update(_ parsed: ParsedOptions, name: String) throws -> Int32 {
+        let reference = parsed.string("credentials")
+        let maxRate = try parsed.string("max-rate").map { text throws(UsageError) in try rateChange(text, command: "herald projects update") }
+        guard reference != nil || maxRate != nil else {
+            throw UsageError("herald projects update \(name): give what to change: --credentials PATH|env:VAR, --max-rate N|none (see herald projects --help)")
+        }
+        var fcmProjectID: String? = nil
+        if let reference {
+            let account = try loadKey(reference, command: "herald projects update")
+            try RunEnvironment.checkTransport(parsed, log: logger, key: (account, reference))
+            fcmProjectID = account.projectID
+        }
+        let connection = try operationsDatabase(parsed)
+        guard let before = try ProjectRegistry.entry(connection, name: name) else {
+            if try APNsApps.service(connection, name: name) == "apns" {
+                throw UsageError("herald projects update: \"\(name)\" is an APNs app, not an FCM project; herald apns update \(name) changes it")
+            }
+            throw AdminError(.notFound, "no project named \"\(name.prefix(100))\" in the registry")
+        }
+        let (after, changed) = try ProjectRegistry.update(connection, name: name, credentials: reference, fcmProjectID: fcmProjectID,
+                                                          maxRate: maxRate ?? nil, source: shellSource())
+        guard changed else {
+            print("project \(name) already has these values; nothing changed")
+            return 0
+        }
+        var what: [String] = []
+        if before.credentials != after.credentials { what.append("credentials \(before.credentials) -> \(after.credentials)") }
+        if before.fcmProjectID != after.fcmProjectID { what.append("FCM project \(before.fcmProjectID) -> \(after.fcmProjectID)") }
+        if before.maxRate != after.maxRate {
+            what.append("max rate \(before.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's") -> \(after.maxRate.map(CampaignsCommand.formatRate) ?? "the pool's")")
+        }
+        print("updated project \(name): \(what.joined(separator: ", ")); running pools take it up at its next claim")
+        if let reason = after.pausedReason {
+            print("project \(name) is still paused (\(after.pauseCause ?? "operator"): \(reason)); once it is right: herald projects resume \(name)")
+        }
+        return 0
+    }
+
     static func show(_ parsed: ParsedOptions, name: String) throws -> Int32 {
         guard let project = try ProjectRegistry.entry(try operationsDatabase(parsed), name: name) else {
             throw AdminError(.notFound, "no project named \"\(name.prefix(100))\" in the registry")
@@ -132,7 +187,7 @@ enum ProjectsCommand {
                     ["max rate:", project.maxRate.map { CampaignsCommand.formatRate($0) + "/s" } ?? "the pool's --max-rate"],
                     ["state:", project.state],
                     ["android apps:", project.androidApps.isEmpty ? "none (herald projects set \(project.name) --android-app APP_ID)" : project.androidApps.joined(separator: ", ")]]
-        if let reason = project.pausedReason { rows.append(["paused:", "\(project.pausedAt ?? "") (\(reason))"]) }
+        if let reason = project.pausedReason { rows.append(["paused:", "\(project.pausedAt ?? "") by \(project.pauseCause ?? "operator") (\(reason))"]) }
         rows += [["created:", project.createdAt], ["updated:", project.updatedAt]]
         printColumns(rows)
         return 0
@@ -208,7 +263,7 @@ enum ProjectsCommand {
         var rows = [["NAME", "FCM PROJECT", "CREDENTIALS", "MAX RATE", "STATE"]]
         for p in projects {
             rows.append([p.name, p.fcmProjectID, p.credentials, p.maxRate.map(CampaignsCommand.formatRate) ?? "-",
-                         p.pausedReason.map { "paused (\($0))" } ?? "enabled"])
+                         p.pausedReason.map { "paused (\(p.pauseCause ?? "operator"): \($0))" } ?? "enabled"])
         }
         printColumns(rows)
     }

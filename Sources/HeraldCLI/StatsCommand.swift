@@ -109,17 +109,18 @@ enum StatsCommand {
         func rate(_ value: Double?) -> String { value.map { "\(CampaignsCommand.formatRate($0))/s" } ?? "-" }
         var rows = [["PROJECT", "FCM PROJECT", "STATE", "AVAILABLE", "SCHEDULED", "RUNNING", "DEAD", "MAX RATE", "RATE NOW"]]
         for p in projects {
-            var state = p.state
+            // The state names what decided a pause: "paused (apns_auth)", not just "paused".
+            var state = p.pausedReason == nil ? p.state : "paused (\(p.pauseCause ?? "operator"))"
             if let paused = p.rate?.pausedFor {
                 // An APNs app's only shared pause is its outage's: APNs states no quota.
-                state += " (\(p.rate?.reason?.hasPrefix("APNS_UNREACHABLE") == true ? "APNs unreachable" : "quota"), \(durationText(paused, roundedDown: true, tenths: true)))"
+                state += " (\(p.rate?.reason?.hasPrefix("APNS_UNREACHABLE") == true ? "APNs unreachable" : p.rate?.reason?.hasPrefix("FCM_UNREACHABLE") == true ? "FCM unreachable" : "quota"), \(durationText(paused, roundedDown: true, tenths: true)))"
             }
             rows.append([p.name ?? "-", p.fcmProjectID ?? (p.apnsApp ? "(APNs app)" : "(the pools' key)"), state, String(p.available), String(p.scheduled),
                          String(p.running), String(p.dead), rate(p.maxRate), rate(p.rate?.rate)])
         }
         var lines = [""] + formatColumns(rows)
         for p in projects {
-            if let name = p.name, let reason = p.pausedReason { lines.append("\(name) paused: \(reason)") }
+            if let name = p.name, let reason = p.pausedReason { lines.append("\(name) paused (\(p.pauseCause ?? "operator")): \(reason)") }
             // Left out of their queue's OLDEST AVAILABLE, which measures the pools: said here.
             if let name = p.name, let cause = p.pauseCause, p.pausedJobs > 0 {
                 lines.append("\(name) holds \(p.pausedJobs) due job\(p.pausedJobs == 1 ? "" : "s") back (\(cause) pause)"

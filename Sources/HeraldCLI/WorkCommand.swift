@@ -130,6 +130,13 @@ enum WorkCommand {
             : (projects.named.count > 1 || !projects.apps.isEmpty ? "named" : (checked.project == nil ? "registry" : nil))
         var childEnvironment = environment.childEnvironment
         if let carries { childEnvironment[carriesVariable] = carries }
+        // Test mode (--emulator, the embedded default): every provider of every worker goes to the
+        // emulator in this process (ProviderEndpoints), and that emulator accepts the registry's
+        // keys (EmulatorTrust). Set empty otherwise, so a variable of the caller's never turns it on.
+        childEnvironment[WorkerConfiguration.emulatorVariable] = environment.emulator?.baseURL ?? ""
+        if environment.emulator != nil, let (url, source) = parsed.lookup("apns-url") {
+            throw UsageError("herald work: \(source) is \(url), but \(parsed.has("emulator") ? "--emulator" : "the embedded default") sends every provider's jobs, APNs apps' included, to the emulator in this process; unset \(source) (or leave out --emulator to send APNs apps' jobs there)")
+        }
         let groups = carries != nil ? [Supervisor.Group(label: nil, project: nil)] : poolGroups(projects, project: checked.project)
         let (monitor, admin) = try startAdminEndpoint(adminAddress, parsed: parsed, groups: groups, processes: processes, log: log)
         // Closes the admin endpoint when start-up fails below; once running, the group closes it.
@@ -140,6 +147,12 @@ enum WorkCommand {
         guard try Administration.isMigrated(connection) else {
             throw UsageError("herald work: the database at \(PGConnection.redacted(environment.databaseURL)) has no herald schema; run `herald migrate` first")
         }
+        var trust: EmulatorTrust? = nil
+        if let emulator = environment.emulator {
+            trust = EmulatorTrust(emulator: emulator, databaseURL: environment.databaseURL, log: log)
+            trust?.start(connection)
+        }
+        defer { trust?.stop() }
         let started = Date()
         let startedInDatabase = try Administration.databaseNow(connection)
         environment.keepCluster = parsed.has("keep")
@@ -153,22 +166,35 @@ enum WorkCommand {
         if checked.project == nil && !drain && carries == nil {
             try followRegistry(supervisor, databaseURL: environment.databaseURL, skipping: checked.skippedProjects, log: log)
         }
+        let endpoints = startEndpoints(parsed, environment: environment)
         if carries == "registry" {
-            let shown = projects.registered.prefix(10).map { "project \($0)" }.joined(separator: ", ")
-            let more = projects.registered.count > 10 ? " and \(projects.registered.count - 10) more" : ""
+            func shown(_ names: [String], _ noun: String) -> String {
+                names.prefix(10).map { "\(noun) \($0)" }.joined(separator: ", ") + (names.count > 10 ? " and \(names.count - 10) more" : "")
+            }
+            let entries = [shown(projects.registered, "project"), shown(projects.registeredApps, "APNs app")].filter { !$0.isEmpty }
             let skipped = checked.skippedProjects.isEmpty ? "" : " but \(checked.skippedProjects.sorted().joined(separator: ", ")) (--skip-project)"
-            log.info("starting \(processes) worker processes, each carrying every registered project\(skipped) (\(projects.registered.isEmpty ? "none yet" : shown + more)) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : "")")
+            log.info("starting \(processes) worker processes, each carrying every registry entry\(skipped) (\(entries.isEmpty ? "none yet; one added later is taken up" : entries.joined(separator: ", "))) with its own key\(projects.worksUnaddressed ? ", and the jobs of no project" : ""); \(endpoints)")
         } else if carries == "named" {
             let carried = projects.named.map { projects.apps.contains($0) ? "APNs app \($0)" : "project \($0)" }
-            log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key")
+            log.info("starting \(processes) worker processes, each carrying \(carried.joined(separator: ", ")) with its own key; \(endpoints)")
         } else {
-            logStart(groups: groups, processes: processes, project: checked.project, log: log)
+            logStart(groups: groups, processes: processes, project: checked.project, endpoints: endpoints, log: log)
         }
         let report = try runPool(supervisor, admin: admin, log: log)
         if sample > 0 || embedded {
             try printSummary(connection, since: started, databaseSince: startedInDatabase, environment: environment)
         }
         return report.status
+    }
+
+    /// Where each provider's jobs go, as the start-up line names it: the emulator in this process
+    /// for every provider in test mode; else FCM's URL and APNs's (--apns-url, or each app's own).
+    static func startEndpoints(_ parsed: ParsedOptions, environment: RunEnvironment) -> String {
+        if let emulator = environment.emulator {
+            return "test mode: every provider's jobs (FCM projects' and APNs apps') go to the emulator in this process at \(emulator.baseURL), none to FCM or Apple"
+        }
+        let apns = parsed.string("apns-url") ?? "each app's own (\(APNsApp.productionURL), or \(APNsApp.sandboxURL) for a sandbox app)"
+        return "FCM jobs go to \(environment.fcmBaseURL), APNs jobs to \(apns)"
     }
 
     /// The projects a pool works: those named with --project, or every project of the registry,
@@ -206,10 +232,11 @@ enum WorkCommand {
             try resolveRegistryTransport(parsed, environment: environment, log: log)
             let connection = try migrated(environment)
             projects.registered = try ProjectRegistry.list(connection).map(\.name)
-            guard !projects.registered.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
             projects.registeredApps = try APNsApps.list(connection).map(\.name)
+            // An APNs-only deployment starts: the pool works whatever providers the registry holds.
+            guard !projects.registered.isEmpty || !projects.registeredApps.isEmpty else { throw RunEnvironment.missingCredentials(parsed) }
             projects.worksUnaddressed = false
-            log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's projects only; jobs of no project wait for a pool with credentials")
+            log.warning("no GOOGLE_APPLICATION_CREDENTIALS: this pool works the registry's entries only (\(projects.registered.count) FCM project\(projects.registered.count == 1 ? "" : "s"), \(projects.registeredApps.count) APNs app\(projects.registeredApps.count == 1 ? "" : "s")), each with its own key; jobs of no project wait for a pool with credentials")
         } else {
             // FCM first: a start that would send real jobs nowhere stops before any database work.
             try environment.resolveFCM(parsed, use: .onEmbeddedDefault)
@@ -399,12 +426,12 @@ enum WorkCommand {
         }
     }
 
-    static func logStart(groups: [Supervisor.Group], processes: Int, project: String?, log: Logger) {
+    static func logStart(groups: [Supervisor.Group], processes: Int, project: String?, endpoints: String, log: Logger) {
         if groups.count == 1 && project == nil {
-            log.info("starting \(processes) worker processes")
+            log.info("starting \(processes) worker processes; \(endpoints)")
         } else {
             let names = groups.map { $0.label ?? "the jobs of no project" }.joined(separator: ", ")
-            log.info("starting \(processes) worker processes for each of: \(names)")
+            log.info("starting \(processes) worker processes for each of: \(names); \(endpoints)")
         }
     }
 
@@ -487,6 +514,7 @@ enum WorkCommand {
             // own share of them first (StoreProjects.owns).
             if let index = env[Supervisor.indexVariable].flatMap(Int.init), index >= 0, index < config.poolProcesses { config.poolIndex = index }
             if let seconds = env["HERALD_REGISTRY_POLL_SECONDS"].flatMap(Double.init), seconds >= 0.1 { config.registryPollSeconds = seconds }
+            if let url = env[WorkerConfiguration.emulatorVariable], !url.isEmpty { config.emulatorURL = url }
             guard !config.credentialsPath.isEmpty || config.project != nil || config.carries != nil else {
                 throw UsageError("herald work: GOOGLE_APPLICATION_CREDENTIALS is not set")
             }
@@ -541,7 +569,8 @@ enum WorkCommand {
         lines.append("  dead       \(summary.deadLetters)   (SELECT * FROM herald.dead_letters)")
         lines.append("  pruned     \(summary.prunedTokens) tokens (SELECT * FROM herald.pruned_tokens)")
         if let emulator = environment.emulator {
-            lines.append("The emulator in this process received \(emulator.deliveredMessages().count) messages; Retry-After violations: \(emulator.retryAfterViolations).")
+            let apns = emulator.apnsDeliveries().count
+            lines.append("The emulator in this process received \(emulator.deliveredMessages().count) messages\(apns > 0 ? " and \(apns) APNs pushes" : ""); Retry-After violations: \(emulator.retryAfterViolations).")
             lines.append("No message reached a phone. To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS (see herald work --help).")
         }
         if let cluster = environment.cluster, !environment.keepCluster {

@@ -73,12 +73,13 @@ public enum PoolExposition {
             group.project.map { base + [("project", $0)] } ?? base
         }
 
-        out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue, outcome and registry project (none: the jobs of no project).")
+        out.family("herald_messages_total", .counter, help: "Jobs whose outcome a worker recorded in PostgreSQL, by queue, outcome, provider (fcm, apns) and registry project (none: the jobs of no project).")
         for group in full {
-            for queue in group.totals.queues.keys.sorted() {
-                let counts = group.totals.queues[queue]!
+            for key in group.totals.queues.keys.sorted() {
+                let counts = group.totals.queues[key]!
+                let (provider, queue) = SlotRegion.providerQueue(key)
                 for outcome in MessageOutcome.allCases {
-                    out.sample("herald_messages_total", labels: labels(group, [("queue", queue), ("outcome", outcome.rawValue)]), counts[outcome])
+                    out.sample("herald_messages_total", labels: labels(group, [("queue", queue), ("outcome", outcome.rawValue), ("provider", provider)]), counts[outcome])
                 }
             }
         }
@@ -116,11 +117,12 @@ public enum PoolExposition {
             }
         }
 
-        out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to FCM's 200 for it, by queue.")
+        out.family("herald_delivery_latency_seconds", .histogram, help: "Time from when a job was due (run_at) to its provider's acceptance (FCM's 200, APNs's 200), by queue and provider.")
         for group in full {
-            for queue in group.totals.queues.keys.sorted() {
-                let counts = group.totals.queues[queue]!
-                out.histogram("herald_delivery_latency_seconds", labels: labels(group, [("queue", queue)]), bounds: SlotRegion.latencyBounds,
+            for key in group.totals.queues.keys.sorted() {
+                let counts = group.totals.queues[key]!
+                let (provider, queue) = SlotRegion.providerQueue(key)
+                out.histogram("herald_delivery_latency_seconds", labels: labels(group, [("queue", queue), ("provider", provider)]), bounds: SlotRegion.latencyBounds,
                               counts: counts.latencyCounts, sum: counts.latencySumSeconds)
             }
         }

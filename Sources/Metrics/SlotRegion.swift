@@ -43,6 +43,21 @@ public final class SlotRegion: @unchecked Sendable {
     /// Marks an APNs answer's code in the codes table: shown as `herald_apns_requests_total`,
     /// never among FCM's answers.
     public static let apnsCodePrefix = "apns:"
+    /// Marks a queue entry of another provider than FCM: `apns` and this, then the queue's name
+    /// (a unit separator, which no queue name holds). An FCM job's entry is its queue's name
+    /// alone, as the table always held it.
+    public static let providerSeparator = "\u{1F}"
+
+    /// The queue table's entry for jobs of `queue` sent by `provider` (`fcm`, `apns`).
+    public static func queueEntry(_ queue: String, provider: String) -> String {
+        provider == "fcm" ? queue : provider + providerSeparator + queue
+    }
+
+    /// The provider and queue of a queue table's entry (`queueEntry`'s inverse).
+    public static func providerQueue(_ entry: String) -> (provider: String, queue: String) {
+        guard let separator = entry.firstIndex(of: Character(providerSeparator)) else { return ("fcm", entry) }
+        return (String(entry[..<separator]), String(entry[entry.index(after: separator)...]))
+    }
     /// Label values up to this many UTF-8 bytes are kept whole; longer ones are shortened to a
     /// prefix and a hash (still distinct, still stable across restarts).
     public static let nameBytes = 120

@@ -21,8 +21,15 @@ public struct APNsApp: Sendable, Equatable {
     public var pausedAt: String?
     public var createdAt: String
     public var updatedAt: String
+    /// What decided the pause (herald.projects.paused_cause); `pauseCause` reads it.
+    public var pausedCause: String? = nil
 
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
+
+    /// What decided the app's pause: `operator`, `credentials` (its .p8 key could not be used),
+    /// `apns_auth` (Apple refused its provider token), `apns_topic` (TopicDisallowed), `apns_url`
+    /// (the URL is not Apple's provider API); nil while it is not paused.
+    public var pauseCause: String? { Project.pauseCause(recorded: pausedCause, reason: pausedReason) }
 
     /// The key of the app's token bucket among the FCM projects' in herald.project_rates, which
     /// every pool spends from so all of them together keep to the app's rate: `APNs:` and the
@@ -33,7 +40,9 @@ public struct APNsApp: Sendable, Equatable {
     public var rateBucket: String { Self.rateBucket(name) }
 
     /// The environment's base URL: Apple's production or sandbox endpoint.
-    public var baseURL: String { sandbox ? "https://api.sandbox.push.apple.com" : "https://api.push.apple.com" }
+    public var baseURL: String { sandbox ? Self.sandboxURL : Self.productionURL }
+    public static let productionURL = "https://api.push.apple.com"
+    public static let sandboxURL = "https://api.sandbox.push.apple.com"
 
     public var json: JSONValue {
         var object = JSONObject()
@@ -47,6 +56,7 @@ public struct APNsApp: Sendable, Equatable {
         object["max_rate"] = maxRate.map { .number(numberText($0)) } ?? .null
         object["state"] = .string(state)
         object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
+        object["pause_cause"] = pauseCause.map { .string($0) } ?? .null
         object["paused_at"] = pausedAt.map { .string($0) } ?? .null
         object["created_at"] = .string(createdAt)
         object["updated_at"] = .string(updatedAt)
@@ -78,7 +88,8 @@ public enum APNsApps {
         (0..<rows.rowCount).map { row in
             APNsApp(name: rows[row, 0] ?? "", keyFile: rows[row, 1] ?? "", keyID: rows[row, 2] ?? "", teamID: rows[row, 3] ?? "",
                     topic: rows[row, 4] ?? "", sandbox: rows.bool(row, 5) ?? false, maxRate: rows.double(row, 6),
-                    pausedReason: rows[row, 7], pausedAt: rows[row, 8], createdAt: rows[row, 9] ?? "", updatedAt: rows[row, 10] ?? "")
+                    pausedReason: rows[row, 7], pausedAt: rows[row, 8], createdAt: rows[row, 9] ?? "", updatedAt: rows[row, 10] ?? "",
+                    pausedCause: rows[row, 11])
         }
     }
 
@@ -136,13 +147,87 @@ public enum APNsApps {
         }
     }
 
-    /// Takes the app out of the registry (refused while it has pending jobs); its key is left
-    /// where it is.
-    public static func remove(_ connection: PGConnection, name: String, source: String) throws {
+    /// Takes the app out of the registry; its key is left where it is. Refused while it has
+    /// pending jobs, unless `force`: they are dead-lettered first. Returns how many were.
+    public static func remove(_ connection: PGConnection, name: String, force: Bool = false, source: String) throws -> Int {
         try connection.transaction {
             try requireApp(connection, name: name)
-            try AdminError.translating { try connection.query(SQL.removeProject, [.text(name)]) }
-            try AdminLog.record(connection, action: "remove_apns_app", ids: [], details: ["apns_app": .string(name)], source: source)
+            let lettered = try AdminError.translating {
+                try connection.query(SQL.removeProject, [.text(name), .bool(force)]).int(0, 0) ?? 0
+            }
+            var details = JSONObject()
+            details["apns_app"] = .string(name)
+            if force {
+                details["force"] = .bool(true)
+                details["dead_lettered"] = JSONValue(lettered)
+            }
+            try AdminLog.record(connection, action: "remove_apns_app", ids: [], details: .object(details), source: source)
+            return lettered
+        }
+    }
+
+    /// What `update` changes: each value given replaces the app's, nil keeps it; `maxRate`
+    /// `.some(nil)` puts the app back on the pool's --max-rate.
+    public struct Change: Sendable {
+        public var keyFile: String?
+        public var keyID: String?
+        public var teamID: String?
+        public var topic: String?
+        public var sandbox: Bool?
+        public var maxRate: Double??
+        public init(keyFile: String? = nil, keyID: String? = nil, teamID: String? = nil, topic: String? = nil,
+                    sandbox: Bool? = nil, maxRate: Double?? = nil) {
+            self.keyFile = keyFile; self.keyID = keyID; self.teamID = teamID; self.topic = topic
+            self.sandbox = sandbox; self.maxRate = maxRate
+        }
+        public var isEmpty: Bool { keyFile == nil && keyID == nil && teamID == nil && topic == nil && sandbox == nil && maxRate == nil }
+    }
+
+    /// Corrects an app's entry (herald.update_apns_app); every running pool takes it up at its
+    /// next claim of the app. The change is recorded in herald.admin_log with each value before
+    /// and after. Returns the entry after the change and whether anything changed.
+    public static func update(_ connection: PGConnection, name: String, _ change: Change, source: String) throws -> (APNsApp, changed: Bool) {
+        try connection.transaction {
+            try requireApp(connection, name: name)
+            let before = try entry(connection, name: name)
+            let changed = try AdminError.translating(stateError: .badInput) {
+                try connection.query(SQL.updateApnsApp, [.text(name), change.keyFile.map { .text($0) }, change.keyID.map { .text($0) },
+                                                         change.teamID.map { .text($0) }, change.topic.map { .text($0) },
+                                                         change.sandbox.map { .bool($0) }, (change.maxRate ?? nil).map { .double($0) },
+                                                         .bool(change.maxRate == .some(nil))]).bool(0, 0) ?? false
+            }
+            guard let after = try entry(connection, name: name) else {
+                throw AdminError(.notFound, "APNs app \"\(name)\" was not found right after it was changed")
+            }
+            if changed, let before {
+                var details = JSONObject()
+                details["apns_app"] = .string(name)
+                func note(_ field: String, _ old: JSONValue, _ new: JSONValue) {
+                    if old != new { details[field] = ["from": old, "to": new] }
+                }
+                note("key_file", .string(before.keyFile), .string(after.keyFile))
+                note("key_id", .string(before.keyID), .string(after.keyID))
+                note("team_id", .string(before.teamID), .string(after.teamID))
+                note("topic", .string(before.topic), .string(after.topic))
+                note("sandbox", .bool(before.sandbox), .bool(after.sandbox))
+                note("max_rate", before.maxRate.map { .number(numberText($0)) } ?? .null, after.maxRate.map { .number(numberText($0)) } ?? .null)
+                try AdminLog.record(connection, action: "update_apns_app", ids: [], details: .object(details), source: source)
+            }
+            return (after, changed)
+        }
+    }
+
+    /// Apple refused the app in a way every job of it would meet (a pool's report): the app is
+    /// paused with `reason` and `cause` (`apns_auth`, `apns_topic`, `apns_url`) unless it is
+    /// paused already, and the pause is recorded in herald.admin_log. Returns whether this paused it.
+    public static func refused(_ connection: PGConnection, name: String, reason: String, cause: String, source: String) throws -> Bool {
+        try connection.transaction {
+            let paused = try connection.query(SQL.apnsAppRefused, [.text(name), .text(String(reason.prefix(500))), .text(cause)]).rowCount > 0
+            if paused {
+                try AdminLog.record(connection, action: "pause_apns_app", ids: [],
+                                    details: ["apns_app": .string(name), "reason": .string(reason), "cause": .string(cause)], source: source)
+            }
+            return paused
         }
     }
 

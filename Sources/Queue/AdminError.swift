@@ -27,6 +27,7 @@ public struct AdminError: Error, Sendable, CustomStringConvertible {
         switch error.sqlState {
         case "P0002": kind = .notFound           // no_data_found: no such campaign or queue
         case "22023": kind = stateError          // invalid_parameter_value
+        case "55006": kind = .conflict           // object_in_use: a registry entry with pending jobs
         default: return nil
         }
         var text = error.serverMessage ?? error.message

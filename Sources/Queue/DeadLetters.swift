@@ -97,18 +97,22 @@ public struct DeadLetter: Sendable {
     /// The registry project it was sent for (nil: the pool's own credentials).
     public var project: String? = nil
 
-    /// Whom the message was for, from the message itself: `token`, `topic` or `condition` for a
-    /// send, `group` (the notification_key_name) for a device-group operation; nil when the
-    /// message names none of them.
+    /// Whom the message was for, from the message itself: `token`, `topic` or `condition` for an
+    /// FCM send, `apns_token` for an APNs push, `group` (the notification_key_name) for a
+    /// device-group operation; nil when the message names none of them.
     public var target: (type: String, value: String)? {
         if kind == "group" {
             return message["notification_key_name"]?.stringValue.map { ("group", $0) }
         }
-        for type in ["token", "topic", "condition"] {
+        for type in ["token", "topic", "condition", "apns_token"] {
             if let value = message[type]?.stringValue { return (type, value) }
         }
         return nil
     }
+
+    /// Which provider the message was for: `apns` for a message with `apns_token`, `fcm` for any
+    /// other (an FCM send or device-group operation).
+    public var provider: String { message["apns_token"] != nil ? "apns" : "fcm" }
 
     /// `type:value` for a table, the value cut to about `width` characters (its start and its
     /// end kept, an ellipsis between) so a 160-character token still tells tokens apart.
@@ -121,7 +125,7 @@ public struct DeadLetter: Sendable {
     }
 
     /// The API's shape: `id`, `job_id`, `queue`, `target_type` and `target` (whom it was for, in
-    /// full; null when the message names no target), `reason`, `attempts`, `dead_at`, `message`, and
+    /// full; null when the message names no target), `project`, `provider` (fcm, apns), `reason`, `attempts`, `dead_at`, `message`, and
     /// with `detail` also `kind`, `max_attempts`, `dedupe_key`, `created_at`, `errors`.
     public func json(detail: Bool = false) -> JSONValue {
         var object = JSONObject()
@@ -132,6 +136,7 @@ public struct DeadLetter: Sendable {
         object["target_type"] = target.map { .string($0.type) } ?? .null
         object["target"] = target.map { .string($0.value) } ?? .null
         object["project"] = project.map { .string($0) } ?? .null
+        object["provider"] = .string(provider)
         object["reason"] = .string(reason)
         object["attempts"] = JSONValue(attempts)
         object["dead_at"] = .string(deadAt)

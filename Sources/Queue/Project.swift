@@ -18,6 +18,9 @@ public struct Project: Sendable, Equatable {
     public var maxRate: Double?
     /// Paused by an operator (herald.pause_project_sending) or by a refused key when not nil.
     public var pausedReason: String?
+    /// What decided the pause (herald.projects.paused_cause: `operator`, `credentials`; nil for a
+    /// pause a pool of an earlier release set). `pauseCause` reads it.
+    public var pausedCause: String?
     public var pausedAt: String?
     /// ISO 8601 UTC text ("" for an entry made here rather than read).
     public var createdAt: String
@@ -27,12 +30,14 @@ public struct Project: Sendable, Equatable {
     public var androidApps: [String]
 
     public init(name: String, fcmProjectID: String, credentials: String, maxRate: Double? = nil, pausedReason: String? = nil,
-                pausedAt: String? = nil, createdAt: String = "", updatedAt: String = "", androidApps: [String] = []) {
+                pausedAt: String? = nil, createdAt: String = "", updatedAt: String = "", pausedCause: String? = nil,
+                androidApps: [String] = []) {
         self.name = name
         self.fcmProjectID = fcmProjectID
         self.credentials = credentials
         self.maxRate = maxRate
         self.pausedReason = pausedReason
+        self.pausedCause = pausedCause
         self.pausedAt = pausedAt
         self.createdAt = createdAt
         self.updatedAt = updatedAt
@@ -40,6 +45,19 @@ public struct Project: Sendable, Equatable {
     }
 
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
+
+    /// What decided the entry's pause, nil while it is not paused: see `Project.pauseCause`.
+    public var pauseCause: String? { Self.pauseCause(recorded: pausedCause, reason: pausedReason) }
+
+    /// What decided a registry entry's pause (FCM project or APNs app): the recorded cause
+    /// (`operator`, `credentials`, `apns_auth`, `apns_topic`, `apns_url`), or for a pause a pool
+    /// of an earlier release recorded without one, `credentials` for a refused key's reason and
+    /// `operator` for any other. Nil while the entry is not paused.
+    public static func pauseCause(recorded: String?, reason: String?) -> String? {
+        guard let reason else { return nil }
+        if let recorded { return recorded }
+        return reason.hasPrefix("credentials: ") ? "credentials" : "operator"
+    }
 
     public var json: JSONValue {
         var object = JSONObject()
@@ -49,6 +67,7 @@ public struct Project: Sendable, Equatable {
         object["max_rate"] = maxRate.map { .number(numberText($0)) } ?? .null
         object["state"] = .string(state)
         object["paused_reason"] = pausedReason.map { .string($0) } ?? .null
+        object["pause_cause"] = pauseCause.map { .string($0) } ?? .null
         object["paused_at"] = pausedAt.map { .string($0) } ?? .null
         object["created_at"] = .string(createdAt)
         object["updated_at"] = .string(updatedAt)

@@ -16,8 +16,11 @@ public struct ProjectOverview: Sendable, Equatable {
     public var dead = 0
     /// Seconds the oldest due available job has waited past its run_at; nil with none due.
     public var oldestAvailableAge: Double?
-    /// Set while an operator (or a refused key) has paused the project: why.
+    /// Set while an operator (or a refused key, or Apple's refusal of an app) has paused the
+    /// project: why.
     public var pausedReason: String?
+    /// What decided that pause, as herald.projects.paused_cause records it (nil: not recorded).
+    public var pausedCause: String?
     /// The entry's max_rate (nil: the pools' --max-rate).
     public var maxRate: Double?
     /// The FCM project's rate and quota pause (herald.project_rates, herald.project_pauses); nil
@@ -33,14 +36,16 @@ public struct ProjectOverview: Sendable, Equatable {
     /// `enabled`, or `paused` while an operator's (or a refused key's) pause holds.
     public var state: String { pausedReason == nil ? "enabled" : "paused" }
 
-    /// Why the registry project's due jobs wait, while they do: `credentials` (its key was
-    /// refused), `operator` (herald projects pause), `quota` (FCM answered QUOTA_EXCEEDED) or
-    /// `fcm_unreachable` (FCM did not answer), or for an APNs app `apns_unreachable` (its
-    /// endpoint did not answer); nil while its jobs go, and for the jobs of no project (their
-    /// pauses are the pools' key's, not the database's to know).
+    /// Why the registry project's due jobs wait, while they do, by what decided it:
+    /// `credentials` (its key could not be used), `operator` (herald projects pause, herald apns
+    /// pause), `quota` (FCM answered QUOTA_EXCEEDED) or `fcm_unreachable` (FCM did not answer),
+    /// or for an APNs app `apns_auth` (Apple refused its provider token: key, key id, team id or
+    /// environment), `apns_topic` (TopicDisallowed), `apns_url` (the URL is not Apple's provider
+    /// API) or `apns_unreachable` (its endpoint did not answer); nil while its jobs go, and for
+    /// the jobs of no project (their pauses are the pools' key's, not the database's to know).
     public var pauseCause: String? {
         guard name != nil else { return nil }
-        if let reason = pausedReason { return reason.hasPrefix("credentials: ") ? "credentials" : "operator" }
+        if let cause = Project.pauseCause(recorded: pausedCause, reason: pausedReason) { return cause }
         guard rate?.pausedFor != nil else { return nil }
         if rate?.reason?.hasPrefix("FCM_UNREACHABLE") == true { return "fcm_unreachable" }
         if rate?.reason?.hasPrefix("APNS_UNREACHABLE") == true { return "apns_unreachable" }
@@ -84,6 +89,7 @@ public struct ProjectOverview: Sendable, Equatable {
             var line = ProjectOverview(name: entry.name)
             line.fcmProjectID = entry.fcmProjectID
             line.pausedReason = entry.pausedReason
+            line.pausedCause = entry.pausedCause
             line.maxRate = entry.maxRate
             byName[entry.name] = line
             order.append(entry.name)
@@ -93,6 +99,7 @@ public struct ProjectOverview: Sendable, Equatable {
         for app in apps {
             var line = ProjectOverview(name: app.name)
             line.pausedReason = app.pausedReason
+            line.pausedCause = app.pausedCause
             line.maxRate = app.maxRate
             line.apnsApp = true
             byName[app.name] = line

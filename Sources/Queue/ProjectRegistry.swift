@@ -21,7 +21,8 @@ public enum ProjectRegistry {
         (0..<rows.rowCount).map { row in
             Project(name: rows[row, 0] ?? "", fcmProjectID: rows[row, 1] ?? "", credentials: rows[row, 2] ?? "",
                     maxRate: rows.double(row, 3), pausedReason: rows[row, 5], pausedAt: rows[row, 6],
-                    createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "", androidApps: DeliveryData.textArray(rows[row, 9]))
+                    createdAt: rows[row, 7] ?? "", updatedAt: rows[row, 8] ?? "", pausedCause: rows[row, 9],
+                    androidApps: DeliveryData.textArray(rows[row, 10]))
         }
     }
 
@@ -73,11 +74,52 @@ public enum ProjectRegistry {
         }
     }
 
-    /// Takes the entry out of the registry; the key it names is left where it is.
-    public static func remove(_ connection: PGConnection, name: String, source: String) throws {
+    /// Takes the entry out of the registry; the key it names is left where it is. With `force`
+    /// its pending jobs are dead-lettered first (refused otherwise while it has any). Returns how
+    /// many were.
+    public static func remove(_ connection: PGConnection, name: String, force: Bool = false, source: String) throws -> Int {
         try connection.transaction {
-            try AdminError.translating { try connection.query(SQL.removeProject, [.text(name)]) }
-            try AdminLog.record(connection, action: "remove_project", ids: [], details: ["project": .string(name)], source: source)
+            let lettered = try AdminError.translating {
+                try connection.query(SQL.removeProject, [.text(name), .bool(force)]).int(0, 0) ?? 0
+            }
+            var details = JSONObject()
+            details["project"] = .string(name)
+            if force {
+                details["force"] = .bool(true)
+                details["dead_lettered"] = JSONValue(lettered)
+            }
+            try AdminLog.record(connection, action: "remove_project", ids: [], details: .object(details), source: source)
+            return lettered
+        }
+    }
+
+    /// A correction of an FCM project's entry: a value given replaces the entry's, nil keeps it;
+    /// `maxRate` `.some(nil)` puts it back on the pool's --max-rate. Every running pool takes the
+    /// new entry up at its next claim of the project (herald.update_project notifies them).
+    /// Returns the entry after the change and whether anything changed.
+    public static func update(_ connection: PGConnection, name: String, credentials: String?, fcmProjectID: String?,
+                              maxRate: Double??, source: String) throws -> (Project, changed: Bool) {
+        try connection.transaction {
+            let before = try entry(connection, name: name)
+            let changed = try AdminError.translating(stateError: .badInput) {
+                try connection.query(SQL.updateProject, [.text(name), credentials.map { .text($0) }, fcmProjectID.map { .text($0) },
+                                                         (maxRate ?? nil).map { .double($0) }, .bool(maxRate == .some(nil))]).bool(0, 0) ?? false
+            }
+            guard let after = try entry(connection, name: name) else {
+                throw AdminError(.notFound, "project \"\(name)\" was not found right after it was changed")
+            }
+            if changed, let before {
+                var details = JSONObject()
+                details["project"] = .string(name)
+                if before.credentials != after.credentials { details["credentials"] = ["from": .string(before.credentials), "to": .string(after.credentials)] }
+                if before.fcmProjectID != after.fcmProjectID { details["fcm_project_id"] = ["from": .string(before.fcmProjectID), "to": .string(after.fcmProjectID)] }
+                if before.maxRate != after.maxRate {
+                    details["max_rate"] = ["from": before.maxRate.map { .number(numberText($0)) } ?? .null,
+                                           "to": after.maxRate.map { .number(numberText($0)) } ?? .null]
+                }
+                try AdminLog.record(connection, action: "update_project", ids: [], details: .object(details), source: source)
+            }
+            return (after, changed)
         }
     }
 }

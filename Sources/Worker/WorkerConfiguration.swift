@@ -14,6 +14,17 @@ public struct WorkerConfiguration: Sendable {
     public var deliveryData = DeliveryDataSettings()
     /// Instance ID's base URL (HERALD_IID_URL) for topic subscriptions (batchAdd / batchRemove).
     public var iidBaseURL: String = "https://iid.googleapis.com"
+    /// Test mode: the base URL of the emulator in the pool's process (`herald work --emulator`,
+    /// the embedded default; passed to workers as `emulatorVariable`). Every provider's requests
+    /// go there, whatever the three URLs above and the registry say (`endpoints`).
+    public var emulatorURL: String? = nil
+    /// The variable a supervisor in test mode hands its workers the emulator's URL in.
+    public static let emulatorVariable = "HERALD_WORKER_EMULATOR"
+
+    /// Where each provider's requests go: the one place that decides it (`ProviderEndpoints`).
+    public var endpoints: ProviderEndpoints {
+        ProviderEndpoints(emulator: emulatorURL, fcmBaseURL: fcmBaseURL, iidBaseURL: iidBaseURL, apnsBaseURL: apnsBaseURL)
+    }
     /// The service-account JSON (GOOGLE_APPLICATION_CREDENTIALS).
     public var credentialsPath: String
     /// `--project NAME`: work only that registry project's jobs (herald.projects), sent with the

@@ -280,4 +280,73 @@ import TestSupport
             #expect(error.description.contains("--apns-team-id"))
         }
     }
+
+    /// The stand-in knows each key's app: a topic of another bundle ID is answered 400
+    /// TopicDisallowed (which pauses an app: every job of it would meet it), and fault tokens
+    /// give the two topic errors on demand. A key the emulator wrote says its key ID, team ID and
+    /// topic above the PEM block, so a later emulator (another --apns-topic, even) checks against
+    /// what the key was issued for. What it accepted is readable over HTTP.
+    @Test func aTopicOfAnotherAppIsRefusedAndTheTopicErrorsHaveFaultTokens() throws {
+        let stand = try Stand()
+        defer { stand.stop() }
+        let token = try stand.providerToken()
+        let body = Array(#"{"aps":{"alert":"Hi"}}"#.utf8)
+        let other = try stand.post(headers: ["apns-push-type: alert", "apns-topic: com.example.news"], body: body, providerToken: token)
+        #expect(other.status == 400 && Self.reason(other) == "TopicDisallowed")
+        let action = APNsAnswer.action(other)
+        #expect(action == .pauseApp(reason: "TopicDisallowed: APNs does not allow this app's key to push to its topic"))
+        if case .pauseApp(let reason) = action { #expect(APNsAnswer.pauseCause(reason: reason) == "apns_topic") }
+        let activity = Array(#"{"aps":{"event":"update","timestamp":1700000000,"content-state":{}}}"#.utf8)
+        let otherActivity = try stand.post(headers: ["apns-push-type: liveactivity", "apns-topic: com.example.news.push-type.liveactivity"],
+                                           body: activity, providerToken: token)
+        #expect(otherActivity.status == 400 && Self.reason(otherActivity) == "TopicDisallowed")
+        let ownActivity = try stand.post(headers: ["apns-push-type: liveactivity", "apns-topic: com.example.shop.push-type.liveactivity"],
+                                         body: activity, providerToken: token)
+        #expect(ownActivity.status == 200, "the key's own app, with its push type's suffix")
+
+        let notForTopic = try stand.post(token: "fa11d400" + String(repeating: "0", count: 56), headers: ["apns-push-type: alert", "apns-topic: com.example.shop"],
+                                         body: body, providerToken: token)
+        #expect(notForTopic.status == 400 && Self.reason(notForTopic) == "DeviceTokenNotForTopic")
+        if case .deadLetter(let reason) = APNsAnswer.action(notForTopic) { #expect(reason.hasPrefix("DeviceTokenNotForTopic")) } else { Issue.record("not a dead letter") }
+        let disallowed = try stand.post(token: "fa11b400" + String(repeating: "0", count: 56), headers: ["apns-push-type: alert", "apns-topic: com.example.shop"],
+                                        body: body, providerToken: token)
+        #expect(disallowed.status == 400 && Self.reason(disallowed) == "TopicDisallowed")
+
+        // The key file says what it was issued for, and a PEM reader still reads the key.
+        let pem = try String(contentsOfFile: stand.folder + "/AuthKey_\(stand.keyID).p8", encoding: .utf8)
+        #expect(APNsKeyIssue(pem: pem) == APNsKeyIssue(keyID: stand.keyID, teamID: stand.teamID, topic: "com.example.shop"))
+        #expect(APNsKeyCheck.problem(pem: Array(pem.utf8)) == nil)
+        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
+        configuration.apnsTopic = "com.example.news"
+        let later = EmulatorServer(configuration: configuration)
+        try later.start()
+        defer { later.stop() }
+        _ = try later.trustAPNsKeys(folder: stand.folder)
+        let request = HTTPRequest(url: later.apnsURL(deviceToken: Self.deviceToken),
+                                  headers: ["authorization: bearer " + token, "apns-push-type: alert", "apns-topic: com.example.shop"], body: body)
+        #expect(try stand.client.perform(request).status == 200, "the file's topic, not the later emulator's")
+
+        // Over HTTP, as FCM's messages are: the APNs route alone, and /emulator/messages by token.
+        let listed = try stand.client.perform(HTTPRequest(method: "GET", url: stand.emulator.baseURL + "/emulator/apns/messages?token=" + Self.deviceToken.uppercased()))
+        let document = try JSONValue.parse(listed.body)
+        #expect(listed.status == 200 && document["count"]?.intValue == 1, "\(String(decoding: listed.body, as: UTF8.self))")
+        #expect(document["messages"]?.arrayValue?.first?["topic"]?.stringValue == "com.example.shop.push-type.liveactivity")
+        let mixed = try JSONValue.parse(try stand.client.perform(HTTPRequest(method: "GET", url: stand.emulator.baseURL + "/emulator/messages?token=" + Self.deviceToken)).body)
+        #expect(mixed["count"]?.intValue == 1 && mixed["messages"]?.arrayValue?.first?["provider"]?.stringValue == "apns")
+    }
+
+    @Test func theEmulatorPrintsTheLineThatRegistersItsKey() throws {
+        let options = try #require(try EmulatorCommand.Options.parse(["--write-apns-key", "/tmp/keys", "--apns-topic", "com.example.news"]))
+        #expect(options.configuration.apnsTopic == "com.example.news")
+        do {
+            _ = try EmulatorCommand.Options.parse(["--apns-topic", "com example"])
+            Issue.record("a topic with a space was taken")
+        } catch {
+            #expect(error.description.contains("--apns-topic"))
+        }
+        let lines = EmulatorCommand.apnsSettings(baseURL: "http://127.0.0.1:8085", keyID: "ABCDE23456", teamID: "HERALDTEAM",
+                                                 keyPath: "/tmp/keys/AuthKey_ABCDE23456.p8", topic: "com.example.news")
+        #expect(lines.contains("\nherald apns add news-ios --key-file /tmp/keys/AuthKey_ABCDE23456.p8 --key-id ABCDE23456 --team-id HERALDTEAM --topic com.example.news\n"), "\(lines)")
+        #expect(lines.contains("export HERALD_APNS_URL=http://127.0.0.1:8085"))
+    }
 }

@@ -218,10 +218,12 @@ import TestSupport
         defer { database.drop() }
         let c = try database.connect()
         try Self.addApp(c, "shop-ios")
-        // A pool without a key of its own works the registry's projects: an app alone is none,
-        // so it starts no worker (one would read the .p8 key as a service account and pause the app).
-        let alone = try HeraldProcess.run(["work", "--database-url", database.url], environment: [:], timeout: 60)
-        #expect(alone.status == 2 && alone.output.contains("no FCM credentials"), "\(alone.output)")
+        // A pool without a key of its own works the registry's entries: an APNs-only deployment
+        // starts without FCM credentials, its start-up line carrying the app (never "none yet"),
+        // and no worker reads the .p8 key as a service account (the app is not paused).
+        let alone = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--database-url", database.url], environment: [:], timeout: 60)
+        #expect(alone.status == 0 && alone.output.contains("APNs app shop-ios") && !alone.output.contains("none yet"), "\(alone.output)")
+        #expect(alone.output.contains("APNs jobs to each app's own (https://api.push.apple.com"), "names APNs's endpoint: \(alone.output)")
         #expect(try c.query("SELECT paused_reason IS NULL FROM herald.projects WHERE name = 'shop-ios'")[0, 0] == "t")
         try c.query("SELECT herald.add_project('shop', 'shop-prod-1', '/k.json')")
         // What a pool's supervisor and its registry poll read, and herald projects list/show.
@@ -302,7 +304,7 @@ import TestSupport
                 FROM generate_series(1, 5) AS i
                 """)
         }
-        #expect(bad.contains("message.apns_token: must be at least 64 hex digits"), "\(bad)")
+        #expect(bad.contains("message.apns_token: must be an even number of hex digits (0-9, a-f), 64 to 200"), "\(bad)")
         let unknown = Self.refusal {
             try c.query("INSERT INTO herald.jobs (message, project) VALUES ($1::jsonb, 'shop-ipad')", [.text(Self.alert())])
         }
@@ -317,8 +319,11 @@ import TestSupport
         (#"["apns_token"]"#, "message: expected an object, got array"),
         (#"{"apns_token": "\#(token)", "token": "fcm-token", "apns": {"payload": {"aps": {}}}}"#, "message.token: an APNs message (with apns_token) is sent to Apple directly"),
         (#"{"apns_token": 42, "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: expected a string of hex digits, got number"),
-        (#"{"apns_token": "abc", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be at least 64 hex digits (0-9, a-f) and nothing else; got 3 characters"),
-        (#"{"apns_token": "\#(String(repeating: "g", count: 64))", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be at least 64 hex digits"),
+        (#"{"apns_token": "abc", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be an even number of hex digits (0-9, a-f), 64 to 200, and nothing else (the device token's bytes, two digits each); got 3 characters"),
+        (#"{"apns_token": "\#(String(repeating: "g", count: 64))", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be an even number of hex digits"),
+        // What the worker could not put in a request's path is refused here, not dead-lettered there.
+        (#"{"apns_token": "\#(String(repeating: "a", count: 65))", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be an even number of hex digits (0-9, a-f), 64 to 200, and nothing else (the device token's bytes, two digits each); got 65 characters"),
+        (#"{"apns_token": "\#(String(repeating: "a", count: 202))", "apns": {"payload": {"aps": {}}}}"#, "message.apns_token: must be an even number of hex digits (0-9, a-f), 64 to 200, and nothing else (the device token's bytes, two digits each); got 202 characters"),
         (#"{"apns_token": "\#(token)"}"#, "message.apns: required: an object with payload (and headers)"),
         (#"{"apns_token": "\#(token)", "apns": {"payload": {"aps": {}}, "fcm_options": {}}}"#, "message.apns.fcm_options: not a field of an APNs message's apns block; give headers, payload"),
         (#"{"apns_token": "\#(token)", "apns": {"headers": {"apns-expiration": 0}, "payload": {"aps": {}}}}"#, "message.apns.headers.apns-expiration: expected a string, got number"),

@@ -318,7 +318,8 @@ import TestSupport
         #expect(garbled.contains(notAKey) && garbled.contains("not an APNs signing key"), "\(garbled)")
         #expect(other.contains(otherID) && other.contains("ZZZZZZZZZZ") && other.contains(s.keyID), "\(other)")
         let key = try String(contentsOfFile: s.keyPath, encoding: .utf8)
-        let keyLine = key.split(separator: "\n")[1]
+        // The key's first line of base64 (the emulator writes a line of what it is for above the block).
+        let keyLine = try #require(key.split(separator: "\n").first { !$0.hasPrefix("-----") && !$0.hasPrefix("Herald emulator") })
         for text in [gone, garbled, other, run.output] {
             #expect(!text.contains("PRIVATE KEY-----\n") && !text.contains(keyLine), "a key in a reason or the log")
         }
@@ -385,6 +386,95 @@ import TestSupport
         try s.stack.connection.query("SELECT herald.resume_project_sending('unknown-key')")
         #expect(waitUntil(timeout: 30) { s.apns.apnsDeliveries().count == 10 }, "\(pool.output)")
         #expect(Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 10)
+    }
+
+    /// A payload shaped like a Live Activity update enqueued without its push type goes out as the
+    /// alert it was enqueued as, and the pool says so once for the app, naming the header to set.
+    @Test func aLiveActivityShapedAlertIsWarnedAboutOncePerApp() throws {
+        let s = try Stand()
+        defer { s.close() }
+        let activity = #"{"aps":{"event":"update","timestamp":1700000000,"content-state":{"score":"2-1"}}}"#
+        for n in 1...3 { try s.enqueue(Self.token("f1", n), payload: activity) }
+        try s.enqueue(Self.token("f2"))
+        let run = try s.work()
+        #expect(run.status == 0, "\(run.output)")
+        #expect(waitUntil(timeout: 10) { s.apns.apnsDeliveries().count == 4 })
+        #expect(s.apns.apnsDeliveries().allSatisfy { $0.pushType == "alert" && $0.topic == "com.example.shop" }, "sent as enqueued")
+        let warnings = run.output.components(separatedBy: "looks like a Live Activity update").count - 1
+        #expect(warnings == 1, "once for the app: \(run.output)")
+        #expect(run.output.contains(#"apns-push-type "liveactivity""#) && run.output.contains("com.example.shop.push-type.liveactivity"), "\(run.output)")
+    }
+
+    /// The first day's mistakes, corrected where they show: an app added with a wrong team ID
+    /// (Apple: InvalidProviderToken) and one with a wrong topic (TopicDisallowed) each pause with
+    /// the cause that decided it, shown by herald stats, its JSON and herald apns list; herald apns
+    /// update corrects them, and resume has the running pool send them at once, though it reads the
+    /// registry only every hour here. An app whose jobs should not go out at all is removed with
+    /// them: remove is refused while they wait, and --force dead-letters them, saying how many.
+    @Test func aWrongTeamIDOrTopicIsCorrectedInPlaceAndResumedAtOnce() throws {
+        let s = try Stand()
+        defer { s.close() }
+        try s.stack.connection.query("SELECT herald.add_apns_app('typo-team', $1, $2, 'WRONGTEAM1', 'com.example.shop')",
+                                     [.text(s.keyPath), .text(s.keyID)])
+        try s.stack.connection.query("SELECT herald.add_apns_app('typo-topic', $1, $2, $3, 'com.example.shopp')",
+                                     [.text(s.keyPath), .text(s.keyID), .text(s.teamID)])
+        for n in 1...4 {
+            try s.enqueue(Self.token("e1", n), app: "typo-team")
+            try s.enqueue(Self.token("e2", n), app: "typo-topic")
+        }
+        var environment = s.environment
+        environment["HERALD_REGISTRY_POLL_SECONDS"] = "3600"
+        let pool = try HeraldProcess(["work", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
+        try pool.start()
+        defer { pool.signal(SIGTERM); _ = pool.wait(timeout: 60) }
+        func cause(_ app: String) throws -> String {
+            try s.stack.connection.query("SELECT coalesce(paused_cause, '') FROM herald.projects WHERE name = $1", [.text(app)])[0, 0] ?? ""
+        }
+        #expect(try waitUntil(timeout: 30) { try cause("typo-team") == "apns_auth" && cause("typo-topic") == "apns_topic" }, "\(pool.output)")
+        let database = ["DATABASE_URL": s.stack.database.url]
+        let stats = try HeraldProcess.run(["stats", "--json"], environment: database, timeout: 60)
+        let projects = (try JSONValue.parse(stats.output))["projects"]?.arrayValue ?? []
+        func statsCause(_ app: String) -> String? { projects.first { $0["project"]?.stringValue == app }?["pause_cause"]?.stringValue }
+        #expect(statsCause("typo-team") == "apns_auth" && statsCause("typo-topic") == "apns_topic", "\(stats.output)")
+        let text = try HeraldProcess.run(["stats"], environment: database, timeout: 60)
+        #expect(text.output.contains("typo-team paused (apns_auth): APNs: InvalidProviderToken"), "\(text.output)")
+        #expect(text.output.contains("typo-topic paused (apns_topic): APNs: TopicDisallowed"), "\(text.output)")
+        #expect(text.output.contains("typo-team   (APNs app)        paused (apns_auth)"), "the STATE column names the cause: \(text.output)")
+        let listed = try HeraldProcess.run(["apns", "list"], environment: database, timeout: 60)
+        #expect(listed.output.contains("paused (apns_topic: APNs: TopicDisallowed"), "\(listed.output)")
+
+        // Corrected and resumed: both apps' jobs go out within seconds, each once, with the
+        // team and topic given now.
+        let team = try HeraldProcess.run(["apns", "update", "typo-team", "--team-id", s.teamID], environment: database, timeout: 60)
+        #expect(team.status == 0 && team.output.contains("team id WRONGTEAM1 -> \(s.teamID)") && team.output.contains("herald apns resume typo-team"),
+                "\(team.output)")
+        let topic = try HeraldProcess.run(["apns", "update", "typo-topic", "--topic", "com.example.shop"], environment: database, timeout: 60)
+        #expect(topic.status == 0 && topic.output.contains("topic com.example.shopp -> com.example.shop"), "\(topic.output)")
+        #expect(s.apns.apnsDeliveries().isEmpty, "nothing went out before the resume")
+        for app in ["typo-team", "typo-topic"] {
+            let resumed = try HeraldProcess.run(["apns", "resume", app], environment: database, timeout: 60)
+            #expect(resumed.status == 0, "\(resumed.output)")
+        }
+        #expect(waitUntil(timeout: 20) { s.apns.apnsDeliveries().count == 8 }, "\(pool.output)")
+        #expect(Set(s.apns.apnsDeliveries().map(\.deviceToken)).count == 8)
+        #expect(s.apns.apnsDeliveries().allSatisfy { $0.teamID == s.teamID && $0.topic == "com.example.shop" })
+        let logged = try s.stack.connection.query("SELECT details->'team_id'->>'from', details->'team_id'->>'to' FROM herald.admin_log WHERE action = 'update_apns_app'")
+        #expect(logged.rowCount == 2 && logged[0, 0] == "WRONGTEAM1" && logged[0, 1] == s.teamID, "the audit log holds each change")
+
+        // An app whose jobs must not go out: remove is refused while they wait, --force says how
+        // many it dead-lettered.
+        try s.stack.connection.query("SELECT herald.add_apns_app('retired', $1, $2, $3, 'com.example.shop')",
+                                     [.text(s.keyPath), .text(s.keyID), .text(s.teamID)])
+        try s.stack.connection.query("SELECT herald.pause_project_sending('retired', 'app withdrawn')")
+        for n in 1...3 { try s.enqueue(Self.token("e3", n), app: "retired") }
+        let refused = try HeraldProcess.run(["apns", "remove", "retired"], environment: database, timeout: 60)
+        #expect(refused.status == 2 && refused.output.contains("has 3 pending jobs") && refused.output.contains("herald apns remove retired --force"),
+                "\(refused.output)")
+        let forced = try HeraldProcess.run(["apns", "remove", "retired", "--force"], environment: database, timeout: 60)
+        #expect(forced.status == 0 && forced.output.contains("3 pending jobs dead-lettered with it"), "\(forced.output)")
+        #expect(try s.stack.count("SELECT count(*) FROM herald.dead_letters WHERE project = 'retired' AND reason LIKE 'removed with APNs app retired%'") == 3)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'retired'") == 0)
+        #expect(try s.stack.count("SELECT count(*) FROM herald.admin_log WHERE action = 'remove_apns_app' AND (details->>'dead_lettered')::int = 3") == 1)
     }
 
     /// APNs not answering at all (nothing listens at the URL) opens the app's outage circuit: its

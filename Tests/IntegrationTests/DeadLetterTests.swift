@@ -144,6 +144,9 @@ struct DeadLetterFixture {
         }
         let tokenMessage: JSONValue = ["token": .string(token), "data": ["k": "v"]]
         let conditionMessage: JSONValue = ["condition": .string(condition)]
+        // An APNs job's letter: its provider and device token, as an FCM job's show its token.
+        let apnsToken = "ab" + String(repeating: "0", count: 60) + "cd"
+        try add("send", #"{"apns_token": "\#(apnsToken)", "apns": {"payload": {"aps": {"alert": "Hi"}}}}"#)
         try add("send", tokenMessage.serialized)
         try add("send", #"{"topic": "breaking-news", "notification": {"title": "t"}}"#)
         try add("send", conditionMessage.serialized)
@@ -152,7 +155,10 @@ struct DeadLetterFixture {
         let table = try herald(["dead", "list"], f)
         #expect(table.status == 0, "\(table.output)")
         let lines = table.output.split(separator: "\n").map(String.init)
-        #expect(lines.first?.contains("TARGET") == true, "a TARGET column: \(table.output)")
+        #expect(lines.first?.contains("TARGET") == true && lines.first?.contains("PROVIDER") == true, "TARGET and PROVIDER columns: \(table.output)")
+        let apnsLine = try #require(lines.first { $0.contains("apns_token:ab00") }, "the APNs letter's row names its device token: \(table.output)")
+        #expect(apnsLine.contains(" apns ") && apnsLine.hasSuffix("INVALID_ARGUMENT: test"), "\(apnsLine)")
+        #expect(lines.first { $0.contains("topic:breaking-news") }?.contains(" fcm ") == true, "\(table.output)")
         let tokenLine = try #require(lines.first { $0.contains("token:dXk2") }, "the token's row: \(table.output)")
         #expect(tokenLine.contains("END9") && !tokenLine.contains(token), "a long token is shortened, its start and end kept: \(tokenLine)")
         #expect(table.output.contains("topic:breaking-news"), "\(table.output)")
@@ -163,11 +169,14 @@ struct DeadLetterFixture {
         #expect(json.status == 0, "\(json.output)")
         let listed = try JSONValue.parse(json.output).arrayValue ?? []
         let targets = listed.map { "\($0["target_type"]?.stringValue ?? "nil")=\($0["target"]?.stringValue ?? "nil")" }
-        #expect(targets == ["group=family-42", "condition=\(condition)", "topic=breaking-news", "token=\(token)"],
+        #expect(targets == ["group=family-42", "condition=\(condition)", "topic=breaking-news", "token=\(token)", "apns_token=\(apnsToken)"],
                 "newest first, each target in full: \(targets)")
+        #expect(listed.map { $0["provider"]?.stringValue ?? "nil" } == ["fcm", "fcm", "fcm", "fcm", "apns"])
 
-        let shown = try herald(["dead", "show", String(listed.last?["id"]?.intValue ?? 0)], f)
-        #expect(shown.status == 0 && shown.output.contains("target:     token \(token)"), "\(shown.output)")
+        let shown = try herald(["dead", "show", String(listed[3]["id"]?.intValue ?? 0)], f)
+        #expect(shown.status == 0 && shown.output.contains("target:     token \(token)") && shown.output.contains("provider:   FCM"), "\(shown.output)")
+        let apns = try herald(["dead", "show", String(listed.last?["id"]?.intValue ?? 0)], f)
+        #expect(apns.status == 0 && apns.output.contains("target:     apns_token \(apnsToken)") && apns.output.contains("provider:   APNs"), "\(apns.output)")
     }
 
     @Test func listShowRetryDiscardFromTheShell() throws {

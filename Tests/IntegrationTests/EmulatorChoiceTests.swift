@@ -1,3 +1,4 @@
+import Emulator
 import Foundation
 import JSON
 import Postgres
@@ -210,5 +211,94 @@ import TestSupport
         #expect(run.output.contains("1000 scheduled jobs wait for later"), "\(run.output)")
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 6, "the due ones and the one due in 3 s")
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'scheduled'") == 1000)
+    }
+
+    /// The addresses of the `connect` calls in an strace log (`-e trace=connect`): IPv4 and IPv6
+    /// only (a unix socket goes nowhere).
+    static func connectedAddresses(_ log: String) -> [String] {
+        var addresses: [String] = []
+        for line in log.split(separator: "\n") where line.contains("connect(") {
+            for marker in ["inet_addr(\"", "inet_pton(AF_INET6, \""] {
+                guard let start = line.range(of: marker) else { continue }
+                let rest = line[start.upperBound...]
+                if let end = rest.firstIndex(of: "\"") { addresses.append(String(rest[..<end])) }
+            }
+        }
+        return addresses
+    }
+
+    static func isLoopback(_ address: String) -> Bool {
+        address.hasPrefix("127.") || address == "::1" || address.hasPrefix("::ffff:127.")
+    }
+
+    /// Test mode never reaches a real service: `herald work --emulator` with a registered FCM
+    /// project whose key's token_uri is Google's and an APNs app registered for Apple's production
+    /// endpoint delivers both to the emulator in its process, and every connection its processes
+    /// open (traced from outside by strace, workers included; no network namespace) is to a
+    /// loopback address: no access token is asked of Google, no push goes to Apple, no name is
+    /// looked up on the network's resolver.
+    @Test func theEmulatorSendsEveryProviderToItsStandInsAndNothingLeavesLoopback() throws {
+        let stack = try WorkerStack()
+        defer { stack.close() }
+        let folder = NSTemporaryDirectory() + "herald-test-mode-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Keys made elsewhere, as a deployment's are: an FCM key whose grants go to Google, and an
+        // APNs key (issued by another emulator, for com.example.shop).
+        let issuer = EmulatorServer(configuration: EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1))
+        try issuer.start()
+        defer { issuer.stop() }
+        let fcmKey = folder + "/shop-prod.json"
+        let json = try issuer.serviceAccountJSON(projectID: "shop-prod")
+            .replacingOccurrences(of: issuer.tokenURI.replacingOccurrences(of: "/", with: "\\/"), with: "https:\\/\\/oauth2.googleapis.com\\/token")
+            .replacingOccurrences(of: issuer.tokenURI, with: "https://oauth2.googleapis.com/token")
+        #expect(json.contains("oauth2.googleapis.com"))
+        try json.write(toFile: fcmKey, atomically: true, encoding: .utf8)
+        chmod(fcmKey, 0o600)
+        let apnsKey = try issuer.writeAPNsKey(folder: folder)
+        try stack.connection.query("SELECT herald.add_project('shop', 'shop-prod', $1)", [.text(fcmKey)])
+        try stack.connection.query("SELECT herald.add_apns_app('shop-ios', $1, $2, $3, 'com.example.shop')",
+                                   [.text(apnsKey.path), .text(apnsKey.keyID), .text(apnsKey.teamID)])
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('token', 'android-' || g, 'notification', jsonb_build_object('title', 'Hi')), 'shop'
+            FROM generate_series(1, 3) AS g
+            """)
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message, project)
+            SELECT jsonb_build_object('apns_token', lpad(to_hex(g), 64, 'a'), 'apns', jsonb_build_object('payload', jsonb_build_object('aps', jsonb_build_object('alert', 'Hi')))),
+                   'shop-ios'
+            FROM generate_series(1, 3) AS g
+            """)
+        let home = Self.dataFolder()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let trace = folder + "/connect.trace"
+        let herald = try HeraldProcess(["work", "--emulator", "--drain", "--sample", "2", "--processes", "2", "--poll-interval", "0.2"],
+                                       environment: ["DATABASE_URL": stack.database.url, "HERALD_HOME": home],
+                                       under: ["/usr/bin/strace", "-f", "-qq", "--seccomp-bpf", "-e", "trace=connect", "-o", trace])
+        try herald.start()
+        // strace's child is herald's supervisor: stopped here if the run outlives its timeout (a
+        // killed strace leaves its tracees running).
+        var supervisor: pid_t? = nil
+        #expect(waitUntil(timeout: 20) {
+            supervisor = Self.children(of: herald.pid).first
+            return supervisor != nil
+        })
+        defer { if let supervisor, kill(supervisor, 0) == 0 { kill(supervisor, SIGKILL) } }
+        let status = herald.wait(timeout: 120)
+        #expect(status == 0, "\(herald.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'shop' AND state = 'completed' AND fcm_message_name LIKE 'projects/shop-prod/messages/%'") == 3,
+                "the FCM project's jobs reached the emulator's FCM, as FCM project shop-prod: \(herald.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE project = 'shop-ios' AND state = 'completed'") == 3,
+                "the APNs app's jobs reached the emulator's APNs: \(herald.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 8)
+        #expect(herald.output.contains("received 5 messages and 3 APNs pushes"), "\(herald.output)")
+        #expect(herald.output.contains("test mode"), "the start-up line says every provider goes to the emulator: \(herald.output)")
+        let log = (try? String(contentsOfFile: trace, encoding: .utf8)) ?? ""
+        let addresses = Self.connectedAddresses(log)
+        #expect(addresses.contains { Self.isLoopback($0) }, "the trace saw the pool's own connections (PostgreSQL, the emulator): \(log.prefix(2000))")
+        let outside = addresses.filter { !Self.isLoopback($0) }
+        #expect(outside.isEmpty, "connections that left loopback: \(Set(outside).sorted())")
+        #expect(issuer.tokensIssued == 0 && issuer.apnsDeliveries().isEmpty, "the key's issuer was never asked")
     }
 }

@@ -77,7 +77,7 @@ import TestSupport
         // pause with a reason, seen by list, show and SQL; twice is no change.
         let paused = try Self.projects(["pause", "shop", "--reason", "rotating keys"], database)
         #expect(paused.status == 0 && paused.output.contains("paused project shop"), "\(paused.output)")
-        #expect(try Self.projects(["list"], database).output.contains("paused (rotating keys)"))
+        #expect(try Self.projects(["list"], database).output.contains("paused (operator: rotating keys)"))
         let shown = try Self.projects(["show", "shop"], database)
         #expect(shown.status == 0 && shown.output.contains("state:") && shown.output.contains("paused") && shown.output.contains("rotating keys"), "\(shown.output)")
         let c = try database.connect()
@@ -91,14 +91,35 @@ import TestSupport
         #expect(try c.query("SELECT state FROM herald.project_registry WHERE name = 'shop'")[0, 0] == "enabled")
         #expect(try Self.projects(["resume", "shop"], database).output.contains("was not paused"))
 
-        let removed = try Self.projects(["remove", "shop"], database)
-        #expect(removed.status == 0 && removed.output.contains("removed project shop"), "\(removed.output)")
+        // update: another key (read and checked; its FCM project becomes the entry's), the rate
+        // back to the pool's; nothing given is refused naming what may be.
+        try emulator.writeServiceAccount(to: keys + "/shop-new.json", projectID: "shop-prod-5678")
+        let updated = try Self.projects(["update", "shop", "--credentials", keys + "/shop-new.json", "--max-rate", "none"], database)
+        #expect(updated.status == 0 && updated.output.contains("credentials \(keys)/shop.json -> \(keys)/shop-new.json")
+                && updated.output.contains("FCM project shop-prod-1234 -> shop-prod-5678") && updated.output.contains("max rate 250 -> the pool's"),
+                "\(updated.output)")
+        #expect(try c.query("SELECT fcm_project_id, credentials, max_rate IS NULL FROM herald.project_registry WHERE name = 'shop'")[0, 0] == "shop-prod-5678")
+        let nothing = try Self.projects(["update", "shop"], database)
+        #expect(nothing.status == 2 && nothing.output.contains("--credentials") && nothing.output.contains("--max-rate"), "\(nothing.output)")
+        let missing = try Self.projects(["update", "shop", "--credentials", keys + "/gone.json"], database)
+        #expect(missing.status == 2 && missing.output.contains("gone.json"), "a key that cannot be read changes nothing: \(missing.output)")
+        #expect(try c.query("SELECT credentials FROM herald.project_registry WHERE name = 'shop'")[0, 0] == keys + "/shop-new.json")
+        let logged = try c.query("SELECT details->'fcm_project_id'->>'to' FROM herald.admin_log WHERE action = 'update_project'")
+        #expect(logged.rowCount == 1 && logged[0, 0] == "shop-prod-5678")
+
+        // remove: refused while jobs wait, --force dead-letters them and says how many.
+        try c.query("SELECT herald.enqueue('{\"token\": \"t1\"}', project => 'shop')")
+        let busy = try Self.projects(["remove", "shop"], database)
+        #expect(busy.status == 2 && busy.output.contains("has 1 pending jobs") && busy.output.contains("herald projects remove shop --force"), "\(busy.output)")
+        let removed = try Self.projects(["remove", "shop", "--force"], database)
+        #expect(removed.status == 0 && removed.output.contains("removed project shop") && removed.output.contains("1 pending job dead-lettered"), "\(removed.output)")
+        #expect(try c.query("SELECT count(*) FROM herald.dead_letters WHERE project = 'shop' AND reason LIKE 'removed with project shop%'")[0, 0] == "1")
         #expect(FileManager.default.fileExists(atPath: keys + "/shop.json"), "the key file is left where it is")
         #expect(try Self.projects(["remove", "news"], database).status == 0)
         #expect(try Self.projects(["list"], database).output.contains("no projects registered"))
         // Every change is in the admin log, from the shell.
         let actions = try c.query("SELECT string_agg(action, ',' ORDER BY id) FROM herald.admin_log WHERE source LIKE 'shell %'")[0, 0]
-        #expect(actions == "add_project,add_project,pause_project_sending,resume_project_sending,remove_project,remove_project")
+        #expect(actions == "add_project,add_project,pause_project_sending,resume_project_sending,update_project,remove_project,remove_project")
     }
 
     @Test func badInputIsRefusedNamingTheValueAndNothingIsStored() throws {

@@ -57,9 +57,9 @@ import TestSupport
         let alphaRow = row("alpha") ?? []
         #expect(alphaRow.prefix(3) == ["alpha", "alpha-fcm", "enabled"] && alphaRow.suffix(6) == ["3", "2", "2", "0", "-", "120/s"], "\(plain.output)")
         #expect(alphaRow.count == 11 && alphaRow[3] == "(quota," && alphaRow[4].hasSuffix("s)"), "the quota pause beside the state: \(plain.output)")
-        #expect(row("beta") == ["beta", "beta-fcm", "paused", "3", "0", "0", "1", "50/s", "-"], "\(plain.output)")
+        #expect(row("beta") == ["beta", "beta-fcm", "paused", "(operator)", "3", "0", "0", "1", "50/s", "-"], "the pause's cause beside it: \(plain.output)")
         #expect(row("-")?.suffix(7) == ["enabled", "4", "1", "0", "2", "-", "-"], "the jobs of no project: \(plain.output)")
-        #expect(plain.output.contains("beta paused: key rotation"))
+        #expect(plain.output.contains("beta paused (operator): key rotation"))
 
         let json = try HeraldProcess.run(["stats", "--json"], environment: environment, timeout: 60)
         #expect(json.status == 0, "\(json.output)")
@@ -122,7 +122,7 @@ import TestSupport
         func cells(_ row: String) -> [String] { row.split(separator: "|").map(String.init) }
         #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "alpha" && $0[2].hasPrefix("enabled (quota, ") && Array($0[3...]) == ["3", "2", "2", "0", "-", "120/s"] },
                 "\(rows)")
-        #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "beta" && $0[2].hasPrefix("paused: key rotation; holds 3 due back, the oldest ")
+        #expect(rows.map(cells).contains { $0.count == 9 && $0[0] == "beta" && $0[2].hasPrefix("paused (operator): key rotation; holds 3 due back, the oldest ")
                                            && Array($0[3...]) == ["3", "0", "0", "1", "50/s", "-"] }, "\(rows)")
         #expect(rows.map(cells).contains(["(none)", "the pools' key", "enabled", "4", "1", "0", "2", "-", "-"]), "\(rows)")
     }

@@ -89,7 +89,7 @@ import TestSupport
         #expect(run.status == 0, "\(run.output)")
         // 40 projects and the jobs of no project: one worker process, not 41.
         #expect(Self.workerPIDs(run.output).count == 1, "\(Self.workerPIDs(run.output)) \(run.output)")
-        #expect(run.output.contains("each carrying every registered project"), "\(run.output)")
+        #expect(run.output.contains("each carrying every registry entry"), "\(run.output)")
         for index in 1...m.count { #expect(m.delivered(index) == 10, "p\(index)") }
         #expect(m.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 10)
         // FCM answers 403 to a token of another project: none was sent with one.
@@ -242,7 +242,7 @@ import TestSupport
         #expect(waitUntil(timeout: 120) {
             (try? m.stack.count("SELECT count(*) FROM herald.jobs WHERE state NOT IN ('completed', 'discarded')")) == 0
         }, "\(pool.process.output)")
-        #expect(pool.process.output.contains("each carrying every registered project"), "\(pool.process.output)")
+        #expect(pool.process.output.contains("each carrying every registry entry"), "\(pool.process.output)")
         let received = { m.stack.emulator.statistics["requests"]?.intValue ?? -1 }
         // Counted right after each answer: wait until the page has every request FCM received.
         #expect(waitUntil(timeout: 10) { (try? pool.metrics().sum("herald_fcm_requests_total")) == received() })
@@ -442,7 +442,7 @@ import TestSupport
             """)
         let run = try m.stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2", "--skip-project", "big"])
         #expect(run.status == 0, "\(run.output)")
-        #expect(run.output.contains("every registered project but big (--skip-project)"), "\(run.output)")
+        #expect(run.output.contains("every registry entry but big (--skip-project)"), "\(run.output)")
         #expect(m.delivered(1) == 5 && m.delivered(2) == 5)
         #expect(m.stack.emulator.deliveredMessages().filter { $0.projectID == "e2e-project" }.count == 5)
         #expect(m.delivered(3) == 0, "big's jobs went out")

@@ -20,11 +20,19 @@ public final class HeraldProcess: @unchecked Sendable {
         throw TestFailure("the herald binary is not built (looked in \(candidates.joined(separator: ", "))); run swift build")
     }
 
-    public init(_ arguments: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: try Self.binary())
-        process.arguments = arguments
+    /// `wrapper`: a command that runs herald (e.g. strace and its options), given the binary and
+    /// `arguments` after its own.
+    public init(_ arguments: [String], environment: [String: String], under wrapper: [String] = []) throws {
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = Array(wrapper.dropFirst()) + [try Self.binary()] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: try Self.binary())
+            process.arguments = arguments
+        }
         var env = ProcessInfo.processInfo.environment
-        for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL"] { env[key] = nil }
+        for key in ["DATABASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_FCM_URL", "HERALD_CA_FILE", "HERALD_HOME", "HERALD_IID_URL",
+                    "HERALD_APNS_URL"] { env[key] = nil }
         // Every pool a test starts serves its admin endpoint on a port of its own, not the default 9464.
         env["HERALD_ADMIN_ADDRESS"] = "127.0.0.1:0"
         for (key, value) in environment { env[key] = value }

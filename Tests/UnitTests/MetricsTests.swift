@@ -158,11 +158,11 @@ import Testing
         }
         for outcome in MessageOutcome.allCases {
             let value = outcome == .pruned ? 1 : 0
-            #expect(text.contains("herald_messages_total{queue=\"marketing\",outcome=\"\(outcome.rawValue)\"} \(value)\n"))
+            #expect(text.contains("herald_messages_total{queue=\"marketing\",outcome=\"\(outcome.rawValue)\",provider=\"fcm\"} \(value)\n"))
         }
         #expect(text.contains("herald_worker_processes 3\nherald_quota_paused 1") == false)  // a HELP line comes between
         #expect(text.contains("herald_quota_paused 1\n") && text.contains("herald_build_info{version=\"1.2.3\"} 1\n"))
-        #expect(text.contains("herald_delivery_latency_seconds_bucket{queue=\"marketing\",le=\"+Inf\"} 0\n"))
+        #expect(text.contains("herald_delivery_latency_seconds_bucket{queue=\"marketing\",provider=\"fcm\",le=\"+Inf\"} 0\n"))
     }
 
     @Test func healthAndReadinessNameWhatIsMissing() throws {
@@ -214,10 +214,10 @@ import Testing
         beta.quotaExceeded("project")
         beta.setProjectPausedUntil(1_000)
         let text = monitor.metricsText(now: 999)
-        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\"} 5\n"), "the jobs of no project carry no project label")
-        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project=\"alpha\"} 30\n"), "alpha's two workers summed")
-        #expect(text.contains("herald_messages_total{queue=\"mail\",outcome=\"dead\",project=\"alpha\"} 2\n"))
-        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project=\"beta\"} 7\n"))
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\"} 5\n"), "the jobs of no project carry no project label")
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\",project=\"alpha\"} 30\n"), "alpha's two workers summed")
+        #expect(text.contains("herald_messages_total{queue=\"mail\",outcome=\"dead\",provider=\"fcm\",project=\"alpha\"} 2\n"))
+        #expect(text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\",project=\"beta\"} 7\n"))
         #expect(!text.contains("queue=\"mail\",outcome=\"dead\",project=\"beta\""), "a queue shows only under the projects that had it")
         #expect(text.contains("herald_in_flight{project=\"alpha\"} 3\n") && text.contains("herald_in_flight 0\n"))
         #expect(text.contains("herald_project_rate_per_second{project=\"alpha\"} 100\n"), "a project's rate is its slowest worker's")
@@ -229,7 +229,7 @@ import Testing
         // A pool without projects shows exactly the series it always did: no project label anywhere.
         let plain = try PoolMonitor(processes: 2)
         SlotWriter(region: plain.regions[1], pid: 9).recorded(queue: "default", outcome: .completed)
-        #expect(!plain.metricsText().contains("project=") && plain.metricsText().contains("herald_messages_total{queue=\"default\",outcome=\"completed\"} 1\n"))
+        #expect(!plain.metricsText().contains("project=") && plain.metricsText().contains("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\"} 1\n"))
     }
 
     /// The sample of `series` on a /metrics page (nil: no such line).
@@ -263,6 +263,18 @@ import Testing
         #expect(value("herald_fcm_request_duration_seconds_bucket{le=\"0.025\"}") == 6)
         #expect(value("herald_apns_request_duration_seconds_count") == 6)
         #expect(value("herald_apns_request_duration_seconds_bucket{le=\"0.25\"}") == 0)
+        // Outcomes: one family for every provider, told apart by the provider label; a sum over
+        // it is the queue's total, as before.
+        first.recorded(queue: "default", outcome: .completed, count: 6)
+        second.recorded(queue: SlotRegion.queueEntry("default", provider: "apns"), outcome: .completed, count: 4)
+        second.recorded(queue: SlotRegion.queueEntry("default", provider: "apns"), outcome: .pruned, count: 1)
+        second.delivered(queue: SlotRegion.queueEntry("default", provider: "apns"), secondsSinceDue: 0.3)
+        let outcomes = monitor.metricsText(now: 999)
+        #expect(Self.value(outcomes, "herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\"}") == 6)
+        #expect(Self.value(outcomes, "herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"apns\"}") == 4)
+        #expect(Self.value(outcomes, "herald_messages_total{queue=\"default\",outcome=\"pruned\",provider=\"apns\"}") == 1)
+        #expect(Self.value(outcomes, "herald_delivery_latency_seconds_count{queue=\"default\",provider=\"apns\"}") == 1)
+        #expect(!outcomes.contains("queue=\"apns"), "the provider never leaks into the queue label")
         // A pool that never sent to APNs shows no APNs family at all.
         let fcmOnly = try PoolMonitor(processes: 1)
         SlotWriter(region: fcmOnly.regions[0], pid: 3).answered(code: "OK", seconds: 0.01)
@@ -309,7 +321,7 @@ import Testing
         #expect(value("herald_project_rate_per_second{project=\"alpha\"}") == 250, "a project's rate is its slowest worker's")
         // Series of the worker as a whole stay unlabelled, once.
         #expect(value("herald_in_flight") == 3 && !text.contains("herald_in_flight{project="))
-        #expect(value("herald_messages_total{queue=\"default\",outcome=\"completed\"}") == 14 && !text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",project="))
+        #expect(value("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\"}") == 14 && !text.contains("herald_messages_total{queue=\"default\",outcome=\"completed\",provider=\"fcm\",project="))
         #expect(!text.contains("herald_fcm_request_duration_seconds_count{project="))
         #expect(monitor.metricsText(now: 1_001).contains("herald_quota_paused{project=\"beta\"} 0\n"), "the pause ends")
     }

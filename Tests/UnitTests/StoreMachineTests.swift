@@ -412,6 +412,16 @@ import Testing
         #expect(machine.next(now: t0) == .wait(until: t0 + 0.2))
         #expect(machine.next(now: t0 + 0.2) == .promote(limit: 10_000))
     }
+
+    /// A drain leaves a paused entry's due jobs waiting, and its last line says whose they are
+    /// (an app paused by Apple's refusal would otherwise look like a queue that is empty).
+    @Test func theDrainsLastLineNamesThePausedEntriesHoldingDueJobs() {
+        var work = Claimer.PendingWork(due: false)
+        #expect(StoreLoop.drainedMessage(work, horizon: 60) == "drained: no job available, running or due within 1m00s left")
+        work.paused = ["bad-team", "bad-topic"]
+        #expect(StoreLoop.drainedMessage(work, horizon: 60)
+                == "drained: no job available, running or due within 1m00s left; due jobs of paused bad-team, bad-topic wait (herald stats says why; resume them to send)")
+    }
 }
 
 extension StoreMachineTests {

@@ -220,6 +220,8 @@ public final class Claimer: @unchecked Sendable {
         /// Scheduled jobs due after the horizon, and in how many seconds the first of them is.
         public var later: Int
         public var nextDueIn: Double?
+        /// Registry entries with due jobs that a pause holds back (a drain leaves them waiting).
+        public var paused: [String] = []
         public init(due: Bool, later: Int = 0, nextDueIn: Double? = nil) {
             self.due = due
             self.later = later

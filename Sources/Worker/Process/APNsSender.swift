@@ -71,6 +71,8 @@ final class APNsSender {
     private var nextProbeTag = APNsSender.lastTag - 1
     private var random = JitterRandom()
     private let rules = APNsMessageRules.standard
+    /// Apps already warned about a Live-Activity-shaped payload sent as an alert (once each).
+    private var warnedLiveActivity: Set<String> = []
 
     /// What came of a batch: outcomes by app, and events for the store thread.
     struct Result {
@@ -174,6 +176,12 @@ final class APNsSender {
         } catch {
             settle(job, .dead(reason: error.description), code: "NOT_SENT", into: &result)
             return
+        }
+        // A payload shaped like a Live Activity update goes out as the alert it was enqueued as
+        // (Apple shows it as an ordinary notification, or not at all): said once per app.
+        if request.pushType == .alert, APNsRequest.isLiveActivityShaped(message), warnedLiveActivity.insert(name).inserted {
+            log.warning("APNs app \(name): job \(job.id)'s payload looks like a Live Activity update (aps.event with aps.content-state or aps.timestamp) but goes out as apns-push-type alert; give it apns.headers.apns-push-type \"liveactivity\" (Herald then sends it to \(lane.keys.app.topic).push-type.liveactivity). Said once for this app.",
+                        Sender.fields(job, code: "LIVE_ACTIVITY_AS_ALERT"))
         }
         if let remaining = lane.devices.held(Self.target(request), now: now) {
             metrics.snoozed(project: name)
@@ -325,7 +333,7 @@ final class APNsSender {
         let policy = configuration.retryPolicy
         switch action {
         case .delivered(let apnsID):
-            metrics.delivered(job, now: now)
+            metrics.delivered(job, now: now, provider: "apns")
             lanes[name]?.devices.cleared(Self.target(entry.request))
             settle(job, .completed(messageName: apnsID ?? entry.request.apnsID), code: "OK", into: &result)
         case .pruneToken(let reason, let since):

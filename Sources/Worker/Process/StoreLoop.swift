@@ -97,6 +97,14 @@ final class StoreLoop: @unchecked Sendable {
         machine.notified(now: Self.clock())
         // Which projects the inserts were for: a worker carrying many claims for them first.
         projects?.notified(notifications.map(\.payload))
+        // A worker of one registry project read its entry at start: a correction of it (or a
+        // resume after one) stops this worker gracefully, and its supervisor starts it again
+        // with the entry as it is now.
+        if projects == nil, !configuration.drain, let own = configuration.project,
+           notifications.contains(where: { $0.payload == StoreProjects.registryPayload + own }) {
+            log.info("project \(own): its registry entry changed or it was resumed; this worker stops to start again with the entry as it is now")
+            stop.set()
+        }
     }
 
     /// Hands what the sender sent to the machine; once the sender has finished, the jobs it never
@@ -235,7 +243,7 @@ final class StoreLoop: @unchecked Sendable {
                 let jobs = claim.jobs
                 machine.claimed(jobs, limit: limit, heldBackFor: claim.heldBackFor, now: now)
                 // Each job's queue, so its outcome is counted under it (herald_messages_total).
-                metrics.claimed(jobs)
+                metrics.claimed(jobs) { [projects] in projects?.isAPNsApp($0) ?? false }
                 leaseBook.held(jobs.map(\.id), sentAt: now, leaseSeconds: configuration.leaseSeconds)
                 inbox.put(jobs)
             case .checkDrained:
@@ -381,11 +389,13 @@ extension StoreLoop {
     /// The log line of a finished drain: what it leaves for later, and when that is due.
     static func drainedMessage(_ work: Claimer.PendingWork?, horizon: Double) -> String {
         let within = horizon > 0 ? " or due within \(span(horizon))" : ""
+        // Jobs a pause holds back are not the drain's to wait for; it says whose they are.
+        let paused = work.map { $0.paused.isEmpty ? "" : "; due jobs of paused \($0.paused.prefix(10).joined(separator: ", "))\($0.paused.count > 10 ? " and \($0.paused.count - 10) more" : "") wait (herald stats says why; resume them to send)" } ?? ""
         guard let work, work.later > 0 else {
-            return "drained: no job available, running\(within) left"
+            return "drained: no job available, running\(within) left\(paused)"
         }
         let next = work.nextDueIn.map { " (the next in \(span(max(0, $0))))" } ?? ""
-        return "drained: no job available, running\(within); \(work.later) scheduled job\(work.later == 1 ? "" : "s") wait for later\(next), for a pool that keeps running"
+        return "drained: no job available, running\(within); \(work.later) scheduled job\(work.later == 1 ? "" : "s") wait for later\(next), for a pool that keeps running\(paused)"
     }
 
     /// "45s", "3m20s", "14h02m", "2d03h".

@@ -31,7 +31,7 @@ extension StoreProjects {
     func takeUp(_ app: APNsApp, connection: PGConnection, now: Double) -> Bool {
         let keys: APNsAppKeys
         do {
-            keys = try APNsAppKeys.load(app, baseURL: configuration.apnsBaseURL, tokens: ring.apns.tokens)
+            keys = try APNsAppKeys.load(app, baseURL: configuration.endpoints.apns(app), tokens: ring.apns.tokens)
         } catch {
             refuse(app.name, why: error.description, connection: connection, now: now)
             return false
@@ -87,10 +87,16 @@ extension StoreProjects {
     /// reason until an operator resumes it (`herald apns resume`), and dropped here.
     func apnsAppRefused(_ name: String, reason: String, connection: PGConnection, workerID: String) {
         guard lanes[name]?.apns != nil else { return }
-        let text = "APNs: \(reason); fix it, then herald apns resume \(name)"
-        log.error("APNs app \(name): paused: \(reason); its jobs wait until herald apns resume \(name)")
+        let correction = switch APNsAnswer.pauseCause(reason: reason) {
+        case "apns_topic": "herald apns update \(name) --topic BUNDLE_ID"
+        case "apns_url": "HERALD_APNS_URL (--apns-url)"
+        default: "herald apns update \(name) (--team-id, --key-id, --key-file, --sandbox|--production)"
+        }
+        let text = "APNs: \(reason); fix it (\(correction)), then herald apns resume \(name)"
+        log.error("APNs app \(name): paused: \(reason); correct it with \(correction), then herald apns resume \(name): its jobs wait until then")
         do {
-            _ = try APNsApps.pause(connection, name: name, reason: String(text.prefix(500)), source: "herald work \(workerID)")
+            _ = try APNsApps.refused(connection, name: name, reason: text, cause: APNsAnswer.pauseCause(reason: reason),
+                                     source: "herald work \(workerID)")
         } catch {
             log.warning("APNs app \(name): cannot record its pause (\(error))")
         }

@@ -311,10 +311,42 @@ final class StoreProjects {
 
     /// NOTIFY payloads of `herald_jobs`: the projects named there (`-`: jobs of no project) are
     /// served first by the next claim. An empty payload (a promotion, a queue resumed) names none.
+    /// `registry:NAME` (an entry corrected or resumed: herald.update_project, update_apns_app,
+    /// resume_project_sending) makes this worker forget what it read of the entry and its lane,
+    /// so its next claim of NAME takes it up afresh from the registry, with a key, key id, team
+    /// or topic corrected while it was paused, instead of at the next reading of the registry.
     func notified(_ payloads: [String]) {
         for payload in payloads where !payload.isEmpty && notifiedProjects.count < 1024 {
+            if payload.hasPrefix(Self.registryPayload) {
+                entryChanged(String(payload.dropFirst(Self.registryPayload.count)))
+                continue
+            }
             for name in payload.split(separator: ",") { notifiedProjects.insert(name == "-" ? nil : String(name)) }
         }
+    }
+
+    static let registryPayload = "registry:"
+
+    /// Registry entry `name` changed: what was read of it is forgotten (the next claim of it reads
+    /// it again), a key that failed is looked at again at once, and it is served first.
+    func entryChanged(_ name: String) {
+        guard carries(name) else { return }
+        if lanes[name] != nil {
+            log.info("\(apnsRegistry[name] != nil ? "APNs app" : "project") \(name): its registry entry changed; taken up afresh at its next claim")
+            drop(name)
+        }
+        registry[name] = nil
+        apnsRegistry[name] = nil
+        unknown.remove(name)
+        broken[name] = nil
+        notifiedProjects.insert(name)
+    }
+
+    /// Whether jobs of `project` go to APNs (an app this worker knows of; herald_messages_total's
+    /// provider label).
+    func isAPNsApp(_ project: String?) -> Bool {
+        guard let project else { return false }
+        return lanes[project]?.apns != nil || apnsRegistry[project] != nil
     }
 
     // MARK: Taking a project up
@@ -373,7 +405,7 @@ final class StoreProjects {
         let keyPath = entry.credentials.hasPrefix("env:") ? nil : entry.credentials
         do {
             let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
-            let account = try entry.account(environment: ProcessInfo.processInfo.environment)
+            let account = configuration.endpoints.account(try entry.account(environment: ProcessInfo.processInfo.environment))
             if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
             let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
             do {
@@ -386,7 +418,7 @@ final class StoreProjects {
             } catch {
                 throw WorkerStartupError("cannot get an access token for \(account.clientEmail) from \(account.tokenURI): \(error)")
             }
-            return ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath, keyBytes: bytes)
+            return ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.endpoints.fcm, keyPath: keyPath, keyBytes: bytes)
         } catch {
             refuse(name, why: "\(error)", connection: connection, now: now)
             return nil
@@ -547,15 +579,21 @@ final class StoreProjects {
     /// what waits beyond the horizon, over them all.
     func pendingWork(_ claimer: Claimer, connection: PGConnection, queues: [String], horizon: Double) throws -> Claimer.PendingWork {
         var projects: [String?] = unaddressed == nil ? [] : [nil]
-        for entry in try ProjectRegistry.list(connection) where carries(entry.name) && entry.pausedReason == nil {
-            projects.append(entry.name)
+        var paused: [String] = []
+        for entry in try ProjectRegistry.list(connection) where carries(entry.name) {
+            if entry.pausedReason == nil { projects.append(entry.name) } else { paused.append(entry.name) }
         }
-        for app in try APNsApps.list(connection) where carries(app.name) && app.pausedReason == nil {
-            projects.append(app.name)
+        for app in try APNsApps.list(connection) where carries(app.name) {
+            if app.pausedReason == nil { projects.append(app.name) } else { paused.append(app.name) }
         }
         var total = Claimer.PendingWork(due: false)
         let saved = claimer.project
         defer { claimer.project = saved }
+        // A paused entry's due jobs wait: the drain's last line names the entries holding some.
+        for name in paused.sorted() {
+            claimer.project = name
+            if try claimer.pendingWork(queues: queues, horizon: horizon).due { total.paused.append(name) }
+        }
         for project in projects {
             claimer.project = project
             let work = try claimer.pendingWork(queues: queues, horizon: horizon)

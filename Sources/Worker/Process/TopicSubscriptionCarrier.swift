@@ -254,10 +254,10 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         let keyPath = entry.credentials.hasPrefix("env:") ? nil : entry.credentials
         let bytes = keyPath.flatMap { FileManager.default.contents(atPath: $0) }
         // Checked against the entry's FCM project: a row never goes out with another project's key.
-        let account = try entry.account(environment: ProcessInfo.processInfo.environment)
+        let account = configuration.endpoints.account(try entry.account(environment: ProcessInfo.processInfo.environment))
         if tokenClient == nil { tokenClient = try AccessTokenProvider.tokenClient(caFile: configuration.caFile) }
         let auth = AccessTokenProvider(account: account, caFile: configuration.caFile, client: tokenClient)
-        let keys = ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath, keyBytes: bytes)
+        let keys = ProjectKeys(project: name, account: account, auth: auth, fcmBaseURL: configuration.endpoints.fcm, keyPath: keyPath, keyBytes: bytes)
         held[name] = Held(keys: keys, credentials: entry.credentials, lastUsed: now, checkedAt: now)
         return keys
     }
@@ -287,7 +287,7 @@ final class TopicSubscriptionCarrier: @unchecked Sendable {
         } catch {
             return retry(rows, reason: "no access token: \(error)", retryAfter: nil, quota: false)
         }
-        let request = TopicManagement.request(base: configuration.iidBaseURL, action: action, topic: topic,
+        let request = TopicManagement.request(base: configuration.endpoints.iid, action: action, topic: topic,
                                               tokens: rows.map(\.token), authorization: authorization)
         do {
             let bearer = authorization.hasPrefix("Bearer ") ? String(authorization.dropFirst(7)) : authorization

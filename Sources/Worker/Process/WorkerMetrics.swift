@@ -35,11 +35,15 @@ public final class WorkerMetrics: @unchecked Sendable {
 
     // MARK: store thread
 
-    func claimed(_ jobs: [ClaimedJob]) {
+    /// `isAPNs`: whether a job of this project goes to APNs (its outcome is counted under the
+    /// label provider="apns" of herald_messages_total; every other job's under "fcm").
+    func claimed(_ jobs: [ClaimedJob], isAPNs: (String?) -> Bool = { _ in false }) {
         // Without a slot nothing is counted, and nothing may be kept: `recorded` would never
         // take the entries back, and the map would grow by one entry per job for good.
         guard slot != nil else { return }
-        for job in jobs { queueOfJob[JobKey(job.id)] = job.queue }
+        for job in jobs {
+            queueOfJob[JobKey(job.id)] = job.project != nil && isAPNs(job.project) ? SlotRegion.queueEntry(job.queue, provider: "apns") : job.queue
+        }
     }
 
     /// Outcomes PostgreSQL has just committed; `stale` of them were for jobs another worker held by then.
@@ -84,10 +88,10 @@ public final class WorkerMetrics: @unchecked Sendable {
         slot?.answered(code: code, seconds: seconds, project: app, apns: true)
     }
 
-    /// FCM's 200 for `job`, at `now` (seconds since 1970).
-    func delivered(_ job: ClaimedJob, now: Double) {
+    /// FCM's (or APNs's, `provider` "apns") 200 for `job`, at `now` (seconds since 1970).
+    func delivered(_ job: ClaimedJob, now: Double, provider: String = "fcm") {
         guard job.dueAt > 0 else { return }
-        slot?.delivered(queue: job.queue, secondsSinceDue: now - job.dueAt)
+        slot?.delivered(queue: SlotRegion.queueEntry(job.queue, provider: provider), secondsSinceDue: now - job.dueAt)
     }
 
     func inFlight(_ count: Int) { slot?.setInFlight(count) }

@@ -39,7 +39,7 @@ public final class WorkerProcess: @unchecked Sendable {
             // pool's own, for the jobs of no project, now, as a worker of no project does.
             if carried == .registry, !configuration.credentialsPath.isEmpty {
                 do {
-                    let account = try ServiceAccount.load(path: configuration.credentialsPath)
+                    let account = configuration.endpoints.account(try ServiceAccount.load(path: configuration.credentialsPath))
                     self.account = account
                     auth = AccessTokenProvider(account: account, caFile: configuration.caFile)
                 } catch {
@@ -70,7 +70,7 @@ public final class WorkerProcess: @unchecked Sendable {
                     return
                 }
                 let project = try Project.load(connection, name: name)
-                account = try project.account(environment: ProcessInfo.processInfo.environment)
+                account = configuration.endpoints.account(try project.account(environment: ProcessInfo.processInfo.environment))
                 keyPath = project.credentials.hasPrefix("env:") ? nil : project.credentials
                 // The registry's ceiling for the project, when it has one, over --max-rate.
                 if let rate = project.maxRate { configuration.maxRate = rate }
@@ -81,7 +81,7 @@ public final class WorkerProcess: @unchecked Sendable {
             }
         } else {
             do {
-                account = try ServiceAccount.load(path: configuration.credentialsPath)
+                account = configuration.endpoints.account(try ServiceAccount.load(path: configuration.credentialsPath))
                 keyPath = configuration.credentialsPath
             } catch {
                 throw WorkerStartupError("GOOGLE_APPLICATION_CREDENTIALS: \(error)")
@@ -119,7 +119,7 @@ public final class WorkerProcess: @unchecked Sendable {
         // project's as the store thread takes it up.
         let ring = ProjectKeyRing()
         let poolKeys = account.map { ProjectKeys(project: configuration.carries == nil ? configuration.project : nil, account: $0, auth: auth!,
-                                                 fcmBaseURL: configuration.fcmBaseURL, keyPath: keyPath,
+                                                 fcmBaseURL: configuration.endpoints.fcm, keyPath: keyPath,
                                                  keyBytes: keyPath.flatMap { FileManager.default.contents(atPath: $0) }) }
         var projects: StoreProjects? = nil
         if let carried = configuration.carries {
@@ -146,11 +146,15 @@ public final class WorkerProcess: @unchecked Sendable {
                               stop: stop, log: log, metrics: metrics, fcmProject: account?.projectID ?? "", leaseBook: leaseBook,
                               projects: projects)
         let queues = "queues \(configuration.queues.isEmpty ? "(all)" : configuration.queues.joined(separator: ","))"
+        // Each provider's endpoint is named: FCM's, and APNs's (an app's own, --apns-url, or the
+        // emulator in test mode).
+        let endpoints = configuration.endpoints
+        let against = "FCM at \(endpoints.fcm), APNs at \(endpoints.apnsDescription)"
         switch configuration.carries {
         case .registry?:
-            log.info("working every registered project's jobs\(account == nil ? " (the jobs of no project wait: the pool has no key of its own)" : " and the jobs of no project") in \(queues) with \(configuration.concurrency) in flight against \(configuration.fcmBaseURL), each project with its own key, with \(HTTPClient.libraryVersion)")
+            log.info("working every registry entry's jobs (FCM projects and APNs apps, each with its own key)\(account == nil ? "" : " and the jobs of no project") in \(queues) with \(configuration.concurrency) in flight, \(against)\(endpoints.emulator == nil ? "" : " (test mode: every provider goes to the emulator)"), with \(HTTPClient.libraryVersion)")
         case .named(let names)?:
-            log.info("working the jobs of \(names.map { "project \($0)" }.joined(separator: ", ")) in \(queues) with \(configuration.concurrency) in flight against \(configuration.fcmBaseURL), each with its own key, with \(HTTPClient.libraryVersion)")
+            log.info("working the jobs of \(names.joined(separator: ", ")) in \(queues) with \(configuration.concurrency) in flight, each with its own key, \(against), with \(HTTPClient.libraryVersion)")
         case nil:
             log.info("working \(configuration.project.map { "project \($0)'s jobs in " } ?? "")\(queues) with \(configuration.concurrency) in flight against \(poolKeys?.sendURL ?? "") with \(HTTPClient.libraryVersion)")
         }

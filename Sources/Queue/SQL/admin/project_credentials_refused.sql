@@ -3,5 +3,5 @@
 -- and the claim see it, unless an operator paused it (their reason stays). The worker tries again
 -- later, and its first success lifts this pause (project_credentials_restored.sql).
 UPDATE herald.projects
-SET paused_reason = $2, paused_at = now(), updated_at = now()
+SET paused_reason = $2, paused_cause = 'credentials', paused_at = now(), updated_at = now()
 WHERE name = $1 AND (paused_reason IS NULL OR paused_reason LIKE 'credentials: %') AND paused_reason IS DISTINCT FROM $2

@@ -2,6 +2,6 @@
 -- failure set (reason 'credentials: ...') is lifted; an operator's pause stays. Returns whether
 -- it was lifted.
 UPDATE herald.projects
-SET paused_reason = NULL, paused_at = NULL, updated_at = now()
+SET paused_reason = NULL, paused_cause = NULL, paused_at = NULL, updated_at = now()
 WHERE name = $1 AND paused_reason LIKE 'credentials: %'
 RETURNING name

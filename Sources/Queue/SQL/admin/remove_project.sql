@@ -1,2 +1,3 @@
--- Removes project $1 from the registry (herald.remove_project).
-SELECT herald.remove_project($1)
+-- Removes registry entry $1 (herald.remove_project); with $2 (force) its pending jobs are
+-- dead-lettered first. Returns how many were.
+SELECT herald.remove_project($1, $2)

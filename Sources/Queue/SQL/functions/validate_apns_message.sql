@@ -70,10 +70,12 @@ BEGIN
                              || herald._mv_fill(texts ->> 'token.type', jsonb_build_object('type', jsonb_typeof(token))));
     ELSE
         s := token #>> '{}';
-        IF s !~ '^[0-9A-Fa-f]*$' OR octet_length(s) < (def -> 'token' ->> 'min_hex_digits')::integer THEN
+        IF s !~ '^[0-9A-Fa-f]*$' OR octet_length(s) < (def -> 'token' ->> 'min_hex_digits')::integer
+           OR octet_length(s) > (def -> 'token' ->> 'max_hex_digits')::integer OR octet_length(s) % 2 <> 0 THEN
             issues := issues || ('message.' || (def -> 'token' ->> 'field') || ': '
                                  || herald._mv_fill(texts ->> 'token.shape', jsonb_build_object(
-                                        'min', def -> 'token' ->> 'min_hex_digits', 'length', char_length(s)::text)));
+                                        'min', def -> 'token' ->> 'min_hex_digits', 'max', def -> 'token' ->> 'max_hex_digits',
+                                        'length', char_length(s)::text)));
         END IF;
     END IF;
 

@@ -8,7 +8,10 @@ import TestSupport
 
 @Suite(.serialized) struct WorkerEndToEndTests {
     @Test func fourProcessesDeliverTenThousandJobsExactlyOnce() throws {
-        let stack = try WorkerStack()
+        // Answers 10 ms late, so streams overlap at the emulator: over TLS it reads a record at
+        // a time and answers at once, and with no delay a connection's streams would be seen one
+        // by one however many the worker multiplexes.
+        let stack = try WorkerStack(latencyMilliseconds: 10)
         defer { stack.close() }
         try stack.enqueue(10_000, prefix: "device-")
         let run = try stack.work(["--drain", "--processes", "4", "--poll-interval", "0.2"])

@@ -16,7 +16,7 @@ let connectionOptions: [Option] = [
     Option(name: "credentials", env: "GOOGLE_APPLICATION_CREDENTIALS", value: "FILE",
            help: "Service-account JSON (project_id, client_email, private_key, token_uri). Required, except on the embedded default or with --emulator."),
     Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
-           help: "FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
+           help: "FCM base URL; http:// (a local emulator) uses HTTP/1.1, https:// HTTP/2.", defaultText: "https://fcm.googleapis.com"),
     Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
            help: "CA bundle for verifying FCM's TLS certificate (verification is always on)."),
     allowInsecureTransportOption,

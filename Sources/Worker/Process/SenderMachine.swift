@@ -71,9 +71,7 @@ struct SenderMachine {
     /// there: a 500 or 503 for a message is that message's, retried with its own jittered
     /// backoff (many at once must not turn into one released batch). No HTTP answer at all
     /// (refused, reset, timed out) is an outage. Left out: TLS failures (a setting to fix, not an
-    /// outage) and streams FCM's front end did not process (it answered, by refusing them). A
-    /// request that never left the client's queue counts for the probe (no answer came back),
-    /// and `answered` settles a job's before asking.
+    /// outage) and streams FCM's front end did not process (it answered, by refusing them).
     static func outage(_ failure: HTTPClientError.Kind?) -> String? {
         guard let failure, failure != .tls, failure != .unprocessed else { return nil }
         return TransportFailure.Kind(failure).rawValue

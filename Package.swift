@@ -73,7 +73,7 @@ let package = Package(
 
         // Tests: helpers, unit tests (no socket, no database), integration tests (real PostgreSQL
         // and real HTTP/2 servers on loopback)
-        .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["Postgres", "LocalPostgres", "Queue", "Emulator", "HTTPServer", "Crypto", "FCM", "JSON"], path: "Tests/TestSupport"),
         .testTarget(name: "UnitTests",
                     dependencies: ["JSON", "Crypto", "FCM", "APNs", "WebPush", "HTTPClient", "Queue", "Worker", "Emulator", "Postgres", "Logging", "Metrics", "Lifecycle"]),
         .testTarget(name: "IntegrationTests",

@@ -81,7 +81,7 @@ public enum APNsAnswer {
     /// A request that got no answer.
     public static func action(_ failure: HTTPClientError) -> APNsAction {
         switch failure.kind {
-        case .unprocessed, .notSent: return .resend(reason: failure.description)
+        case .unprocessed: return .resend(reason: failure.description)
         case .timeout, .connection, .tls, .other: return .outage(reason: failure.description)
         }
     }

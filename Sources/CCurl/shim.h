@@ -24,6 +24,4 @@ static inline CURLcode herald_easy_setopt_header(CURL *h, size_t (*f)(char *, si
    curl closes it (the close callback must close it itself). */
 static inline CURLcode herald_easy_setopt_sockopt(CURL *h, int (*f)(void *, curl_socket_t, curlsocktype)) { return curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, f); }
 static inline CURLcode herald_easy_setopt_closesocket(CURL *h, int (*f)(void *, curl_socket_t)) { return curl_easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, f); }
-/* The open callback: the client decides which transfers may open a connection at all. */
-static inline CURLcode herald_easy_setopt_opensocket(CURL *h, curl_socket_t (*f)(void *, curlsocktype, struct curl_sockaddr *)) { return curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, f); }
 #endif

@@ -7,6 +7,7 @@
 #include <openssl/ssl.h>
 #include <openssl/bio.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <openssl/ec.h>

@@ -67,7 +67,7 @@ public struct ParsedOptions: Sendable {
     }
 
     /// An http or https URL with a host: FCM's base URL, the Instance ID URL. `http://` is
-    /// allowed (HTTP/2 with prior knowledge, for a local emulator); anything else is refused
+    /// allowed (HTTP/1.1, for a local emulator); anything else is refused
     /// naming the flag or variable, before anything is sent.
     public func httpURL(_ name: String) throws(UsageError) -> String? {
         guard let (text, source) = lookup(name) else { return nil }

@@ -52,6 +52,9 @@ public enum EmulatorCommand {
         Option(name: "apns-team-id", value: "TEAM", help: "Team ID of the APNs keys written or loaded.", defaultText: "HERALDTEAM"),
         Option(name: "apns-topic", value: "BUNDLE_ID",
                help: "The app (bundle ID) the APNs keys written or loaded are for: a push whose apns-topic is another app's gets 400 TopicDisallowed.", defaultText: "com.example.shop"),
+        Option(name: "tls", value: "MODE",
+               help: "auto: serve HTTPS (h2 and HTTP/1.1 by ALPN, as FCM) with a certificate made for this run, for 127.0.0.1, ::1, localhost, --host and the host of --public-url, signed by an authority made for it alone; the authority's certificate goes to a private temporary folder, removed when the emulator stops, and is printed as HERALD_CA_FILE for workers. off: cleartext (h2c with prior knowledge, and HTTP/1.1). --tls-cert and --tls-key serve a certificate of yours instead.",
+               defaultText: "off"),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
@@ -219,7 +222,19 @@ public enum EmulatorCommand {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
-        let emulator = EmulatorServer(configuration: options.configuration)
+        var configuration = options.configuration
+        // --tls auto: a certificate of its own, its authority's certificate handed to workers.
+        var certificate: EmulatorCertificate? = nil
+        if options.ownCertificate {
+            do {
+                certificate = try EmulatorCertificate(hosts: EmulatorCertificate.hosts(listening: configuration.host, publicURL: configuration.publicURL))
+            } catch {
+                throw EmulatorError("herald emulator: --tls auto: \(error)")
+            }
+            configuration.tls = certificate?.files
+        }
+        defer { certificate?.remove() }
+        let emulator = EmulatorServer(configuration: configuration)
         try emulator.start()
         for path in options.trustedAccounts {
             do {
@@ -299,13 +314,15 @@ public enum EmulatorCommand {
                 throw EmulatorError("--write-apns-key \(folder): \(error)")
             }
         }
-        let protocols = options.configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
+        let protocols = configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
         if let quota = options.configuration.scenario.quota {
             print("# the project's quota (--quota-window \(quota.window.rawValue)): \(quota.described)")
         }
+        let authority: WorkerAuthority? = certificate.map { .own(caFile: $0.caFile) }
+            ?? configuration.tls.map { .given(certificateFile: $0.certificateFile) }
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
-                             tlsCertificate: options.configuration.tls?.certificateFile, note: credentialsNote))
+                             authority: authority, note: credentialsNote))
         if let apnsKey {
             print(apnsSettings(baseURL: emulator.baseURL, keyID: apnsKey.keyID, teamID: apnsKey.teamID,
                                keyPath: absolutePath(apnsKey.path), topic: options.configuration.apnsTopic))
@@ -326,18 +343,26 @@ public enum EmulatorCommand {
     /// What a worker (`herald work`, `send`, `groups`, `bench`) must be given to use this emulator
     /// instead of FCM, as lines a shell takes as they are. Without HERALD_FCM_URL a worker sends to
     /// fcm.googleapis.com; without the credentials it refuses to start.
-    static func workerSettings(baseURL: String, credentials: String, temporary: Bool, tlsCertificate: String?, note: String?) -> String {
+    static func workerSettings(baseURL: String, credentials: String, temporary: Bool, authority: WorkerAuthority?, note: String?) -> String {
         var lines = ["# For a worker to send to this emulator instead of FCM, set (no message reaches a device):"]
         lines.append("export HERALD_FCM_URL=\(shellQuoted(baseURL))")
         lines.append("export HERALD_IID_URL=\(shellQuoted(baseURL))")
         lines.append("export HERALD_FCM_DATA_URL=\(shellQuoted(baseURL))")
         lines.append("export GOOGLE_APPLICATION_CREDENTIALS=\(shellQuoted(credentials))")
-        if let tlsCertificate {
-            lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(tlsCertificate)))  # or the CA that signed it")
+        switch authority {
+        case .own(let caFile)?:
+            lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(caFile)))  # the authority of its certificate, made for this run")
+        case .given(let certificateFile)?:
+            lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(certificateFile)))  # or the CA that signed it")
+        case nil:
+            break
         }
         if let note { lines.append(note) }
         if temporary {
             lines.append("# (that service account is removed when this emulator stops; --write-service-account FILE keeps one)")
+        }
+        if case .own? = authority {
+            lines.append("# (the certificate is made anew at each start: a worker started before this emulator needs the new HERALD_CA_FILE)")
         }
         lines.append("# then, with DATABASE_URL set: herald work")
         return lines.joined(separator: "\n")
@@ -353,6 +378,14 @@ public enum EmulatorCommand {
             "export HERALD_APNS_URL=\(shellQuoted(baseURL))",
             "# what it received: curl '\(baseURL)/emulator/apns/messages?token=<device token>'",
         ].joined(separator: "\n")
+    }
+
+    /// What a worker trusts to verify the emulator's certificate.
+    enum WorkerAuthority {
+        /// `--tls auto`: the authority made for this run.
+        case own(caFile: String)
+        /// `--tls-cert`: the certificate given (self-signed, or the user's CA signed it).
+        case given(certificateFile: String)
     }
 
     /// `text` as one shell word: unchanged when it holds nothing a shell would read specially.
@@ -382,6 +415,8 @@ public enum EmulatorCommand {
         public var writeAPNsKeyFolder: String? = nil
         /// `--apns-keys DIR`.
         public var apnsKeyFolder: String? = nil
+        /// `--tls auto`: serve HTTPS with a certificate made at start (see `EmulatorCertificate`).
+        public var ownCertificate = false
 
         /// nil when help was asked for.
         public static func parse(_ arguments: [String]) throws(EmulatorError) -> Options? {
@@ -552,6 +587,21 @@ public enum EmulatorCommand {
                     throw EmulatorError("herald emulator: \(source) \(error.description)")
                 }
             }
+            if let (mode, source) = parsed.lookup("tls") {
+                switch mode {
+                case "auto":
+                    if parsed.string("tls-cert") != nil || parsed.string("tls-key") != nil {
+                        throw EmulatorError("herald emulator: \(source) auto makes a certificate of its own, and --tls-cert/--tls-key give one; give one or the other")
+                    }
+                    options.ownCertificate = true
+                case "off":
+                    if parsed.string("tls-cert") != nil || parsed.string("tls-key") != nil {
+                        throw EmulatorError("herald emulator: \(source) off serves cleartext, but --tls-cert/--tls-key ask for HTTPS; give one or the other")
+                    }
+                default:
+                    throw EmulatorError("herald emulator: \(source) must be auto (HTTPS with a certificate made for this run) or off (cleartext), not '\(mode)'")
+                }
+            }
             switch (parsed.string("tls-cert"), parsed.string("tls-key")) {
             case (nil, nil): break
             case let (certificate?, key?):
@@ -583,12 +633,12 @@ func absolutePath(_ path: String) -> String {
     return (directory == "/" ? "" : directory) + "/" + relative
 }
 
-/// A fresh folder only this user can read, under TMPDIR (or /tmp).
-func makeTemporaryFolder() throws(EmulatorError) -> String {
+/// A fresh folder only this user can read, under TMPDIR (or /tmp), named `prefix.XXXXXX`.
+func makeTemporaryFolder(prefix: String = "herald-emulator") throws(EmulatorError) -> String {
     var base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
     if base.isEmpty { base = "/tmp" }
     while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
-    var template = Array((base + "/herald-emulator.XXXXXX").utf8CString)
+    var template = Array((base + "/" + prefix + ".XXXXXX").utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     guard made != nil else { throw EmulatorError("cannot create a folder under \(base): \(String(cString: strerror(errno)))") }
     return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)

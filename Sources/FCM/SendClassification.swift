@@ -174,12 +174,10 @@ extension TransportFailure {
 }
 
 extension TransportFailure.Kind {
-    /// The kind of an HTTP client's failure. A request that never left the client's queue is a
-    /// timeout here (what it is to whoever waited for it); the worker's sender tells it apart by
-    /// the client's own kind.
+    /// The kind of an HTTP client's failure.
     public init(_ kind: HTTPClientError.Kind) {
         switch kind {
-        case .timeout, .notSent: self = .timeout
+        case .timeout: self = .timeout
         case .connection: self = .connection
         case .tls: self = .tls
         case .unprocessed: self = .unprocessed

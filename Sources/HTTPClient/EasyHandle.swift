@@ -8,7 +8,7 @@ import Glibc
 extension HTTPClient {
     /// Adds one transfer to the multi handle; false when it failed at once (reported by the next poll).
     @discardableResult
-    func start(_ request: HTTPRequest, tag: UInt64, role: Role, submitted: UInt64 = 0) -> Bool {
+    func start(_ request: HTTPRequest, tag: UInt64) -> Bool {
         let easy = idle.popLast() ?? EasyHandle()
         guard let easy else {
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))))
@@ -26,14 +26,7 @@ extension HTTPClient {
             easy.closesSeen = sockets.closed
         }
         let transfer = Transfer(tag: tag, easy: easy)
-        transfer.role = role
-        if case .stream = role {
-            // Kept to go back to its origin's queue if curl finds no open connection for it.
-            transfer.request = request
-            transfer.submitted = submitted
-        }
-        if let error = configure(transfer, request, version: role.version, fresh: role.isOpener, multiplexed: true,
-                                 pipewait: role.waitsForMultiplexing) {
+        if let error = configure(transfer, request, multiplexed: true) {
             recycle(easy)
             failedEarly.append(HTTPCompletion(tag: tag, result: .failure(error)))
             return false
@@ -67,15 +60,15 @@ extension HTTPClient {
     /// The variables libcurl reads a proxy from (`NO_PROXY` only matters with one of them).
     static let proxyVariables = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
 
-    /// Sets the options of `request` on the handle; nil when all were taken.
+    /// Sets the options of `request` on the handle; nil when all were taken. `multiplexed`: a
+    /// transfer of the multi handle (else `perform`'s, on a thread of its own).
     ///
     /// A handle keeps its options from one request to the next, so only what differs from its
     /// last request is set: for the sender's sends, the body and the transfer it reports to.
     /// Setting every option again (after `curl_easy_reset`) made libcurl free and copy the URL
     /// and headers and parse the URL for every message. A handle whose last configuration
     /// failed, or whose method changes, starts again from a reset.
-    func configure(_ transfer: Transfer, _ request: HTTPRequest, version: Int, fresh: Bool, multiplexed: Bool,
-                           pipewait: Bool) -> HTTPClientError? {
+    func configure(_ transfer: Transfer, _ request: HTTPRequest, multiplexed: Bool) -> HTTPClientError? {
         let easy = transfer.easy
         let h = easy.handle
         easy.errorBuffer[0] = 0
@@ -103,6 +96,12 @@ extension HTTPClient {
             set(CURLOPT_TIMEOUT_MS, configuration.requestTimeoutMilliseconds, "CURLOPT_TIMEOUT_MS")
             set(CURLOPT_TCP_KEEPALIVE, 1, "CURLOPT_TCP_KEEPALIVE")
             set(CURLOPT_MAXLIFETIME_CONN, max(0, configuration.maxConnectionAgeSeconds), "CURLOPT_MAXLIFETIME_CONN")
+            // HTTP/2 over TLS by ALPN (h2, else HTTP/1.1 if the server offers only that); HTTP/1.1
+            // for http://, without an Upgrade (see the top of HTTPClient.swift).
+            set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS), "CURLOPT_HTTP_VERSION")
+            // A transfer of the multi handle may wait for a connection still opening, to
+            // multiplex on it, rather than open one of its own; `perform` sends one at a time.
+            set(CURLOPT_PIPEWAIT, multiplexed ? 1 : 0, "CURLOPT_PIPEWAIT")
             set(CURLOPT_SSL_VERIFYPEER, 1, "CURLOPT_SSL_VERIFYPEER")
             set(CURLOPT_SSL_VERIFYHOST, 2, "CURLOPT_SSL_VERIFYHOST")
             if let caFile = configuration.caFile { set(CURLOPT_CAINFO, caFile, "CURLOPT_CAINFO") }
@@ -122,7 +121,6 @@ extension HTTPClient {
                 check(herald_easy_setopt_ptr(h, CURLOPT_SOCKOPTDATA, registry), "CURLOPT_SOCKOPTDATA")
                 check(herald_easy_setopt_closesocket(h, socketClosing), "CURLOPT_CLOSESOCKETFUNCTION")
                 check(herald_easy_setopt_ptr(h, CURLOPT_CLOSESOCKETDATA, registry), "CURLOPT_CLOSESOCKETDATA")
-                check(herald_easy_setopt_opensocket(h, socketOpening), "CURLOPT_OPENSOCKETFUNCTION")
             }
             switch method {
             case .get: set(CURLOPT_HTTPGET, 1, "CURLOPT_HTTPGET")
@@ -170,9 +168,6 @@ extension HTTPClient {
         // A busy connection replaced before it grows old (`HTTPClient.connectionGenerationOdd`).
         let sslOptions = multiplexed && connectionGenerationOdd(request.url) ? Int(CURLSSLOPT_NO_REVOKE) : 0
         if (previous?.sslOptions ?? 0) != sslOptions { set(CURLOPT_SSL_OPTIONS, sslOptions, "CURLOPT_SSL_OPTIONS") }
-        if previous?.version != version { set(CURLOPT_HTTP_VERSION, version, "CURLOPT_HTTP_VERSION") }
-        if previous?.fresh != fresh { set(CURLOPT_FRESH_CONNECT, fresh ? 1 : 0, "CURLOPT_FRESH_CONNECT") }
-        if previous?.pipewait != pipewait { set(CURLOPT_PIPEWAIT, pipewait ? 1 : 0, "CURLOPT_PIPEWAIT") }
 
         if method.sendsBody {
             // curl reads the body from the handle's own buffer while the transfer runs (the
@@ -209,9 +204,7 @@ extension HTTPClient {
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         check(herald_easy_setopt_ptr(h, CURLOPT_WRITEDATA, context), "CURLOPT_WRITEDATA")
         check(herald_easy_setopt_ptr(h, CURLOPT_HEADERDATA, context), "CURLOPT_HEADERDATA")
-        if multiplexed { check(herald_easy_setopt_ptr(h, CURLOPT_OPENSOCKETDATA, context), "CURLOPT_OPENSOCKETDATA") }
-        easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, version: version, fresh: fresh, multiplexed: multiplexed,
-                                                            pipewait: pipewait, sslOptions: sslOptions) : nil
+        easy.settings = failure == nil ? HandleSettings(method: method, url: request.url, sslOptions: sslOptions) : nil
         return failure
     }
 
@@ -320,14 +313,11 @@ enum Method: Equatable {
     var sendsBody: Bool { if case .get = self { return false } else if case .head = self { return false } else { return true } }
 }
 
-/// The options a handle was last configured with.
+/// The options a handle was last configured with (those set once after a reset are the same
+/// for every request of a handle: a handle serves the multi loop or `perform`, never both).
 struct HandleSettings {
     var method: Method
     var url: String
-    var version: Int
-    var fresh: Bool
-    var multiplexed: Bool
-    var pipewait: Bool
     /// `CURLOPT_SSL_OPTIONS` set (0 after a reset).
     var sslOptions: Int
 }
@@ -501,30 +491,10 @@ final class Transfer {
     /// Some line of an answer (even an interim one) came.
     var answerBegun = false
     var body: [UInt8] = []
-    var role: Role = .plain
-    /// A stream's request and when it was submitted, to queue it again (see `socketOpening`).
-    var request: HTTPRequest?
-    var submitted: UInt64 = 0
-    /// curl wanted a new connection for this stream and was refused one.
-    var newConnectionRefused = false
 
     init(tag: UInt64, easy: EasyHandle) {
         self.tag = tag
         self.easy = easy
-    }
-
-    /// `CURL_HTTP_VERSION_*` of the answer (0 when there was none).
-    var httpVersion: Int {
-        var version = 0
-        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_HTTP_VERSION, &version)
-        return version
-    }
-
-    /// Connections this transfer had to open.
-    var newConnections: Int {
-        var count = 0
-        _ = herald_easy_getinfo_long(easy.handle, CURLINFO_NUM_CONNECTS, &count)
-        return count
     }
 
     func result(_ code: CURLcode) -> Result<HTTPResponse, HTTPClientError> {
@@ -572,30 +542,6 @@ let receiveBody: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeM
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     if let data, length > 0 { transfer.body.append(contentsOf: UnsafeRawBufferPointer(start: data, count: length)) }
     return length
-}
-
-/// curl wants a new connection for a transfer. A stream of a cleartext origin may only go on an
-/// h2c connection known to be open: given a connection of its own, libcurl 7.88 would send it as
-/// HTTP/1.1 with an Upgrade (a stream asks for plain HTTP/2, see OriginAdmission.swift), and one
-/// HTTP/1.1 answer makes curl treat the whole host as unable to multiplex: every later stream
-/// then wanted a connection of its own, and those beyond the host's connection limit waited in
-/// curl's queue until their timeout. That is what happened when a connection went away under
-/// load (a GOAWAY, or a server ending a connection for the resets libcurl 7.88 sends after
-/// answers without a body): curl sends the streams the connection had not answered again by
-/// itself, on a new connection. So a stream is refused a socket and fails at once; the client
-/// puts it back in its origin's queue (`drive`), where it goes out as an opener or as a stream
-/// on a connection that is open. Every other transfer gets the socket it asks for.
-let socketOpening: @convention(c) (UnsafeMutableRawPointer?, curlsocktype, UnsafeMutablePointer<curl_sockaddr>?) -> curl_socket_t = {
-    context, _, address in
-    guard let address else { return CURL_SOCKET_BAD }
-    if let context {
-        let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
-        if case .stream = transfer.role {
-            transfer.newConnectionRefused = true
-            return CURL_SOCKET_BAD
-        }
-    }
-    return socket(address.pointee.family, address.pointee.socktype, address.pointee.protocol)
 }
 
 let receiveHeader: @convention(c) (UnsafeMutablePointer<CChar>?, Int, Int, UnsafeMutableRawPointer?) -> Int = {

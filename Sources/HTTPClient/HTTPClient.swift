@@ -9,14 +9,21 @@ import Synchronization
 // This file: the client and its multi loop (submitting, driving curl_multi_perform, waiting in
 // curl_multi_poll, the connections' sockets). HTTPTypes.swift: the public types (request,
 // answer, error kinds, configuration). EasyHandle.swift: one request on an easy handle (its
-// options, what it receives, how its end is classified). OriginAdmission.swift: how many
-// requests a cleartext origin's connections take at once, and the queue of those waiting.
+// options, what it receives, how its end is classified).
+//
+// One road for every request: `CURL_HTTP_VERSION_2TLS`, so an `https://` origin (FCM, APNs,
+// the emulator as the worker meets it) speaks HTTP/2 chosen by ALPN, multiplexed on few
+// connections, and libcurl's own pool decides which connection carries what. A plain
+// `http://` origin (a loopback emulator a user asked for) speaks HTTP/1.1, one request at a time
+// per kept-alive connection: libcurl 7.88.1 cannot reuse an h2c connection opened with prior
+// knowledge (curl issue 10634), and the client no longer manages cleartext connections itself
+// to get around it (docs/architecture.md).
 
 /// `curl_global_init` is not thread-safe; a global is initialised exactly once.
 private let curlGlobalInit: CURLcode = herald_global_init()
 
-/// Many concurrent requests over HTTP/2 (h2c with prior knowledge for `http://`, ALPN for
-/// `https://`), multiplexed on few kept-alive connections.
+/// Many concurrent requests over HTTP/2 (negotiated by ALPN for `https://`), multiplexed on few
+/// kept-alive connections; `http://` requests go over HTTP/1.1, one at a time per connection.
 ///
 /// Owned by one thread: `submit` and `poll` are called from that thread only. `wake()` may be
 /// called from any thread, and so may `perform` (it has its own handle behind a lock).
@@ -35,9 +42,7 @@ public final class HTTPClient: @unchecked Sendable {
     var idle: [EasyHandle] = []
     /// Requests that failed before reaching curl, reported by the next poll.
     var failedEarly: [HTTPCompletion] = []
-    let performHandle = Mutex<PerformState>(PerformState())
-    /// Cleartext (h2c) origins, keyed by `http://host:port`; see `Origin`.
-    var origins: [String: Origin] = [:]
+    let performHandle = Mutex<EasyHandle?>(nil)
     static let maxIdleHandles = 512
     /// The header list of the last request, shared by every request with the same lines (the
     /// sender's lines change only when its access token does).
@@ -93,25 +98,12 @@ public final class HTTPClient: @unchecked Sendable {
     }
 
     /// Requests submitted and not yet returned by `poll`.
-    public var inFlight: Int {
-        active.count + failedEarly.count + origins.values.reduce(0) { $0 + $1.pending.count - $1.head }
-    }
+    public var inFlight: Int { active.count + failedEarly.count }
 
     /// Starts a request; its completion comes out of a later `poll` with the same `tag`.
     public func submit(_ request: HTTPRequest, tag: UInt64) {
-        guard let origin = origin(of: request.url) else {
-            start(request, tag: tag, role: .plain)
-            return
-        }
-        origin.pending.append(Pending(request: request, tag: tag, submitted: HTTPClient.monotonicMilliseconds()))
-        admit(origin)
+        start(request, tag: tag)
     }
-
-    /// The last URL submitted and its cleartext origin (nil: not cleartext): a sender sends to
-    /// one URL, so most requests find their origin here without parsing the URL or hashing the
-    /// origin's key. Origins are never removed from `origins`, so the one kept here stays the
-    /// one listed there.
-    var lastURL: (url: String, origin: Origin?)?
 
     /// Drives the transfers and returns the ones that finished. When none has, waits up to
     /// `timeoutMilliseconds` for network activity (`curl_multi_poll`), for `wake()`, or for
@@ -119,7 +111,6 @@ public final class HTTPClient: @unchecked Sendable {
     public func poll(timeoutMilliseconds: Int32, extraFileDescriptor: Int32 = -1) -> [HTTPCompletion] {
         var finished = failedEarly
         failedEarly.removeAll()
-        expireQueued(into: &finished)
         // curl_multi_perform visits every transfer in flight, so a call is not free: drive before
         // waiting only when something was added since the last drive (or it may have finished).
         if startedSinceDrive || !finished.isEmpty { drive(into: &finished) }
@@ -143,29 +134,16 @@ public final class HTTPClient: @unchecked Sendable {
     /// Sends one request and waits for its answer, on a handle of its own (its connection is
     /// kept for the next call). Any thread; calls are serialised.
     public func perform(_ request: HTTPRequest) throws(HTTPClientError) -> HTTPResponse {
-        let result: Result<HTTPResponse, HTTPClientError> = performHandle.withLock { state in
-            if state.easy == nil { state.easy = EasyHandle() }
-            guard let easy = state.easy else {
+        let result: Result<HTTPResponse, HTTPClientError> = performHandle.withLock { kept in
+            if kept == nil { kept = EasyHandle() }
+            guard let easy = kept else {
                 return .failure(HTTPClientError(kind: .other, message: "curl_easy_init failed"))
             }
             let transfer = Transfer(tag: 0, easy: easy)
-            // The same h2c work-around as the multi loop: prior knowledge only on a new connection.
-            let origin = HTTPClient.cleartextOrigin(request.url)
-            let reuse = origin.map { state.h2cOrigins.contains($0) } ?? true
-            let version = origin == nil ? Int(CURL_HTTP_VERSION_2TLS)
-                : Int(reuse ? CURL_HTTP_VERSION_2_0 : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE)
-            if let error = configure(transfer, request, version: version, fresh: !reuse, multiplexed: false, pipewait: false) {
+            if let error = configure(transfer, request, multiplexed: false) {
                 return .failure(error)
             }
-            let code = curl_easy_perform(easy.handle)
-            if let origin {
-                if code == CURLE_OK && transfer.httpVersion == Int(CURL_HTTP_VERSION_2_0) {
-                    state.h2cOrigins.insert(origin)
-                } else {
-                    state.h2cOrigins.remove(origin)
-                }
-            }
-            return transfer.result(code)
+            return transfer.result(curl_easy_perform(easy.handle))
         }
         return try result.get()
     }
@@ -188,23 +166,9 @@ public final class HTTPClient: @unchecked Sendable {
             let code = herald_msg_result(message)
             curl_multi_remove_handle(multi, handle)
             guard let transfer = active.removeValue(forKey: HandleKey(handle)) else { continue }
-            if transfer.newConnectionRefused, code != CURLE_OK, case .stream(let origin) = transfer.role {
-                // Not sent on a connection of its own: back to its origin's queue (`socketOpening`).
-                requeue(transfer, origin: origin)
-                recycle(transfer.easy)
-                continue
-            }
-            let result = transfer.result(code)
-            finished.append(HTTPCompletion(tag: transfer.tag, result: result))
-            settle(transfer, result, into: &finished)
+            finished.append(HTTPCompletion(tag: transfer.tag, result: transfer.result(code)))
             recycle(transfer.easy)
         }
-        for origin in touched {
-            origin.touched = false
-            origin.lostCounted = false
-            admit(origin)
-        }
-        touched.removeAll(keepingCapacity: true)
     }
 
     /// The sockets of the multi handle's connections, from curl's socket callbacks.
@@ -220,8 +184,6 @@ public final class HTTPClient: @unchecked Sendable {
     var parsedOrigins: [String: ParsedURL] = [:]
     var lastParsedOrigin: (prefix: String, parsed: ParsedURL)?
 
-    /// Origins whose streams or connections changed in this pass: each admits what now fits.
-    var touched: [Origin] = []
     /// A transfer was added to the multi handle since the last `drive`.
     var startedSinceDrive = true
 
@@ -237,8 +199,8 @@ public final class HTTPClient: @unchecked Sendable {
     /// finish the streams they carry, fall idle and are closed as too old (or, when the host's
     /// connection limit is reached, the oldest idle one first), while fresh connections take
     /// over. A connection so lives at most about two ages. Only `https://` origins with OpenSSL
-    /// (cleartext origins' connections are counted by the client itself, `Origin`, and serve
-    /// tests only; an `http://` request sets no TLS option).
+    /// (an `http://` request sets no TLS option; its HTTP/1.1 connections fall idle between
+    /// requests, so `CURLOPT_MAXLIFETIME_CONN` alone retires them).
     func connectionGenerationOdd(_ url: String) -> Bool {
         guard HTTPClient.replacesBusyConnections, configuration.maxConnectionAgeSeconds > 0, url.hasPrefix("https://") else { return false }
         let now = HTTPClient.monotonicMilliseconds()
@@ -259,12 +221,6 @@ public final class HTTPClient: @unchecked Sendable {
         clock_gettime(CLOCK_MONOTONIC, &now)
         return UInt64(now.tv_sec) * 1000 + UInt64(now.tv_nsec) / 1_000_000
     }
-}
-
-struct PerformState {
-    var easy: EasyHandle?
-    /// Cleartext origins the perform handle holds an h2c connection to.
-    var h2cOrigins: Set<String> = []
 }
 
 /// The sockets of a client's connections; touched only by the thread that drives the client.

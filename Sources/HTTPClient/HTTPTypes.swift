@@ -111,11 +111,6 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
         /// above the last-stream-id of its GOAWAY. Safe to send again (it reached no application);
         /// libcurl already sent it again on a fresh connection as often as it would.
         case unprocessed
-        /// The request never left this client: it waited in the client's own queue of a
-        /// cleartext origin for a free HTTP/2 stream until the request timeout, and was never
-        /// handed to a connection. No byte of it reached the server, so its silence says nothing
-        /// of the server.
-        case notSent
         /// Anything else (bad URL, an option libcurl refused, out of memory).
         case other
     }

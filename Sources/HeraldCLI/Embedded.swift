@@ -16,7 +16,7 @@ let connectionOptions: [Option] = [
     Option(name: "credentials", env: "GOOGLE_APPLICATION_CREDENTIALS", value: "FILE",
            help: "Service-account JSON (project_id, client_email, private_key, token_uri). Required, except on the embedded default or with --emulator."),
     Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
-           help: "FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
+           help: "FCM base URL; http:// (a local emulator) uses HTTP/1.1, https:// HTTP/2.", defaultText: "https://fcm.googleapis.com"),
     Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
            help: "CA bundle for verifying FCM's TLS certificate (verification is always on)."),
     allowInsecureTransportOption,
@@ -122,7 +122,12 @@ final class RunEnvironment {
 
     /// An emulator key written for this process only, removed when it ends.
     private var temporaryCredentials: String?
-    deinit { if let temporaryCredentials { try? FileManager.default.removeItem(atPath: temporaryCredentials) } }
+    /// The in-process emulator's certificate, removed when it stops.
+    private var certificate: EmulatorCertificate?
+    deinit {
+        if let temporaryCredentials { try? FileManager.default.removeItem(atPath: temporaryCredentials) }
+        certificate?.remove()
+    }
 
     /// The claim on the data folder, held until this process exits.
     private var folderLock: FolderLock?
@@ -199,6 +204,12 @@ final class RunEnvironment {
         guard allowed else { throw Self.missingCredentials(parsed) }
         var configuration = emulatorConfiguration ?? EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
         configuration.port = 0
+        // Over TLS, as FCM is reached: a certificate made for this run, whose authority the
+        // workers are given as HERALD_CA_FILE, exactly as a user gives theirs.
+        let made = try EmulatorCertificate()
+        certificate = made
+        configuration.tls = made.files
+        caFile = made.caFile
         let server = EmulatorServer(configuration: configuration)
         try server.start()
         emulator = server
@@ -307,6 +318,8 @@ final class RunEnvironment {
     func shutdown() {
         emulator?.stop()
         emulator = nil
+        certificate?.remove()
+        certificate = nil
         if let cluster, keepCluster {
             print("""
                 The private PostgreSQL keeps running (--keep):

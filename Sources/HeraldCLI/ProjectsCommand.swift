@@ -22,7 +22,7 @@ enum ProjectsCommand {
         Option(name: "force", help: "remove: dead-letter the project's pending jobs and remove it (without it, remove is refused while jobs are pending)."),
         Option(name: "json", help: "list, show: print JSON instead of a table."),
         Option(name: "fcm-url", env: "HERALD_FCM_URL", value: "URL",
-               help: "test: FCM base URL; http:// uses HTTP/2 with prior knowledge.", defaultText: "https://fcm.googleapis.com"),
+               help: "test: FCM base URL; http:// (a local emulator) uses HTTP/1.1.", defaultText: "https://fcm.googleapis.com"),
         Option(name: "ca-file", env: "HERALD_CA_FILE", value: "FILE",
                help: "test: CA bundle for verifying FCM's TLS certificate (verification is always on)."),
         allowInsecureTransportOption,

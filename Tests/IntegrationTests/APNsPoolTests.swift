@@ -103,9 +103,10 @@ import TestSupport
             #expect(try s.stack.count("SELECT coalesce(max(attempts), 0) FROM herald.jobs WHERE project = 'shop'") < 3)
 
             // APNs answers again, at the same address, knowing the same key.
-            var configuration = EmulatorConfiguration(host: "127.0.0.1", port: apnsPort, threads: 1)
-            configuration.apnsProviderTokenMaxAge = 3600
-            let revived = EmulatorServer(configuration: configuration)
+            let revived = EmulatorServer(configuration: try workerEmulatorConfiguration {
+                $0.port = apnsPort
+                $0.apnsProviderTokenMaxAge = 3600
+            })
             _ = try revived.trustAPNsKeys(folder: s.folder)
             try revived.start()
             defer { revived.stop() }

@@ -24,7 +24,9 @@ import TestSupport
             stack = try WorkerStack()
             folder = NSTemporaryDirectory() + "herald-apns-worker-\(UUID().uuidString)"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            if let apnsConfiguration {
+            if var apnsConfiguration {
+                // APNs is reached over TLS only, as Apple serves it.
+                if apnsConfiguration.tls == nil { apnsConfiguration.tls = try TestTLS.files() }
                 apns = EmulatorServer(configuration: apnsConfiguration)
                 try apns.start()
             } else {
@@ -484,8 +486,7 @@ import TestSupport
         defer { s.close() }
         var environment = s.environment
         // A port nothing listens on: connections are refused.
-        let closed = try EmulatorServer(configuration: EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1))
-        try closed.start()
+        let closed = try startWorkerEmulator()
         environment["HERALD_APNS_URL"] = closed.baseURL
         closed.stop()
         for n in 1...30 { try s.enqueue(Self.token("e1", n)) }

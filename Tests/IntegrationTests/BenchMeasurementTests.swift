@@ -39,16 +39,19 @@ import Testing
 /// `herald bench`'s sends-alone phase: the figure it divides by must be what FCM received.
 @Suite struct SenderBenchmarkTests {
     @Test func everyRequestReachesTheEmulatorAndItsCPUIsCounted() throws {
-        let emulator = try startEmulator()
+        // Over TLS, as herald bench's own emulator serves it.
+        let emulator = try startWorkerEmulator { $0.threads = 2 }
         defer { emulator.stop() }
         let account = try TestAccount(emulator)
         let token = try account.accessToken()
         let bodies = (1...50).map { Array(#"{"message":{"token":"bench-\#($0)","data":{"n":"\#($0)"}}}"#.utf8) }
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = try TestTLS.caFile()
 
         let result = try SenderBenchmark.run(url: emulator.sendURL(projectID: account.projectID),
                                              headers: ["Authorization: Bearer \(token)", "Content-Type: application/json"],
                                              bodies: bodies, requests: 3_001, threads: 2, concurrency: 64,
-                                             configuration: HTTPClientConfiguration())
+                                             configuration: configuration)
         #expect(result.requests == 3_001)
         #expect(result.delivered == 3_001, "\(result.firstFailure ?? "")")
         #expect(result.firstFailure == nil)

@@ -52,6 +52,7 @@ import TestSupport
             configuration.carries = .registry
             configuration.fcmBaseURL = stack.emulator.baseURL
             configuration.iidBaseURL = stack.emulator.baseURL
+            configuration.caFile = stack.caFile
             return configuration
         }
 
@@ -131,10 +132,12 @@ import TestSupport
         defer { r.close() }
         let ring = ProjectKeyRing()
         let account = try Project.loadKey(r.folder + "/herald-project-1.json", environment: [:])
-        ring.put(ProjectKeys(project: "p1", account: account, auth: AccessTokenProvider(account: account), fcmBaseURL: r.stack.emulator.baseURL,
+        ring.put(ProjectKeys(project: "p1", account: account, auth: AccessTokenProvider(account: account, caFile: r.stack.caFile), fcmBaseURL: r.stack.emulator.baseURL,
                              keyPath: nil, keyBytes: nil))
         let configuration = r.configuration
-        let sender = Sender(configuration: configuration, client: try HTTPClient(configuration: HTTPClientConfiguration()), ring: ring,
+        var clientConfiguration = HTTPClientConfiguration()
+        clientConfiguration.caFile = r.stack.caFile
+        let sender = Sender(configuration: configuration, client: try HTTPClient(configuration: clientConfiguration), ring: ring,
                             shared: true, inbox: Mailbox(), outbox: Mailbox(), stop: Flag(), log: Logger(level: .error),
                             metrics: WorkerMetrics(slot: nil), leases: LeaseBook(leaseSeconds: 60))
         let start = Date().timeIntervalSince1970

@@ -173,18 +173,47 @@ import TestSupport
         return lines.filter { $0.hasPrefix("export ") }
     }
 
+    /// Plain http:// as `herald emulator` serves by default: the worker speaks HTTP/1.1 to it.
     @Test func itsStartUpLinesPastedIntoAShellLetAWorkerDeliverToIt() throws {
-        let emulator = try HeraldProcess(["emulator", "--port", "0"], environment: [:])
+        try pastedLinesDeliver(emulatorArguments: [], names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS"])
+    }
+
+    /// `--tls auto`: HTTPS with a certificate it made, its authority printed as HERALD_CA_FILE;
+    /// the worker given those lines verifies it as it verifies FCM's, and the files go when the
+    /// emulator stops.
+    @Test func withTLSAutoItsLinesHandTheWorkerTheAuthorityOfItsOwnCertificate() throws {
+        try pastedLinesDeliver(emulatorArguments: ["--tls", "auto"],
+                               names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_CA_FILE"])
+    }
+
+    @Test func tlsAutoBesideACertificateOfTheUsersIsRefused() throws {
+        let run = try HeraldProcess.run(["emulator", "--port", "0", "--tls", "auto", "--tls-cert", "c.pem", "--tls-key", "k.pem"],
+                                        environment: [:], timeout: 30)
+        #expect(run.status != 0 && run.output.contains("--tls auto") && run.output.contains("--tls-cert"), "\(run.output)")
+        let unknown = try HeraldProcess.run(["emulator", "--port", "0", "--tls", "yes"], environment: [:], timeout: 30)
+        #expect(unknown.status != 0 && unknown.output.contains("auto") && unknown.output.contains("off"), "\(unknown.output)")
+    }
+
+    /// Starts `herald emulator` with `emulatorArguments`, checks the variables its `export` lines
+    /// name, and has a worker given only those lines and DATABASE_URL (through a shell, as a user
+    /// pastes them) deliver a job to it; the files it wrote for the purpose go when it stops.
+    func pastedLinesDeliver(emulatorArguments: [String], names expected: [String]) throws {
+        let emulator = try HeraldProcess(["emulator", "--port", "0"] + emulatorArguments, environment: [:])
         try emulator.start()
         defer { emulator.signal(SIGKILL) }
         var exports: [String] = []
         #expect(waitUntil(timeout: 30) { exports = Self.exportLines(emulator) ?? []; return !exports.isEmpty },
                 "the start-up names the settings: \(emulator.output)")
         let names = exports.map { $0.dropFirst("export ".count).prefix { $0 != "=" } }
-        #expect(names == ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS"], "\(exports)")
-        let credentials = try #require(exports.last?.split(separator: "=", maxSplits: 1).last.map(String.init))
+        #expect(names.map(String.init) == expected, "\(exports)")
+        func value(_ name: String) -> String? {
+            exports.first { $0.hasPrefix("export \(name)=") }.map { String($0.dropFirst("export \(name)=".count).prefix { $0 != " " }) }
+        }
+        let credentials = try #require(value("GOOGLE_APPLICATION_CREDENTIALS"))
         #expect(credentials.hasPrefix("/"), "an absolute path: \(credentials)")
         #expect(FileManager.default.fileExists(atPath: credentials), "the service account is written: \(credentials)")
+        let caFile = value("HERALD_CA_FILE")
+        if let caFile { #expect(FileManager.default.fileExists(atPath: caFile), "the authority is written: \(caFile)") }
 
         // A worker given nothing but DATABASE_URL and those lines, through a shell as a user pastes them.
         let database = try TestDatabase.fresh(migrated: true)
@@ -213,14 +242,16 @@ import TestSupport
         #expect(exited && shell.terminationStatus == 0, "\(workerOutput)")
         let state = try database.connect().query("SELECT state FROM herald.jobs")
         #expect(state[0, 0] == "completed", "\(workerOutput)")
-        let baseURL = try #require(exports.first?.split(separator: "=", maxSplits: 1).last.map(String.init))
-        let received = try curl(baseURL + "/emulator/messages?token=standalone-emulator-1", over: .http1)
+        let baseURL = try #require(value("HERALD_FCM_URL"))
+        #expect(baseURL.hasPrefix(caFile == nil ? "http://" : "https://"), "\(baseURL)")
+        let received = try curl(baseURL + "/emulator/messages?token=standalone-emulator-1", over: caFile.map { .tlsHTTP1(caFile: $0) } ?? .http1)
         #expect(received.json?["messages"]?.arrayValue?.count == 1, "the emulator received it: \(received.body)")
 
-        // The service account it wrote for the purpose goes when it stops.
+        // The service account (and the authority) it wrote for the purpose go when it stops.
         emulator.signal(SIGTERM)
         #expect(emulator.wait(timeout: 30) == 0, "\(emulator.output)")
         #expect(!FileManager.default.fileExists(atPath: credentials), "the temporary service account is removed")
+        if let caFile { #expect(!FileManager.default.fileExists(atPath: caFile), "the authority's file is removed") }
     }
 
     @Test func aServiceAccountItWasAskedToWriteIsNamedByItsFullPathAndKept() throws {

@@ -52,7 +52,10 @@ struct DeliveryScenario {
     }
 
     var shell: [String: String] {
-        ["DATABASE_URL": stack.database.url, "HERALD_FCM_DATA_URL": stack.emulator.baseURL]
+        var environment = ["DATABASE_URL": stack.database.url, "HERALD_FCM_DATA_URL": stack.emulator.baseURL]
+        // The emulator serves HTTPS with a certificate of its own authority, as a user trusts theirs.
+        if let caFile = stack.caFile { environment["HERALD_CA_FILE"] = caFile }
+        return environment
     }
 
     func herald(_ arguments: [String]) throws -> (status: Int32?, output: String) {
@@ -200,6 +203,7 @@ struct DeliveryScenario {
         // Named after the first sends: later pools' leaders find shop fetched today, not due.
         _ = try ProjectRegistry.setAndroidApps(c, name: "shop", apps: [DeliveryScenario.shopApp], source: "test")
         var settings = DeliveryDataSettings(baseURL: scenario.stack.emulator.baseURL)
+        settings.caFile = scenario.stack.caFile
         let fetcher = try DeliveryDataFetcher(settings: settings)
         let shop = try #require(try ProjectRegistry.entry(c, name: "shop"))
         var report = fetcher.fetch(c, project: shop)
@@ -216,7 +220,7 @@ struct DeliveryScenario {
         #expect(revised[0, 0] == "40" && revised[0, 1] == "60" && revised[0, 2] != before)
 
         // FCM no longer reports c for the day: its row goes; a's count follows what FCM says now.
-        _ = try curl(scenario.stack.emulator.baseURL + "/emulator/messages", method: "DELETE")
+        scenario.stack.emulator.reset()
         try scenario.enqueue(1, campaign: "a", label: "label-a", project: "shop")
         try scenario.enqueue(1, campaign: "b", label: "label-b", project: "shop")
         try scenario.send()
@@ -315,6 +319,7 @@ struct DeliveryScenario {
         let lines = LogLines()
         let log = Logger(level: .debug, format: .text, prefix: "test") { lines.append($0) }
         var settings = DeliveryDataSettings(baseURL: scenario.stack.emulator.baseURL)
+        settings.caFile = scenario.stack.caFile
         settings.environment = ProcessInfo.processInfo.environment
         let task = DeliveryDataFetch(settings: settings, databaseURL: scenario.stack.database.url, log: log)
         _ = try task.runOnce(MaintenanceRun(connection: c))

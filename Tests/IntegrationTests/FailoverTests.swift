@@ -44,10 +44,7 @@ import TestSupport
             (try? jobs.query("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'"))?[0, 0] == "sync"
         }, "the standby streams synchronously")
 
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
-        configuration.latencyMilliseconds = 100
-        let emulator = EmulatorServer(configuration: configuration)
-        try emulator.start()
+        let emulator = try startWorkerEmulator { $0.latencyMilliseconds = 100 }
         defer { emulator.stop() }
         let credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
         try emulator.writeServiceAccount(to: credentials, projectID: "failover")
@@ -71,8 +68,8 @@ import TestSupport
         let url = "postgresql://herald@127.0.0.1:\(primary.port),127.0.0.1:\(standby.port)/failover?target_session_attrs=read-write"
         let concurrency = 64
         let pool = try HeraldProcess(["work", "--processes", "2", "--concurrency", String(concurrency), "--poll-interval", "0.2", "--drain"],
-                                     environment: ["DATABASE_URL": url, "GOOGLE_APPLICATION_CREDENTIALS": credentials,
-                                                   "HERALD_FCM_URL": emulator.baseURL])
+                                     environment: ["DATABASE_URL": url, "GOOGLE_APPLICATION_CREDENTIALS": credentials]
+                                                  .merging(try emulatorEnvironment(emulator)) { $1 })
         try pool.start()
         defer { pool.signal(SIGKILL); pool.wait(timeout: 10) }
         #expect(waitUntil(timeout: 60) { emulator.deliveredMessages().count >= 800 }, "\(pool.output)")

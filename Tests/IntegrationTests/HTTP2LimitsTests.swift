@@ -43,8 +43,7 @@ import TestSupport
     }
 
     // Over TLS (h2 by ALPN), as FCM is served: libcurl 7.88 sends the unprocessed streams again by
-    // itself. Over h2c its retries go out as HTTP/1.1 and some never get their answer (see
-    // docs/fcm-limits.md); that path is only the emulator's.
+    // itself, over HTTP/2 (docs/fcm-limits.md).
     @Test func streamsAboveAGoawaysLastStreamGoAgainAndNothingIsDeliveredTwice() throws {
         let files = try makeCertificate()
         defer { try? FileManager.default.removeItem(atPath: files.directory) }
@@ -177,10 +176,13 @@ import TestSupport
 
     @Test func atMostTheServersStreamsRunOnOneConnection() throws {
         // The emulator announces 100 (FCM's limit); the client would allow 250 on a connection.
-        let emulator = try startEmulator { $0.latencyMilliseconds = 200 }
+        let emulator = try startWorkerEmulator {
+            $0.latencyMilliseconds = 200
+            $0.threads = 2
+        }
         defer { emulator.stop() }
         let total = 1_000
-        let completions = try sendAll(emulator, total: total) {
+        let completions = try sendAll(emulator, total: total, caFile: try TestTLS.caFile()) {
             $0.maxStreamsPerConnection = 250
             $0.connections(toCarry: 1_000)
         }

@@ -20,14 +20,18 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
 @Suite struct HTTPClientTests {
     @Test func twoThousandRequestsShareFewConnections() throws {
         // A slow answer keeps streams open, so the per-connection peak shows the multiplexing
-        // however fast the machine is.
-        let emulator = try startEmulator { $0.latencyMilliseconds = 300 }
+        // however fast the machine is. Over TLS, h2 by ALPN, as FCM is reached.
+        let emulator = try startWorkerEmulator {
+            $0.latencyMilliseconds = 300
+            $0.threads = 2
+        }
         defer { emulator.stop() }
         let account = try TestAccount(emulator)
         let accessToken = try account.accessToken()
         let before = emulator.serverStatistics.connectionsAccepted
 
         var configuration = HTTPClientConfiguration()
+        configuration.caFile = try TestTLS.caFile()
         configuration.requestTimeoutMilliseconds = 60_000
         let client = try HTTPClient(configuration: configuration)
         let url = emulator.sendURL(projectID: account.projectID)
@@ -181,6 +185,77 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         #expect(error.kind == .tls, "\(error)")
     }
 
+    /// The emulator's own certificate (`EmulatorCertificate`, as `herald work` makes it for its
+    /// in-process emulator) is verified as FCM's is: accepted with its authority given as the CA
+    /// file, refused without it, and refused for an address it does not name.
+    @Test func theEmulatorsOwnCertificateIsVerifiedLikeFCMs() throws {
+        let named = try EmulatorCertificate()
+        defer { named.remove() }
+        let emulator = try startEmulator { $0.tls = named.files }
+        defer { emulator.stop() }
+        let url = emulator.baseURL + "/emulator/health"
+        #expect(url.hasPrefix("https://127.0.0.1:"))
+        var trusting = HTTPClientConfiguration()
+        trusting.caFile = named.caFile
+        let client = try HTTPClient(configuration: trusting)
+        #expect(try client.perform(HTTPRequest(method: "GET", url: url)).status == 200)
+        #expect(try client.perform(HTTPRequest(method: "GET", url: "https://localhost:\(emulator.port)/emulator/health")).status == 200)
+        #expect(throws: HTTPClientError.self) { try HTTPClient().perform(HTTPRequest(method: "GET", url: url)) }
+
+        // A certificate for localhost alone, reached at 127.0.0.1: the name does not match.
+        let other = try EmulatorCertificate(hosts: ["localhost"])
+        defer { other.remove() }
+        let misnamed = try startEmulator { $0.tls = other.files }
+        defer { misnamed.stop() }
+        var trustingOther = HTTPClientConfiguration()
+        trustingOther.caFile = other.caFile
+        do {
+            _ = try HTTPClient(configuration: trustingOther).perform(HTTPRequest(method: "GET", url: misnamed.baseURL + "/emulator/health"))
+            Issue.record("a certificate for localhost was accepted at 127.0.0.1")
+        } catch {
+            #expect(error.kind == .tls, "\(error)")
+        }
+        #expect(try HTTPClient(configuration: trustingOther).perform(
+            HTTPRequest(method: "GET", url: "https://localhost:\(misnamed.port)/emulator/health")).status == 200)
+    }
+
+    /// Plain http:// (a loopback emulator a user asked for) goes over HTTP/1.1, one request at a
+    /// time per kept-alive connection, with libcurl 7.88 and 8.x alike: 2,000 requests, 200 at
+    /// a time, every one answered, none over HTTP/2, on at most the client's connections.
+    @Test func plainHTTPGoesOverHTTP1OnKeptConnections() throws {
+        let emulator = try startEmulator()
+        defer { emulator.stop() }
+        let url = emulator.baseURL + "/emulator/health"
+        #expect(url.hasPrefix("http://"))
+        let configuration = HTTPClientConfiguration()
+        let client = try HTTPClient(configuration: configuration)
+        let total = 2_000
+        var submitted = 0, answered = 0, ok = 0
+        var failures: [String] = []
+        let deadline = Date().addingTimeInterval(120)
+        while answered < total && Date() < deadline {
+            while submitted < total && submitted - answered < 200 {
+                client.submit(HTTPRequest(method: "GET", url: url), tag: UInt64(submitted))
+                submitted += 1
+            }
+            for completion in client.poll(timeoutMilliseconds: 100) {
+                answered += 1
+                switch completion.result {
+                case .success(let response) where response.status == 200: ok += 1
+                case .success(let response): failures.append("status \(response.status)")
+                case .failure(let error): failures.append("\(error)")
+                }
+            }
+        }
+        #expect(ok == total, "\(ok) of \(total) answered 200; first failures: \(failures.prefix(3))")
+        let statistics = emulator.serverStatistics
+        #expect(statistics.http2Requests == 0 && statistics.http1Requests == total,
+                "\(statistics.http1Requests) HTTP/1.1 and \(statistics.http2Requests) HTTP/2 requests")
+        #expect(statistics.connectionsAccepted >= 1 && statistics.connectionsAccepted <= configuration.maxConnections,
+                "\(statistics.connectionsAccepted) connections")
+        #expect(try client.perform(HTTPRequest(method: "GET", url: url)).status == 200)
+    }
+
     @Test func aConnectionOlderThanItsLifetimeIsReplaced() throws {
         let files = try makeCertificate()
         defer { try? FileManager.default.removeItem(atPath: files.directory) }
@@ -272,14 +347,14 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
 
     /// Handles keep their options from one request to the next; what changes (method, URL,
     /// headers, a body larger than the handle's buffer, an empty body) must still go out as asked.
-    @Test func reusedHandlesSendEachRequestAsAsked() throws {
-        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threads: 1)) { request in
+    @Test(arguments: [true, false]) func reusedHandlesSendEachRequestAsAsked(tls: Bool) throws {
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threads: 1, tls: tls ? try TestTLS.files() : nil)) { request in
             let echo = "\(request.method) \(request.path) x-case=\(request.header("x-case") ?? "-") body=\(request.body.count):"
             return HTTPServerResponse(status: 200, body: Array(echo.utf8) + request.body)
         }
         try server.start()
         defer { server.stop() }
-        let base = "http://127.0.0.1:\(server.port)"
+        let base = "\(tls ? "https" : "http")://127.0.0.1:\(server.port)"
         let large = [UInt8](repeating: UInt8(ascii: "z"), count: 5000)
         let requests: [(HTTPRequest, String)] = [
             (HTTPRequest(url: base + "/a", headers: ["X-Case: one"], body: Array("first".utf8)), "POST /a x-case=one body=5:first"),
@@ -289,7 +364,9 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
             (HTTPRequest(method: "PUT", url: base + "/d", body: []), "PUT /d x-case=- body=0:"),
             (HTTPRequest(url: base + "/a", headers: ["X-Case: one"], body: Array("last".utf8)), "POST /a x-case=one body=4:last"),
         ]
-        let client = try HTTPClient()
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = tls ? try TestTLS.caFile() : nil
+        let client = try HTTPClient(configuration: configuration)
         // One at a time, so each request takes the handle the previous one gave back.
         for (tag, (request, expected)) in requests.enumerated() {
             client.submit(request, tag: UInt64(tag))
@@ -309,15 +386,15 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
     /// path per device, as APNs's) reaches that path: 600 requests on reused handles, some
     /// without lines of their own after ones with, some with a query (parsed whole, on the same
     /// handles), each answered with what the server saw.
-    @Test func ownHeaderLinesAndPathsGoWithTheirRequestOnly() throws {
-        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threads: 2)) { request in
+    @Test(arguments: [true, false]) func ownHeaderLinesAndPathsGoWithTheirRequestOnly(tls: Bool) throws {
+        let server = HTTPServer(configuration: .init(host: "127.0.0.1", port: 0, threads: 2, tls: tls ? try TestTLS.files() : nil)) { request in
             let ids = request.headers.filter { $0.name == "x-request-id" }.map(\.value)
             let seen = "\(request.path)?\(request.query) ids=\(ids.joined(separator: ",")) extra=\(request.header("x-extra") ?? "-") shared=\(request.header("x-shared") ?? "-")"
             return HTTPServerResponse(status: 200, body: Array(seen.utf8))
         }
         try server.start()
         defer { server.stop() }
-        let base = "http://127.0.0.1:\(server.port)"
+        let base = "\(tls ? "https" : "http")://127.0.0.1:\(server.port)"
         let shared = ["X-Shared: yes", "Content-Type: application/json"]
         func request(_ tag: Int) -> (HTTPRequest, String) {
             let device = String(tag, radix: 16) + String(repeating: "ab", count: 20)
@@ -329,7 +406,9 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
             let expected = "/3/device/\(device)?\(query) ids=\(tag % 5 != 0 ? String(tag) : "") extra=\(tag % 3 == 0 ? String(repeating: "e", count: tag % 300 + 1) : "-") shared=yes"
             return (HTTPRequest(url: url, headers: shared, varyingHeaders: own, body: Array("{}".utf8)), expected)
         }
-        let client = try HTTPClient()
+        var configuration = HTTPClientConfiguration()
+        configuration.caFile = tls ? try TestTLS.caFile() : nil
+        let client = try HTTPClient(configuration: configuration)
         let total = 600
         for tag in 0..<total { client.submit(request(tag).0, tag: UInt64(tag)) }
         let completions = collect(client, count: total)
@@ -345,7 +424,7 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         }
     }
 
-    /// Keeps `window` requests in flight on a cleartext origin until `total` were answered
+    /// Keeps `window` requests in flight on one origin until `total` were answered
     /// (or `seconds` passed): the statuses seen and the first few failures.
     static func keepWindow(_ client: HTTPClient, url: String, total: Int, window: Int, seconds: Double = 120) -> (answered: Int, ok: Int, failures: [String]) {
         var submitted = 0
@@ -370,9 +449,9 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         return (answered, ok, failures)
     }
 
-    /// A local h2c server answering 200 without a body, as APNs does.
+    /// A local HTTPS server (h2 by ALPN, TestTLS's certificate) answering 200 without a body, as APNs does.
     static func bodilessServer(goawayAfterRequests: Int = 0) throws -> HTTPServer {
-        var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0, threads: 2)
+        var configuration = HTTPServer.Configuration(host: "127.0.0.1", port: 0, threads: 2, tls: try TestTLS.files())
         configuration.goawayAfterRequests = goawayAfterRequests
         let server = HTTPServer(configuration: configuration) { request in
             HTTPServerResponse(status: request.path.hasPrefix("/3/device/") ? 200 : 404)
@@ -381,21 +460,24 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
         return server
     }
 
-    /// Answers without a body (APNs's 200), about 200 requests kept in flight on a cleartext
-    /// origin: every request is answered once, over HTTP/2, on two connections. (It lost a
-    /// connection every thousand requests, and then fell back to HTTP/1.1 with timeouts: libcurl
-    /// 7.88 resets each stream answered by a HEADERS frame alone, and nghttp2 ends a connection
-    /// reset a thousand times in a burst; the server now keeps resets of streams it closed from
-    /// nghttp2, `ClosedStreamResets`.)
-    @Test func bodilessAnswersKeepAWindowFlowingOverFewH2cConnections() throws {
+    /// Answers without a body (APNs's 200), about 200 requests kept in flight on one origin:
+    /// every request is answered once, over HTTP/2, on two connections. (It lost a connection
+    /// every thousand requests: libcurl 7.88 resets each stream answered by a HEADERS frame
+    /// alone, and nghttp2 ends a connection reset a thousand times in a burst; the server now
+    /// keeps resets of streams it closed from nghttp2, `ClosedStreamResets`.)
+    @Test func bodilessAnswersKeepAWindowFlowingOverFewConnections() throws {
         let server = try Self.bodilessServer()
         defer { server.stop() }
         var configuration = HTTPClientConfiguration()
+        configuration.caFile = try TestTLS.caFile()
+        // As the worker sizes its client: enough connections for the window, no more (a cold
+        // burst of streams otherwise opens connections up to the limit before ALPN answers).
+        configuration.connections(toCarry: 200)
         // Long enough that a stall shows as a stall, not as a load-slowed run.
         configuration.requestTimeoutMilliseconds = 20_000
         let client = try HTTPClient(configuration: configuration)
         let total = 4_000
-        let run = Self.keepWindow(client, url: "http://127.0.0.1:\(server.port)/3/device/" + String(repeating: "ab", count: 32),
+        let run = Self.keepWindow(client, url: "https://127.0.0.1:\(server.port)/3/device/" + String(repeating: "ab", count: 32),
                                   total: total, window: 200)
         #expect(run.answered == total && run.ok == total, "\(run.ok) of \(total) answered 200; first failures: \(run.failures)")
         let statistics = server.statistics
@@ -407,19 +489,19 @@ func collect(_ client: HTTPClient, count: Int, within seconds: Double = 60) -> [
     }
 
     /// A server that ends each connection gracefully after 500 requests (GOAWAY), about 200
-    /// requests in flight: the streams curl sends again by itself never go out on a connection of
-    /// their own (where libcurl 7.88 sends them as HTTP/1.1 and then treats the host as unable to
-    /// multiplex: over a thousand HTTP/1.1 requests on as many connections, and a window of
-    /// requests waiting out their timeout in curl's queue). Each request is answered once, over
-    /// HTTP/2, on a connection per 500 requests and a few more.
-    @Test func aGoawayUnderLoadKeepsACleartextOriginOnHTTP2() throws {
+    /// requests in flight: the streams curl sends again by itself go out over HTTP/2 on the
+    /// connections ALPN made, never as HTTP/1.1, and never wait out their timeout in curl's queue.
+    /// Each request is answered once, over HTTP/2, on a connection per 500 requests and a few more.
+    @Test func aGoawayUnderLoadKeepsTheOriginOnHTTP2() throws {
         let server = try Self.bodilessServer(goawayAfterRequests: 500)
         defer { server.stop() }
         var configuration = HTTPClientConfiguration()
+        configuration.caFile = try TestTLS.caFile()
+        configuration.connections(toCarry: 200)
         configuration.requestTimeoutMilliseconds = 20_000
         let client = try HTTPClient(configuration: configuration)
         let total = 4_000
-        let run = Self.keepWindow(client, url: "http://127.0.0.1:\(server.port)/3/device/" + String(repeating: "cd", count: 32),
+        let run = Self.keepWindow(client, url: "https://127.0.0.1:\(server.port)/3/device/" + String(repeating: "cd", count: 32),
                                   total: total, window: 200)
         #expect(run.answered == total && run.ok == total, "\(run.ok) of \(total) answered 200; first failures: \(run.failures)")
         let statistics = server.statistics

@@ -91,10 +91,7 @@ import TestSupport
         let url = cluster.url(database: "outage")
         try Migrator.migrate(try PGConnection(url: url))
 
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
-        configuration.latencyMilliseconds = 300
-        let emulator = EmulatorServer(configuration: configuration)
-        try emulator.start()
+        let emulator = try startWorkerEmulator { $0.latencyMilliseconds = 300 }
         defer { emulator.stop() }
         let credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
         try emulator.writeServiceAccount(to: credentials, projectID: "outage")
@@ -103,8 +100,8 @@ import TestSupport
         let jobs = try PGConnection(url: url)
         try jobs.query("INSERT INTO herald.jobs (message) SELECT jsonb_build_object('token', 'pg-' || g) FROM generate_series(1, 2000) g")
         let worker = try HeraldProcess(["work", "--processes", "1", "--concurrency", "100", "--poll-interval", "0.2", "--drain"],
-                                       environment: ["DATABASE_URL": url, "GOOGLE_APPLICATION_CREDENTIALS": credentials,
-                                                     "HERALD_FCM_URL": emulator.baseURL])
+                                       environment: ["DATABASE_URL": url, "GOOGLE_APPLICATION_CREDENTIALS": credentials]
+                                                    .merging(try emulatorEnvironment(emulator)) { $1 })
         try worker.start()
         defer { worker.signal(SIGKILL); worker.wait(timeout: 10) }
         #expect(waitUntil(timeout: 60) { emulator.deliveredMessages().count >= 200 })

@@ -13,10 +13,7 @@ import TestSupport
         defer { stack.close() }
         // Pool A: the same database through a relay that can go silent, its own slow emulator
         // (so its sends are told apart, and it always holds a full window of jobs).
-        var configurationA = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
-        configurationA.latencyMilliseconds = 1000
-        let emulatorA = EmulatorServer(configuration: configurationA)
-        try emulatorA.start()
+        let emulatorA = try startWorkerEmulator { $0.latencyMilliseconds = 1000 }
         defer { emulatorA.stop() }
         let credentialsA = NSTemporaryDirectory() + "herald-sa-a-\(UUID().uuidString).json"
         try emulatorA.writeServiceAccount(to: credentialsA, projectID: "e2e-project")
@@ -30,8 +27,8 @@ import TestSupport
         try stack.enqueue(8_000, prefix: "part-")
         let lease = 10.0
         let common = ["work", "--processes", "1", "--concurrency", "64", "--lease", "10", "--poll-interval", "0.2"]
-        let poolA = try HeraldProcess(common, environment: ["DATABASE_URL": urlA, "GOOGLE_APPLICATION_CREDENTIALS": credentialsA,
-                                                            "HERALD_FCM_URL": emulatorA.baseURL])
+        let poolA = try HeraldProcess(common, environment: ["DATABASE_URL": urlA, "GOOGLE_APPLICATION_CREDENTIALS": credentialsA]
+                                                           .merging(try emulatorEnvironment(emulatorA)) { $1 })
         try poolA.start()
         defer { poolA.signal(SIGKILL); poolA.wait(timeout: 10) }
         // A alone: it leads, and it holds jobs.

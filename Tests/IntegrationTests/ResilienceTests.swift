@@ -104,7 +104,7 @@ import TestSupport
         let port = stack.emulator.port
         stack.emulator.stop()
         // Another emulator on the same address that does not know this service account's key.
-        let stranger = EmulatorServer(configuration: EmulatorConfiguration(host: "127.0.0.1", port: port, threads: 1))
+        let stranger = EmulatorServer(configuration: try workerEmulatorConfiguration { $0.port = port })
         try stranger.start()
         defer { stranger.stop() }
         let run = try stack.work(["--processes", "1"], timeout: 60)

@@ -8,7 +8,10 @@ import TestSupport
 
 @Suite(.serialized) struct WorkerEndToEndTests {
     @Test func fourProcessesDeliverTenThousandJobsExactlyOnce() throws {
-        let stack = try WorkerStack()
+        // Answers 10 ms late, so streams overlap at the emulator: over TLS it reads a record at
+        // a time and answers at once, and with no delay a connection's streams would be seen one
+        // by one however many the worker multiplexes.
+        let stack = try WorkerStack(latencyMilliseconds: 10)
         defer { stack.close() }
         try stack.enqueue(10_000, prefix: "device-")
         let run = try stack.work(["--drain", "--processes", "4", "--poll-interval", "0.2"])
@@ -30,6 +33,34 @@ import TestSupport
         // A connection for every 100 requests the window holds (at most 1,024: 11), plus token requests.
         #expect((stack.emulator.statistics["connections_accepted"]?.intValue ?? 0) <= 4 * 11 + 4,
                 "a few connections per process (the window over 100 streams), plus token requests")
+    }
+
+    /// Plain http:// to a loopback emulator, as a user may still ask for it (`herald emulator`
+    /// without --tls): the worker speaks HTTP/1.1 to it on connections it keeps, and delivers
+    /// every job once; the retried 503 and the pruned token come out as they do over TLS.
+    @Test func aPlainHTTPEmulatorIsReachedOverHTTP1() throws {
+        let stack = try WorkerStack(transport: .cleartext)
+        defer { stack.close() }
+        #expect(stack.emulator.baseURL.hasPrefix("http://") && stack.environment["HERALD_CA_FILE"] == nil)
+        try stack.enqueue(3_000, prefix: "plain-")
+        try stack.connection.query("""
+            INSERT INTO herald.jobs (message) VALUES ('{"token": "fail-unavailable-1-plain"}'), ('{"token": "fail-unregistered-plain"}')
+            """)
+        let run = try stack.work(["--drain", "--processes", "2", "--poll-interval", "0.2"])
+        #expect(run.status == 0, "\(run.output)")
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed'") == 3_001)
+        #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'discarded'") == 1)
+        #expect(try stack.count("SELECT attempts FROM herald.jobs WHERE message->>'token' = 'fail-unavailable-1-plain'") == 2)
+        let delivered = stack.emulator.deliveredMessages()
+        #expect(delivered.count == 3_001 && Set(delivered.map(\.target)).count == 3_001, "every job sent once, none twice")
+        let statistics = stack.emulator.statistics
+        let http1 = statistics["http1_requests"]?.intValue ?? 0
+        let connections = statistics["connections_accepted"]?.intValue ?? 0
+        #expect(statistics["http2_requests"]?.intValue == 0, "\(statistics)")
+        #expect(http1 >= 3_003, "\(http1) HTTP/1.1 requests")
+        // Kept alive: a connection carries request after request, not one each.
+        #expect(connections * 20 < http1, "\(connections) connections for \(http1) requests")
+        print("plain http, 2 processes: \(http1) HTTP/1.1 requests on \(connections) connections")
     }
 
     /// Each claimed job leaves its entry in the claim index until a VACUUM; a drain must not wait

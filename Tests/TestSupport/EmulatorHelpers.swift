@@ -119,9 +119,13 @@ public struct TestAccount {
     public var email: String
     public var key: RSAPrivateKey
     public var tokenURI: String
+    /// The authority `exchange` trusts for an https token_uri (TestTLS's, for an emulator that
+    /// serves TLS with it).
+    public var caFile: String?
 
     public init(_ emulator: EmulatorServer, projectID: String = "herald-test") throws {
         try self.init(json: try emulator.serviceAccountJSON(projectID: projectID))
+        caFile = try TestTLS.caFile(for: emulator)
     }
 
     /// The account of a service-account JSON the emulator wrote (a file of
@@ -153,11 +157,12 @@ public struct TestAccount {
         return try JWT.signRS256(claims: claims, key: signingKey ?? key)
     }
 
-    /// Exchanges an assertion at the emulator's /token.
-    public func exchange(_ assertion: String, over protocolChoice: CurlProtocol = .http1) throws -> CurlResult {
+    /// Exchanges an assertion at the emulator's /token (over HTTP/1.1, with TLS when the
+    /// token_uri is https and `caFile` is known, unless `protocolChoice` says otherwise).
+    public func exchange(_ assertion: String, over protocolChoice: CurlProtocol? = nil) throws -> CurlResult {
         try curl(tokenURI, method: "POST", headers: ["content-type": "application/x-www-form-urlencoded"],
                  body: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)",
-                 over: protocolChoice)
+                 over: protocolChoice ?? caFile.map { .tlsHTTP1(caFile: $0) } ?? .http1)
     }
 
     /// A fresh access token.

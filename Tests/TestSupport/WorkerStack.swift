@@ -2,32 +2,44 @@ import Emulator
 import Foundation
 import Postgres
 
-/// `herald work` as a user runs it: the real binary, a real PostgreSQL, the emulator over h2c.
+/// `herald work` as a user runs it: the real binary, a real PostgreSQL, and the emulator over
+/// TLS (h2 by ALPN, its certificate's authority given as HERALD_CA_FILE), as FCM is reached; or
+/// over plain http:// when a test asks for `.cleartext`.
 public struct WorkerStack {
     public let database: FreshDatabase
     public let connection: PGConnection
     public let emulator: EmulatorServer
     public let credentials: String
 
-    public init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600, scenario: Scenario = Scenario()) throws {
+    public init(latencyMilliseconds: Int? = nil, tokenLifetimeSeconds: Int = 3600, scenario: Scenario = Scenario(),
+                transport: EmulatorTransport = .tls) throws {
         database = try TestDatabase.fresh()
         connection = try database.connect()
-        var configuration = EmulatorConfiguration(host: "127.0.0.1", port: 0, threads: 1)
-        configuration.scenario = scenario
-        configuration.latencyMilliseconds = latencyMilliseconds
-        configuration.tokenLifetimeSeconds = tokenLifetimeSeconds
+        let configuration = try workerEmulatorConfiguration(transport: transport) {
+            $0.scenario = scenario
+            $0.latencyMilliseconds = latencyMilliseconds
+            $0.tokenLifetimeSeconds = tokenLifetimeSeconds
+        }
         emulator = EmulatorServer(configuration: configuration)
         try emulator.start()
         credentials = NSTemporaryDirectory() + "herald-sa-\(UUID().uuidString).json"
         try emulator.writeServiceAccount(to: credentials, projectID: "e2e-project")
     }
 
+    /// What a worker is given: the database, the service account (its token_uri the emulator's),
+    /// FCM's and Instance ID's URL (the emulator answers Instance ID's topic calls too: no test's
+    /// pool reaches for the real one), and with TLS the authority of its certificate.
     public var environment: [String: String] {
         // The emulator answers Instance ID's topic calls and FCM's Data API too: no test's pool
         // reaches for the real ones.
-        ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL,
-         "HERALD_IID_URL": emulator.baseURL, "HERALD_FCM_DATA_URL": emulator.baseURL]
+        var environment = ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": credentials, "HERALD_FCM_URL": emulator.baseURL,
+                           "HERALD_IID_URL": emulator.baseURL, "HERALD_FCM_DATA_URL": emulator.baseURL]
+        if let caFile { environment["HERALD_CA_FILE"] = caFile }
+        return environment
     }
+
+    /// The authority a client of this stack's emulator trusts (nil: cleartext).
+    public var caFile: String? { try? TestTLS.caFile(for: emulator) }
 
     public func close() {
         emulator.stop()
@@ -40,6 +52,7 @@ public struct WorkerStack {
     /// a 401 and renews its token). Stop it when done.
     public func revivedEmulator() throws -> EmulatorServer {
         var configuration = EmulatorConfiguration(host: "127.0.0.1", port: emulator.port, threads: 1)
+        configuration.tls = emulator.configuration.tls  // the same certificate: the workers trust its authority
         configuration.tokenLifetimeSeconds = 3600
         let revived = EmulatorServer(configuration: configuration)
         try revived.trustServiceAccount(json: String(contentsOfFile: credentials, encoding: .utf8))

@@ -489,3 +489,43 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(number != FCMResponses.projectNumber("herald-emulator-2"))
     }
 }
+
+/// `--tls auto`: the names the emulator's own certificate must carry, and its flag's choices.
+@Suite struct EmulatorTLSAutoTests {
+    @Test func theCertificateNamesWhereTheEmulatorIsReached() {
+        let loopback = ["127.0.0.1", "::1", "localhost"]
+        #expect(EmulatorCertificate.hosts(listening: "127.0.0.1", publicURL: nil) == loopback)
+        // A wildcard address names no host; the public URL's host does (docker-compose's service name).
+        #expect(EmulatorCertificate.hosts(listening: "0.0.0.0", publicURL: "https://emulator:8085") == loopback + ["emulator"])
+        #expect(EmulatorCertificate.hosts(listening: "10.0.0.5", publicURL: nil) == loopback + ["10.0.0.5"])
+        #expect(EmulatorCertificate.hosts(listening: "::", publicURL: "https://[fd00::1]:8085/") == loopback + ["fd00::1"])
+        #expect(EmulatorCertificate.hosts(listening: "localhost", publicURL: "https://push.test") == loopback + ["push.test"])
+    }
+
+    @Test func tlsAutoOrOffAndNeverBesideACertificateGiven() throws {
+        #expect(try #require(try EmulatorCommand.Options.parse(["--tls", "auto"])).ownCertificate)
+        #expect(!(try #require(try EmulatorCommand.Options.parse(["--tls", "off"])).ownCertificate))
+        #expect(!(try #require(try EmulatorCommand.Options.parse([])).ownCertificate))
+        for bad in [["--tls", "on"], ["--tls", "auto", "--tls-cert", "c.pem", "--tls-key", "k.pem"], ["--tls", "off", "--tls-cert", "c.pem", "--tls-key", "k.pem"]] {
+            do {
+                _ = try EmulatorCommand.Options.parse(bad)
+                Issue.record("\(bad) accepted")
+            } catch {
+                #expect(error.description.contains("--tls"), "\(error)")
+            }
+        }
+    }
+
+    /// The files it writes: the authority readable by anyone (it is public), the key by its owner
+    /// alone; all gone after `remove()`.
+    @Test func itsFilesAreWrittenPrivatelyAndRemoved() throws {
+        let certificate = try EmulatorCertificate()
+        var status = stat()
+        #expect(stat(certificate.files.privateKeyFile, &status) == 0 && status.st_mode & 0o777 == 0o600)
+        #expect(stat(certificate.caFile, &status) == 0 && status.st_mode & 0o777 == 0o644)
+        #expect(stat(certificate.folder, &status) == 0 && status.st_mode & 0o777 == 0o700)
+        #expect(try String(contentsOfFile: certificate.caFile, encoding: .utf8).hasPrefix("-----BEGIN CERTIFICATE-----"))
+        certificate.remove()
+        #expect(!FileManager.default.fileExists(atPath: certificate.folder))
+    }
+}

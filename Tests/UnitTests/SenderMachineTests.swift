@@ -263,21 +263,6 @@ import Testing
 }
 
 extension SenderMachineTests {
-    @Test func requestsThatNeverLeftTheQueueAreNoOutageAndUseNoAttempt() {
-        var machine = machine()
-        let timeout = SendClassification.retry(code: "TIMEOUT", message: "no HTTP/2 stream", retryAfter: nil, quota: nil)
-        for id in 1...28 {
-            let answer = Self.answer(Self.job(id, token: "t\(id)"), timeout, at: Self.t0, failure: .notSent)
-            guard case .outcome(let outcome) = machine.answered(answer, now: Self.t0 + 30), case .released(let delay) = outcome.action else {
-                Issue.record("job \(id) not put back unsent")
-                continue
-            }
-            #expect(delay < 1)
-        }
-        #expect(!machine.circuit.isOpen)
-        #expect(machine.admit(Self.job(99, token: "x").0, Self.job(99, token: "x").1, now: Self.t0 + 30) == .send)
-    }
-
     @Test func aStreamFCMNeverProcessedGoesAgainAtOnceWithoutUsingAnAttempt() {
         var machine = machine()
         // What the HTTP client makes of a refused stream, or one above a GOAWAY's last stream.

@@ -76,9 +76,7 @@ struct SenderMachine {
     /// there: a 500 or 503 for a message is that message's, retried with its own jittered
     /// backoff (many at once must not turn into one released batch). No HTTP answer at all
     /// (refused, reset, timed out) is an outage. Left out: TLS failures (a setting to fix, not an
-    /// outage) and streams FCM's front end did not process (it answered, by refusing them). A
-    /// request that never left the client's queue counts for the probe (no answer came back),
-    /// and `answered` settles a job's before asking.
+    /// outage) and streams FCM's front end did not process (it answered, by refusing them).
     static func outage(_ failure: HTTPClientError.Kind?) -> String? {
         guard let failure, failure != .tls, failure != .unprocessed else { return nil }
         return TransportFailure.Kind(failure).rawValue
@@ -119,7 +117,6 @@ struct SenderMachine {
     private var lastReport = -Double.infinity
     private var lastStated: Double?
     private var lastOddityLog = -Double.infinity
-    private var lastNeverSentLog = -Double.infinity
     /// When the run of unprocessed streams since the last HTTP answer began (nil: none).
     private var unprocessedSince: Double?
 
@@ -192,19 +189,6 @@ struct SenderMachine {
             outage = "UNPROCESSED (every request for \(Self.seconds(now - since)) s ended unprocessed)"
         } else if answer.failure == nil {
             unprocessedSince = nil
-        }
-        if answer.failure == .notSent {
-            // No byte of it reached FCM (it waited in this process's own queue for a free HTTP/2
-            // stream until the request timeout), so it says nothing of FCM: no outage is counted
-            // and no attempt used; it goes back at once (spread over a second). Before, such
-            // timeouts counted as FCM not answering: requests queued together for a stream that
-            // never became free timed out together and could open the outage circuit while FCM
-            // had received nothing.
-            if now - lastNeverSentLog >= settings.oddityLogInterval {
-                lastNeverSentLog = now
-                effects.append(.warning("requests waited in this process's own queue for a free HTTP/2 stream until the request timeout and were never sent: put back unsent; FCM is not taken for failing"))
-            }
-            return .outcome(answer.job.outcome(.released(delay: draw())))
         }
         circuitChanged(outage.map { _ in circuit.failed(now: now) } ?? circuit.answered(), detail: outage ?? "answer", now: now)
         // Only an HTTP answer's time says how quickly FCM answers.

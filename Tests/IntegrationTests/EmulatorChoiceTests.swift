@@ -56,7 +56,7 @@ import TestSupport
         #expect(run.status == 0, "\(run.output)")
         #expect(run.output.contains("--emulator") && run.output.contains("no message reaches a device"), "\(run.output)")
         // Over TLS, as FCM is reached: the emulator's own certificate, its authority handed to the workers.
-        #expect(run.output.contains("local FCM emulator at https://127.0.0.1:"), "\(run.output)")
+        #expect(run.output.contains("local emulator at https://127.0.0.1:"), "\(run.output)")
         // Delivered to the emulator in the herald process, whose project is herald-local.
         #expect(try stack.count("SELECT count(*) FROM herald.jobs WHERE state = 'completed' AND fcm_message_name LIKE 'projects/herald-local/messages/%'") == 5)
         #expect(stack.emulator.deliveredMessages().isEmpty, "the test's own emulator was never configured")
@@ -95,7 +95,7 @@ import TestSupport
                                         environment: ["HERALD_HOME": home], timeout: 240)
         #expect(run.status == 0, "\(run.output)")
         #expect(run.output.contains("to the local FCM emulator, NOT to devices"), "\(run.output)")
-        #expect(run.output.contains("local FCM emulator at https://127.0.0.1:"), "over TLS: \(run.output)")
+        #expect(run.output.contains("local emulator at https://127.0.0.1:"), "over TLS: \(run.output)")
         #expect(run.output.contains("No message reached a phone"))
         #expect(run.output.contains("To deliver for real, set DATABASE_URL and GOOGLE_APPLICATION_CREDENTIALS"))
     }

@@ -404,6 +404,12 @@ public enum EmulatorCommand {
 
     /// What a worker trusts to verify the emulator's certificate.
     enum WorkerAuthority {
+        /// `--tls auto`: the authority made for this run, in the private folder or (`kept`)
+        /// where `--write-ca` put it.
+        case own(caFile: String, kept: Bool)
+        /// `--tls-cert`: the certificate given (self-signed, or the user's CA signed it).
+        case given(certificateFile: String)
+
         /// The file a client is given (HERALD_CA_FILE, curl's --cacert).
         var file: String {
             switch self {
@@ -411,12 +417,6 @@ public enum EmulatorCommand {
             case .given(let certificateFile): return certificateFile
             }
         }
-
-        /// `--tls auto`: the authority made for this run, in the private folder or (`kept`)
-        /// where `--write-ca` put it.
-        case own(caFile: String, kept: Bool)
-        /// `--tls-cert`: the certificate given (self-signed, or the user's CA signed it).
-        case given(certificateFile: String)
     }
 
     /// `text` as one shell word: unchanged when it holds nothing a shell would read specially.

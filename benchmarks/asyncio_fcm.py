@@ -12,6 +12,12 @@ Run inside benchmarks/.venv by benchmarks/compare:
       claim BATCH jobs per statement, keep up to IN_FLIGHT sends going over CONNECTIONS HTTP/2
       connections, until no job is left; writes counts, timings and CPU as JSON to OUT.
 
+HERALD_CA_FILE, as Herald reads it: a PEM file of the authorities that vouch for FCM_BASE's
+certificate (the emulator's own, which benchmarks/compare passes on). httpx is given it as an
+ssl.SSLContext (`verify=`), google-auth's token request as the `verify` of the requests session it
+sends through (one that ignores the environment's CA variables); without it the system's
+authorities are trusted, as for FCM itself.
+
 Outcomes: 200 marks the job completed (finished_at, the message name FCM returned); 429 and 5xx
 put it back as available after a second (run_at); any other answer marks it failed with the
 error. The access token comes from the service account's token_uri through google-auth (a JWT
@@ -21,12 +27,15 @@ signed with the account's key, exchanged for a token), refreshed before it expir
 import asyncio
 import calendar
 import json
+import os
 import resource
+import ssl
 import sys
 import time
 
 import asyncpg
 import httpx
+import requests
 from google.auth.transport.requests import Request
 from google.oauth2 import service_account
 
@@ -110,8 +119,16 @@ async def enqueue(dsn, count):
 class AccessToken:
     """The OAuth2 access token of a service account, fetched again a minute before it expires."""
 
-    def __init__(self, account_path):
+    def __init__(self, account_path, ca_file):
         self.credentials = service_account.Credentials.from_service_account_file(account_path, scopes=[SCOPE])
+        # The token endpoint (the account's token_uri) is verified against ca_file, as the sends are.
+        session = requests.Session()
+        if ca_file:
+            session.verify = ca_file
+            # Else REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE in the environment would win over the
+            # session's verify (psf/requests issue 3829).
+            session.trust_env = False
+        self.request = Request(session=session)
         self.project_id = self.credentials.project_id
         self.lock = asyncio.Lock()
         self.header = None
@@ -122,7 +139,7 @@ class AccessToken:
             async with self.lock:
                 if self.header is None or time.time() > self.expires - 60:
                     # google-auth's refresh is blocking (requests): keep it off the event loop.
-                    await asyncio.to_thread(self.credentials.refresh, Request())
+                    await asyncio.to_thread(self.credentials.refresh, self.request)
                     expiry = self.credentials.expiry  # naive, in UTC
                     self.expires = calendar.timegm(expiry.utctimetuple()) if expiry else time.time() + 3000
                     self.header = "Bearer " + self.credentials.token
@@ -168,12 +185,15 @@ class Recorder:
 
 
 async def work(dsn, account, fcm_base, batch, in_flight, connections, out):
-    token = AccessToken(account)
+    ca_file = os.environ.get("HERALD_CA_FILE") or None
+    token = AccessToken(account, ca_file)
     url = f"{fcm_base.rstrip('/')}/v1/projects/{token.project_id}/messages:send"
     # One AsyncClient holds one HTTP/2 connection and multiplexes its requests on it; a few
     # clients, used in turn, spread the streams over a few connections.
     http2_only = url.startswith("http://")  # h2c needs prior knowledge; https negotiates h2 by ALPN
-    clients = [httpx.AsyncClient(http1=not http2_only, http2=True, timeout=30,
+    # One context for every connection: the authorities are read once, as a long-running sender would.
+    verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+    clients = [httpx.AsyncClient(http1=not http2_only, http2=True, timeout=30, verify=verify,
                                  limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
                for _ in range(connections)]
     claimer = await asyncpg.connect(dsn)

@@ -7,10 +7,17 @@ Run inside benchmarks/.venv by benchmarks/compare:
       work until the queue is drained; every pgqueuer batch (BATCH jobs) becomes one
       firebase-admin messaging.send_each_async call; writes counts, timings and the CPU of the
       run (after imports and set-up) as JSON to OUT.
+
+HERALD_CA_FILE, as Herald reads it: a PEM file of the authorities that vouch for FCM_BASE's
+certificate (the emulator's own, which benchmarks/compare passes on). firebase-admin builds its own
+clients and takes no CA bundle in its API; each takes one from its environment, as documented by
+its library: httpx (the sends, send_each_async) from SSL_CERT_FILE, requests (google-auth's token
+refresh) from REQUESTS_CA_BUNDLE. Both are set to it before the app starts.
 """
 
 import asyncio
 import json
+import os
 import resource
 import sys
 import time
@@ -101,6 +108,10 @@ async def work(dsn, account, fcm_base, batch_size, out):
     import firebase_admin
     from firebase_admin import credentials, messaging
 
+    ca_file = os.environ.get("HERALD_CA_FILE")
+    if ca_file:
+        os.environ["SSL_CERT_FILE"] = ca_file
+        os.environ["REQUESTS_CA_BUNDLE"] = ca_file
     # As Tests/Python/firebase_admin_check.py does: the account's token_uri already points at
     # the emulator; the send URL template is redirected to it.
     messaging._MessagingService.FCM_URL = fcm_base.rstrip("/") + "/v1/projects/{0}/messages:send"

@@ -24,6 +24,7 @@ public final class EmulatorCertificate: Sendable {
     public let caFile: String
     /// The names and addresses the certificate is valid for.
     public let hosts: [String]
+    private let authorityPEM: String
 
     /// Makes the certificate for `hosts` (default 127.0.0.1, ::1 and localhost) and writes it to
     /// a new folder under TMPDIR (or /tmp).
@@ -47,6 +48,7 @@ public final class EmulatorCertificate: Sendable {
         self.caFile = folder + "/ca.pem"
         self.files = HTTPServer.TLSFiles(certificateFile: folder + "/server.pem", privateKeyFile: folder + "/server-key.pem")
         self.hosts = hosts
+        self.authorityPEM = made.authorityPEM
     }
 
     /// The hosts a certificate for an emulator listening on `host`, reached at `publicURL`, must
@@ -73,6 +75,23 @@ public final class EmulatorCertificate: Sendable {
             add(String(name))
         }
         return hosts
+    }
+
+    /// Writes the authority's certificate to `path` as well (mode 0644: it is public), for a
+    /// worker that cannot read the private folder; `remove()` leaves it. A file already there is
+    /// replaced whole by a rename, so a worker reading it meanwhile finds the old certificate or
+    /// the new one, never a part.
+    public func writeAuthority(to path: String) throws(EmulatorError) {
+        let partial = path + ".partial-\(getpid())"
+        do { try writePrivateFile(partial, contents: authorityPEM) } catch {
+            unlink(partial)
+            throw error
+        }
+        guard chmod(partial, 0o644) == 0, rename(partial, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(partial)
+            throw EmulatorError("cannot write \(path): \(reason)")
+        }
     }
 
     /// Removes the folder and its files; the emulator must not be started with `files` after.

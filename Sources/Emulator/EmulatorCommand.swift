@@ -53,14 +53,16 @@ public enum EmulatorCommand {
         Option(name: "apns-topic", value: "BUNDLE_ID",
                help: "The app (bundle ID) the APNs keys written or loaded are for: a push whose apns-topic is another app's gets 400 TopicDisallowed.", defaultText: "com.example.shop"),
         Option(name: "tls", value: "MODE",
-               help: "auto: serve HTTPS (h2 and HTTP/1.1 by ALPN, as FCM) with a certificate made for this run, for 127.0.0.1, ::1, localhost, --host and the host of --public-url, signed by an authority made for it alone; the authority's certificate goes to a private temporary folder, removed when the emulator stops, and is printed as HERALD_CA_FILE for workers. off: cleartext (h2c with prior knowledge, and HTTP/1.1). --tls-cert and --tls-key serve a certificate of yours instead.",
-               defaultText: "off"),
+               help: "auto: serve HTTPS (h2 and HTTP/1.1 by ALPN, as FCM) with a certificate made for this run, for 127.0.0.1, ::1, localhost, --host and the host of --public-url, signed by an authority made for it alone; the authority's certificate goes to a private temporary folder, removed when the emulator stops (--write-ca FILE for a path that stays), and is printed as HERALD_CA_FILE for workers. off: cleartext (h2c with prior knowledge, and HTTP/1.1), for those who ask for it: a worker speaks HTTP/1.1 to it, a road production never takes. --tls-cert and --tls-key serve a certificate of yours instead.",
+               defaultText: "auto"),
+        Option(name: "write-ca", value: "FILE",
+               help: "With --tls auto: also write the authority's certificate to FILE (mode 0644; a file there is replaced whole, and kept when the emulator stops) and print FILE as HERALD_CA_FILE, for a worker that cannot read the private folder (another container sharing a volume, a service started apart). The certificate is made anew at each start: a worker started before it reads the new one only when restarted."),
         Option(name: "tls-cert", value: "FILE", help: "Serve HTTPS with this PEM certificate chain (with --tls-key)."),
         Option(name: "tls-key", value: "FILE", help: "The private key of --tls-cert."),
         Option(name: "token-lifetime", value: "SECONDS", help: "expires_in of issued access tokens.", defaultText: "3600"),
         Option(name: "token-bytes", value: "N", help: "Length of issued access tokens in bytes (64 to 8192). Google's service-account tokens are about 1,000 bytes; the default, about 50, keeps tests' logs short.", defaultText: "about 50"),
         Option(name: "public-url", value: "URL",
-               help: "The URL clients reach this emulator at, when it differs from where it listens (e.g. http://emulator:8085 in docker-compose); used in token_uri of written accounts."),
+               help: "The URL clients reach this emulator at, when it differs from where it listens (e.g. https://emulator:8085 in docker-compose; https while it serves HTTPS); used in token_uri of written accounts, and with --tls auto its host is named in the certificate."),
         Option(name: "max-stored-messages", value: "N", help: "Delivered messages kept for /emulator/messages.", defaultText: "1000000"),
         Option(name: "delivery-day", value: "YYYY-MM-DD",
                help: "FCM's Data API: count the messages accepted for this day instead of today (an America/Los_Angeles day); POST /emulator/delivery-data {\"day\": ...} changes it while running."),
@@ -76,8 +78,11 @@ public enum EmulatorCommand {
         command: "emulator",
         summary: """
         Runs a local stand-in for Firebase Cloud Messaging: the HTTP v1 send API, the OAuth2 token
-        endpoint, device groups, fault injection and observation endpoints. HTTP/2 (h2c prior
-        knowledge, or h2 over TLS by ALPN) and HTTP/1.1 share one port.
+        endpoint, device groups, fault injection and observation endpoints. It serves HTTPS by
+        default, as FCM does (h2 or HTTP/1.1 by ALPN on one port), with a certificate it makes
+        for the run; the lines it prints at start-up hand a worker its URL, a service account and
+        the authority to trust (HERALD_CA_FILE). --tls off serves cleartext (h2c prior knowledge
+        and HTTP/1.1) for those who ask for it.
         """,
         usage: "[options]", options: options,
         footer: """
@@ -232,6 +237,15 @@ public enum EmulatorCommand {
                 throw EmulatorError("herald emulator: --tls auto: \(error)")
             }
             configuration.tls = certificate?.files
+            if let certificate, let path = options.caFilePath {
+                do {
+                    try certificate.writeAuthority(to: path)
+                } catch {
+                    certificate.remove()
+                    throw EmulatorError("herald emulator: --write-ca \(path): \(error)")
+                }
+                printError("herald emulator: the authority of its certificate written to \(path)")
+            }
         }
         defer { certificate?.remove() }
         let emulator = EmulatorServer(configuration: configuration)
@@ -314,18 +328,20 @@ public enum EmulatorCommand {
                 throw EmulatorError("--write-apns-key \(folder): \(error)")
             }
         }
-        let protocols = configuration.tls == nil ? "h2c, HTTP/1.1" : "h2, HTTP/1.1 over TLS"
+        let protocols = configuration.tls == nil
+            ? "cleartext: h2c, HTTP/1.1; a worker speaks HTTP/1.1 to it, not the HTTP/2 over TLS it speaks to FCM"
+            : "h2, HTTP/1.1 over TLS"
         print("herald emulator listening on \(emulator.baseURL) (\(protocols))")
         if let quota = options.configuration.scenario.quota {
             print("# the project's quota (--quota-window \(quota.window.rawValue)): \(quota.described)")
         }
-        let authority: WorkerAuthority? = certificate.map { .own(caFile: $0.caFile) }
+        let authority: WorkerAuthority? = certificate.map { .own(caFile: options.caFilePath ?? $0.caFile, kept: options.caFilePath != nil) }
             ?? configuration.tls.map { .given(certificateFile: $0.certificateFile) }
         print(workerSettings(baseURL: emulator.baseURL, credentials: credentials, temporary: temporaryFolder != nil,
                              authority: authority, note: credentialsNote))
         if let apnsKey {
             print(apnsSettings(baseURL: emulator.baseURL, keyID: apnsKey.keyID, teamID: apnsKey.teamID,
-                               keyPath: absolutePath(apnsKey.path), topic: options.configuration.apnsTopic))
+                               keyPath: absolutePath(apnsKey.path), topic: options.configuration.apnsTopic, caFile: authority?.file))
         }
         fflush(nil)
 
@@ -350,7 +366,7 @@ public enum EmulatorCommand {
         lines.append("export HERALD_FCM_DATA_URL=\(shellQuoted(baseURL))")
         lines.append("export GOOGLE_APPLICATION_CREDENTIALS=\(shellQuoted(credentials))")
         switch authority {
-        case .own(let caFile)?:
+        case .own(let caFile, _)?:
             lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(caFile)))  # the authority of its certificate, made for this run")
         case .given(let certificateFile)?:
             lines.append("export HERALD_CA_FILE=\(shellQuoted(absolutePath(certificateFile)))  # or the CA that signed it")
@@ -361,31 +377,46 @@ public enum EmulatorCommand {
         if temporary {
             lines.append("# (that service account is removed when this emulator stops; --write-service-account FILE keeps one)")
         }
-        if case .own? = authority {
-            lines.append("# (the certificate is made anew at each start: a worker started before this emulator needs the new HERALD_CA_FILE)")
+        if case .own(_, let kept)? = authority {
+            lines.append(kept
+                ? "# (written anew at each start, with a new certificate: a worker that was running before this start trusts it once restarted)"
+                : "# (that authority's file is removed when this emulator stops, and made anew at each start: --write-ca FILE keeps one at a path of yours)")
         }
         lines.append("# then, with DATABASE_URL set: herald work")
+        let trust = authority.map { "--cacert \(shellQuoted(absolutePath($0.file))) " } ?? ""
+        lines.append("# what it received: curl \(trust)'\(baseURL)/emulator/messages?token=<device token>'")
         return lines.joined(separator: "\n")
     }
 
     /// The lines that register the key the emulator wrote as an APNs app and send its jobs here:
-    /// the `herald apns add` line to paste (key file, key ID, team ID, topic) and HERALD_APNS_URL.
-    public static func apnsSettings(baseURL: String, keyID: String, teamID: String, keyPath: String, topic: String) -> String {
-        [
+    /// the `herald apns add` line to paste (key file, key ID, team ID, topic) and HERALD_APNS_URL;
+    /// `caFile`, the authority a client trusts when it serves HTTPS, goes into the curl hint.
+    public static func apnsSettings(baseURL: String, keyID: String, teamID: String, keyPath: String, topic: String, caFile: String? = nil) -> String {
+        let trust = caFile.map { "--cacert \(shellQuoted(absolutePath($0))) " } ?? ""
+        return [
             "# APNs (POST /3/device/{token}): key ID \(keyID), team ID \(teamID), topic \(topic), key file \(shellQuoted(keyPath))",
             "# Register it as an APNs app (with DATABASE_URL set), then send its jobs here instead of Apple:",
             "herald apns add \(APNsKeyIssue.appName(topic: topic)) --key-file \(shellQuoted(keyPath)) --key-id \(keyID) --team-id \(teamID) --topic \(topic)",
             "export HERALD_APNS_URL=\(shellQuoted(baseURL))",
-            "# what it received: curl '\(baseURL)/emulator/apns/messages?token=<device token>'",
+            "# what it received: curl \(trust)'\(baseURL)/emulator/apns/messages?token=<device token>'",
         ].joined(separator: "\n")
     }
 
     /// What a worker trusts to verify the emulator's certificate.
     enum WorkerAuthority {
-        /// `--tls auto`: the authority made for this run.
-        case own(caFile: String)
+        /// `--tls auto`: the authority made for this run, in the private folder or (`kept`)
+        /// where `--write-ca` put it.
+        case own(caFile: String, kept: Bool)
         /// `--tls-cert`: the certificate given (self-signed, or the user's CA signed it).
         case given(certificateFile: String)
+
+        /// The file a client is given (HERALD_CA_FILE, curl's --cacert).
+        var file: String {
+            switch self {
+            case .own(let caFile, _): return caFile
+            case .given(let certificateFile): return certificateFile
+            }
+        }
     }
 
     /// `text` as one shell word: unchanged when it holds nothing a shell would read specially.
@@ -415,8 +446,11 @@ public enum EmulatorCommand {
         public var writeAPNsKeyFolder: String? = nil
         /// `--apns-keys DIR`.
         public var apnsKeyFolder: String? = nil
-        /// `--tls auto`: serve HTTPS with a certificate made at start (see `EmulatorCertificate`).
+        /// `--tls auto` (the default unless `--tls off` or `--tls-cert`): serve HTTPS with a
+        /// certificate made at start (see `EmulatorCertificate`).
         public var ownCertificate = false
+        /// `--write-ca FILE`: where the authority's certificate is also written, to stay.
+        public var caFilePath: String? = nil
 
         /// nil when help was asked for.
         public static func parse(_ arguments: [String]) throws(EmulatorError) -> Options? {
@@ -587,19 +621,23 @@ public enum EmulatorCommand {
                     throw EmulatorError("herald emulator: \(source) \(error.description)")
                 }
             }
+            // HTTPS by default, as FCM serves: a certificate of its own unless --tls-cert gives one
+            // or --tls off asks for cleartext.
+            let givenCertificate = parsed.string("tls-cert") != nil || parsed.string("tls-key") != nil
+            options.ownCertificate = !givenCertificate
             if let (mode, source) = parsed.lookup("tls") {
                 switch mode {
                 case "auto":
-                    if parsed.string("tls-cert") != nil || parsed.string("tls-key") != nil {
+                    if givenCertificate {
                         throw EmulatorError("herald emulator: \(source) auto makes a certificate of its own, and --tls-cert/--tls-key give one; give one or the other")
                     }
-                    options.ownCertificate = true
                 case "off":
-                    if parsed.string("tls-cert") != nil || parsed.string("tls-key") != nil {
+                    if givenCertificate {
                         throw EmulatorError("herald emulator: \(source) off serves cleartext, but --tls-cert/--tls-key ask for HTTPS; give one or the other")
                     }
+                    options.ownCertificate = false
                 default:
-                    throw EmulatorError("herald emulator: \(source) must be auto (HTTPS with a certificate made for this run) or off (cleartext), not '\(mode)'")
+                    throw EmulatorError("herald emulator: \(source) must be auto (HTTPS with a certificate made for this run, the default) or off (cleartext), not '\(mode)'")
                 }
             }
             switch (parsed.string("tls-cert"), parsed.string("tls-key")) {
@@ -608,6 +646,22 @@ public enum EmulatorCommand {
                 configuration.tls = HTTPServer.TLSFiles(certificateFile: certificate, privateKeyFile: key)
             case (nil, _): throw EmulatorError("herald emulator: --tls-key needs --tls-cert as well")
             case (_, nil): throw EmulatorError("herald emulator: --tls-cert needs --tls-key as well")
+            }
+            if let path = parsed.string("write-ca") {
+                guard options.ownCertificate else {
+                    throw EmulatorError(givenCertificate
+                        ? "herald emulator: --write-ca writes the authority of the certificate --tls auto makes; with --tls-cert, workers trust your certificate (or the CA that signed it): give that as HERALD_CA_FILE and drop --write-ca"
+                        : "herald emulator: --write-ca writes the authority of the certificate --tls auto makes, but --tls off serves cleartext; drop one or the other")
+                }
+                guard !path.isEmpty, !path.hasSuffix("/") else {
+                    throw EmulatorError("herald emulator: --write-ca must name a file, e.g. /credentials/emulator-ca.pem, not '\(path)'")
+                }
+                options.caFilePath = path
+            }
+            // A URL whose scheme is not what the port speaks would send workers' token requests
+            // (token_uri) in cleartext to a TLS port, which answers nothing they could read.
+            if let url = configuration.publicURL, url.hasPrefix("http://"), options.ownCertificate || configuration.tls != nil {
+                throw EmulatorError("herald emulator: --public-url \(url) is http://, but the emulator serves HTTPS (\(options.ownCertificate ? "--tls auto, the default" : "--tls-cert")); give https://\(url.dropFirst("http://".count)), or --tls off for cleartext")
             }
             options.configuration = configuration
             return options

@@ -348,5 +348,9 @@ import TestSupport
                                                  keyPath: "/tmp/keys/AuthKey_ABCDE23456.p8", topic: "com.example.news")
         #expect(lines.contains("\nherald apns add news-ios --key-file /tmp/keys/AuthKey_ABCDE23456.p8 --key-id ABCDE23456 --team-id HERALDTEAM --topic com.example.news\n"), "\(lines)")
         #expect(lines.contains("export HERALD_APNS_URL=http://127.0.0.1:8085"))
+        // Over HTTPS, the curl hint trusts the emulator's authority as the worker does.
+        let overTLS = EmulatorCommand.apnsSettings(baseURL: "https://127.0.0.1:8085", keyID: "ABCDE23456", teamID: "HERALDTEAM",
+                                                   keyPath: "/tmp/keys/AuthKey_ABCDE23456.p8", topic: "com.example.news", caFile: "/tmp/ca dir/ca.pem")
+        #expect(overTLS.contains("curl --cacert '/tmp/ca dir/ca.pem' 'https://127.0.0.1:8085/emulator/apns/messages?token="), "\(overTLS)")
     }
 }

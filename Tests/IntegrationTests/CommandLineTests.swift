@@ -173,17 +173,32 @@ import TestSupport
         return lines.filter { $0.hasPrefix("export ") }
     }
 
-    /// Plain http:// as `herald emulator` serves by default: the worker speaks HTTP/1.1 to it.
+    /// HTTPS, as `herald emulator` serves by default: a certificate it made, its authority printed
+    /// as HERALD_CA_FILE; the worker given those lines verifies it as it verifies FCM's and speaks
+    /// HTTP/2 to it, and the files go when the emulator stops.
     @Test func itsStartUpLinesPastedIntoAShellLetAWorkerDeliverToIt() throws {
-        try pastedLinesDeliver(emulatorArguments: [], names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS"])
+        try pastedLinesDeliver(emulatorArguments: [],
+                               names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_CA_FILE"])
     }
 
-    /// `--tls auto`: HTTPS with a certificate it made, its authority printed as HERALD_CA_FILE;
-    /// the worker given those lines verifies it as it verifies FCM's, and the files go when the
-    /// emulator stops.
-    @Test func withTLSAutoItsLinesHandTheWorkerTheAuthorityOfItsOwnCertificate() throws {
-        try pastedLinesDeliver(emulatorArguments: ["--tls", "auto"],
-                               names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_CA_FILE"])
+    /// `--tls off`, for a user who asks for cleartext: plain http://, no authority, a start-up
+    /// line that says the worker speaks HTTP/1.1 there; a worker given the lines delivers over it.
+    @Test func withTLSOffItServesPlainHTTPWhichAWorkerSpeaksHTTP1To() throws {
+        try pastedLinesDeliver(emulatorArguments: ["--tls", "off"],
+                               names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS"])
+    }
+
+    /// `--write-ca FILE`: the authority at a path of the user's (a volume another container
+    /// reads), named by HERALD_CA_FILE, and still there when the emulator has stopped.
+    @Test func withWriteCAItsLinesNameTheAuthorityWhereTheUserAskedAndItStays() throws {
+        let folder = NSTemporaryDirectory() + "herald-emulator-ca-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try pastedLinesDeliver(emulatorArguments: ["--write-ca", folder + "/emulator-ca.pem"],
+                               names: ["HERALD_FCM_URL", "HERALD_IID_URL", "HERALD_FCM_DATA_URL", "GOOGLE_APPLICATION_CREDENTIALS", "HERALD_CA_FILE"],
+                               keptAuthority: folder + "/emulator-ca.pem")
+        var status = stat()
+        #expect(stat(folder + "/emulator-ca.pem", &status) == 0 && status.st_mode & 0o777 == 0o644, "anyone may read it to trust the emulator")
     }
 
     @Test func tlsAutoBesideACertificateOfTheUsersIsRefused() throws {
@@ -192,12 +207,19 @@ import TestSupport
         #expect(run.status != 0 && run.output.contains("--tls auto") && run.output.contains("--tls-cert"), "\(run.output)")
         let unknown = try HeraldProcess.run(["emulator", "--port", "0", "--tls", "yes"], environment: [:], timeout: 30)
         #expect(unknown.status != 0 && unknown.output.contains("auto") && unknown.output.contains("off"), "\(unknown.output)")
+        // A public URL kept from cleartext days, on the HTTPS it now serves by default: refused
+        // before anything starts, saying both ways out.
+        let cleartextURL = try HeraldProcess.run(["emulator", "--port", "0", "--public-url", "http://emulator:8085"], environment: [:], timeout: 30)
+        #expect(cleartextURL.status != 0 && cleartextURL.output.contains("https://emulator:8085") && cleartextURL.output.contains("--tls off")
+                && !cleartextURL.output.contains("listening"), "\(cleartextURL.output)")
     }
 
     /// Starts `herald emulator` with `emulatorArguments`, checks the variables its `export` lines
     /// name, and has a worker given only those lines and DATABASE_URL (through a shell, as a user
-    /// pastes them) deliver a job to it; the files it wrote for the purpose go when it stops.
-    func pastedLinesDeliver(emulatorArguments: [String], names expected: [String]) throws {
+    /// pastes them) deliver a job to it, over HTTP/2 and TLS when the lines name an authority and
+    /// over HTTP/1.1 when they do not; the files it wrote for the purpose go when it stops, and
+    /// `keptAuthority`, the file --write-ca named, stays.
+    func pastedLinesDeliver(emulatorArguments: [String], names expected: [String], keptAuthority: String? = nil) throws {
         let emulator = try HeraldProcess(["emulator", "--port", "0"] + emulatorArguments, environment: [:])
         try emulator.start()
         defer { emulator.signal(SIGKILL) }
@@ -214,6 +236,12 @@ import TestSupport
         #expect(FileManager.default.fileExists(atPath: credentials), "the service account is written: \(credentials)")
         let caFile = value("HERALD_CA_FILE")
         if let caFile { #expect(FileManager.default.fileExists(atPath: caFile), "the authority is written: \(caFile)") }
+        if let keptAuthority {
+            #expect(caFile.map { URL(fileURLWithPath: $0).resolvingSymlinksInPath().path } == URL(fileURLWithPath: keptAuthority).resolvingSymlinksInPath().path,
+                    "HERALD_CA_FILE names the file --write-ca wrote: \(exports)")
+        }
+        let listening = emulator.output.split(separator: "\n").first { $0.hasPrefix("herald emulator listening on ") } ?? ""
+        #expect(listening.contains(caFile == nil ? "cleartext" : "over TLS") && (caFile != nil || listening.contains("HTTP/1.1")), "\(listening)")
 
         // A worker given nothing but DATABASE_URL and those lines, through a shell as a user pastes them.
         let database = try TestDatabase.fresh(migrated: true)
@@ -244,14 +272,22 @@ import TestSupport
         #expect(state[0, 0] == "completed", "\(workerOutput)")
         let baseURL = try #require(value("HERALD_FCM_URL"))
         #expect(baseURL.hasPrefix(caFile == nil ? "http://" : "https://"), "\(baseURL)")
-        let received = try curl(baseURL + "/emulator/messages?token=standalone-emulator-1", over: caFile.map { .tlsHTTP1(caFile: $0) } ?? .http1)
+        let transport: CurlProtocol = caFile.map { .tlsHTTP1(caFile: $0) } ?? .http1
+        // The road the worker took: HTTP/2 over TLS, as to FCM, or HTTP/1.1 in cleartext.
+        let statistics = try #require(try curl(baseURL + "/emulator/stats", over: transport).json, "the emulator's statistics")
+        let http1 = statistics["http1_requests"]?.intValue ?? -1, http2 = statistics["http2_requests"]?.intValue ?? -1
+        #expect(caFile == nil ? http2 == 0 && http1 >= 1 : http2 >= 1, "HTTP/1.1 \(http1), HTTP/2 \(http2) requests")
+        let received = try curl(baseURL + "/emulator/messages?token=standalone-emulator-1", over: transport)
         #expect(received.json?["messages"]?.arrayValue?.count == 1, "the emulator received it: \(received.body)")
 
         // The service account (and the authority) it wrote for the purpose go when it stops.
         emulator.signal(SIGTERM)
         #expect(emulator.wait(timeout: 30) == 0, "\(emulator.output)")
         #expect(!FileManager.default.fileExists(atPath: credentials), "the temporary service account is removed")
-        if let caFile { #expect(!FileManager.default.fileExists(atPath: caFile), "the authority's file is removed") }
+        if let caFile {
+            #expect(FileManager.default.fileExists(atPath: caFile) == (keptAuthority != nil),
+                    keptAuthority == nil ? "the authority's file is removed" : "the authority --write-ca wrote stays")
+        }
     }
 
     @Test func aServiceAccountItWasAskedToWriteIsNamedByItsFullPathAndKept() throws {

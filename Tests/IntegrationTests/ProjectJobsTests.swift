@@ -492,7 +492,12 @@ import TestSupport
         defer { emulator.signal(SIGKILL) }
         var exports: [String] = []
         #expect(waitUntil(timeout: 30) { exports = StandaloneEmulatorTests.exportLines(emulator) ?? []; return !exports.isEmpty }, "\(emulator.output)")
-        let url = try #require(exports.first { $0.hasPrefix("export HERALD_FCM_URL=") }?.split(separator: "=", maxSplits: 1).last.map(String.init))
+        func exported(_ name: String) -> String? {
+            exports.first { $0.hasPrefix("export \(name)=") }.map { String($0.dropFirst("export \(name)=".count).prefix { $0 != " " }) }
+        }
+        let url = try #require(exported("HERALD_FCM_URL"))
+        // Over TLS, as it serves by default: the worker and `projects test` trust its authority.
+        let authority = try #require(exported("HERALD_CA_FILE"), "\(exports)")
         for (file, project) in [("shop", "shop-fcm"), ("news", "news-fcm"), ("default", "herald-emulator")] {
             let key = try JSONValue.parse(String(contentsOfFile: folder + "/\(file).json", encoding: .utf8))
             #expect(key["project_id"]?.stringValue == project)
@@ -508,7 +513,8 @@ import TestSupport
             FROM unnest(ARRAY['shop', 'news', 'none']) p, generate_series(1, 10) g
             """)
         let environment = ["DATABASE_URL": database.url, "GOOGLE_APPLICATION_CREDENTIALS": folder + "/default.json",
-                           "HERALD_FCM_URL": url, "HERALD_IID_URL": url, "HERALD_ADMIN_ADDRESS": "127.0.0.1:0"]
+                           "HERALD_FCM_URL": url, "HERALD_IID_URL": url, "HERALD_CA_FILE": authority,
+                           "HERALD_ADMIN_ADDRESS": "127.0.0.1:0"]
         let run = try HeraldProcess.run(["work", "--drain", "--processes", "1", "--poll-interval", "0.2"], environment: environment)
         #expect(run.status == 0, "\(run.output)")
         #expect(try database.connect().query("SELECT count(*) FROM herald.jobs WHERE state = 'completed'").int(0, 0) == 30)

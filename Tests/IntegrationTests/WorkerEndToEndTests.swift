@@ -35,8 +35,8 @@ import TestSupport
                 "a few connections per process (the window over 100 streams), plus token requests")
     }
 
-    /// Plain http:// to a loopback emulator, as a user may still ask for it (`herald emulator`
-    /// without --tls): the worker speaks HTTP/1.1 to it on connections it keeps, and delivers
+    /// Plain http:// to a loopback emulator, as a user may still ask for it (`herald emulator
+    /// --tls off`): the worker speaks HTTP/1.1 to it on connections it keeps, and delivers
     /// every job once; the retried 503 and the pruned token come out as they do over TLS.
     @Test func aPlainHTTPEmulatorIsReachedOverHTTP1() throws {
         let stack = try WorkerStack(transport: .cleartext)

@@ -502,10 +502,12 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(EmulatorCertificate.hosts(listening: "localhost", publicURL: "https://push.test") == loopback + ["push.test"])
     }
 
-    @Test func tlsAutoOrOffAndNeverBesideACertificateGiven() throws {
+    @Test func tlsAutoByDefaultOffWhenAskedAndNeverBesideACertificateGiven() throws {
+        #expect(try #require(try EmulatorCommand.Options.parse([])).ownCertificate, "HTTPS by default, as FCM")
         #expect(try #require(try EmulatorCommand.Options.parse(["--tls", "auto"])).ownCertificate)
         #expect(!(try #require(try EmulatorCommand.Options.parse(["--tls", "off"])).ownCertificate))
-        #expect(!(try #require(try EmulatorCommand.Options.parse([])).ownCertificate))
+        let given = try #require(try EmulatorCommand.Options.parse(["--tls-cert", "c.pem", "--tls-key", "k.pem"]))
+        #expect(!given.ownCertificate && given.configuration.tls?.certificateFile == "c.pem", "a certificate of the user's is served instead")
         for bad in [["--tls", "on"], ["--tls", "auto", "--tls-cert", "c.pem", "--tls-key", "k.pem"], ["--tls", "off", "--tls-cert", "c.pem", "--tls-key", "k.pem"]] {
             do {
                 _ = try EmulatorCommand.Options.parse(bad)
@@ -514,6 +516,38 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
                 #expect(error.description.contains("--tls"), "\(error)")
             }
         }
+    }
+
+    /// `--write-ca` keeps the authority of the certificate it makes; with cleartext or a
+    /// certificate of the user's there is no such authority, and it says what to do instead.
+    @Test func writeCAGoesWithTheCertificateItMakesOnly() throws {
+        #expect(try #require(try EmulatorCommand.Options.parse(["--write-ca", "/tmp/ca.pem"])).caFilePath == "/tmp/ca.pem")
+        for (bad, words) in [(["--tls", "off", "--write-ca", "ca.pem"], ["--write-ca", "--tls off"]),
+                             (["--tls-cert", "c.pem", "--tls-key", "k.pem", "--write-ca", "ca.pem"], ["--write-ca", "HERALD_CA_FILE"]),
+                             (["--write-ca", "certificates/"], ["--write-ca", "must name a file"])] {
+            do {
+                _ = try EmulatorCommand.Options.parse(bad)
+                Issue.record("\(bad) accepted")
+            } catch {
+                #expect(words.allSatisfy(error.description.contains), "\(bad): \(error)")
+            }
+        }
+    }
+
+    /// A public URL of http:// on a port that serves HTTPS would send workers' token requests in
+    /// cleartext to a TLS port (the mistake a docker-compose file kept from cleartext days makes).
+    @Test func aCleartextPublicURLForAnHTTPSPortIsRefused() throws {
+        do {
+            _ = try EmulatorCommand.Options.parse(["--host", "0.0.0.0", "--public-url", "http://emulator:8085"])
+            Issue.record("http:// accepted while serving HTTPS")
+        } catch {
+            #expect(error.description.contains("--public-url http://emulator:8085") && error.description.contains("https://emulator:8085")
+                    && error.description.contains("--tls off"), "\(error)")
+        }
+        #expect(try #require(try EmulatorCommand.Options.parse(["--public-url", "https://emulator:8085"])).configuration.publicURL == "https://emulator:8085")
+        #expect(try #require(try EmulatorCommand.Options.parse(["--tls", "off", "--public-url", "http://emulator:8085"])).configuration.publicURL == "http://emulator:8085")
+        // Cleartext behind something that speaks TLS for it is the user's to arrange.
+        #expect(try #require(try EmulatorCommand.Options.parse(["--tls", "off", "--public-url", "https://push.test"])).configuration.publicURL == "https://push.test")
     }
 
     /// The files it writes: the authority readable by anyone (it is public), the key by its owner
@@ -527,5 +561,30 @@ extension Result where Failure == DeviceGroupRegistry.Failure {
         #expect(try String(contentsOfFile: certificate.caFile, encoding: .utf8).hasPrefix("-----BEGIN CERTIFICATE-----"))
         certificate.remove()
         #expect(!FileManager.default.fileExists(atPath: certificate.folder))
+    }
+
+    /// `--write-ca`'s copy: readable by anyone, replacing what was there whole, and left in place
+    /// when the private folder goes.
+    @Test func theAuthorityWrittenToAPathOfTheUsersStays() throws {
+        let folder = NSTemporaryDirectory() + "herald-write-ca-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/emulator-ca.pem"
+        try "an older run's authority".write(toFile: path, atomically: false, encoding: .utf8)
+        let certificate = try EmulatorCertificate()
+        try certificate.writeAuthority(to: path)
+        let authority = try String(contentsOfFile: certificate.caFile, encoding: .utf8)
+        certificate.remove()
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == authority, "the authority the worker must trust, whole")
+        var status = stat()
+        #expect(stat(path, &status) == 0 && status.st_mode & 0o777 == 0o644)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["emulator-ca.pem"], "nothing half-written left beside it")
+        // A folder that is not there: the error names the file.
+        do {
+            try certificate.writeAuthority(to: folder + "/missing/ca.pem")
+            Issue.record("written into a folder that does not exist")
+        } catch {
+            #expect(error.description.contains(folder + "/missing/ca.pem"), "\(error)")
+        }
     }
 }
